@@ -1,0 +1,29 @@
+"""The feddns error hierarchy.
+
+Every error feddns raises on purpose derives from :class:`FeddnsError`; library
+errors are wrapped with ``raise ... from`` so the cause stays visible.
+"""
+
+
+class FeddnsError(Exception):
+    """Base class of the errors feddns raises on purpose."""
+
+
+class ConfigError(FeddnsError, ValueError):
+    """A flag, config file or records file is invalid.
+
+    The message is one line naming what is wrong; commands print it and exit
+    with status 2 before opening any socket (CONTRACTS 6).
+    """
+
+
+class RecordError(FeddnsError, ValueError):
+    """An etcd key or value does not follow the layout of CONTRACTS 4.
+
+    ``key`` is the offending key (str), or ``None`` when the value is checked
+    on its own. Readers skip such a record, log it once and count it.
+    """
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key

@@ -1,0 +1,97 @@
+"""The etcd key layout of CONTRACTS 4; the only module that knows it.
+
+With prefix P (``--etcd-prefix``, default empty):
+
+* ``P/F/<ns>/<svc>/C`` holds the shard record of service ``<ns>/<svc>`` of
+  federation F in cluster C (:class:`ShardKey`);
+* ``P/F/_clusters/C`` holds the cluster record of C in F (:class:`ClusterKey`).
+
+With an empty prefix keys start at ``/`` exactly as in the design document
+("DNS Record Creation"): ``/myfederation/myns/myservice/foo``.
+"""
+
+from dataclasses import dataclass
+
+from feddns import names
+from feddns.errors import ConfigError, RecordError
+
+CLUSTERS = "_clusters"
+"""The reserved namespace slot of cluster records (``_`` keeps it apart from
+every Kubernetes namespace name)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShardKey:
+    """Key of one shard: service ``namespace/service`` of ``federation`` in ``cluster``."""
+
+    federation: str
+    namespace: str
+    service: str
+    cluster: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterKey:
+    """Key of one cluster record of ``federation``."""
+
+    federation: str
+    cluster: str
+
+
+class Layout:
+    """Builds and parses keys under one prefix.
+
+    ``prefix`` is ``""`` or a path such as ``/feddns`` (a trailing ``/`` is
+    dropped). Raises :class:`ConfigError` for a prefix not starting with ``/``.
+    """
+
+    def __init__(self, prefix: str = "") -> None:
+        prefix = prefix.rstrip("/")
+        if prefix and not prefix.startswith("/"):
+            raise ConfigError(f"etcd prefix {prefix!r} must start with '/'")
+        self.prefix = prefix
+
+    @property
+    def root(self) -> str:
+        """Every key of every federation starts with this string (``P/``)."""
+        return self.prefix + "/"
+
+    def federation_prefix(self, federation: str) -> str:
+        """The prefix of all keys of one federation (``P/F/``)."""
+        return f"{self.prefix}/{federation}/"
+
+    def shard_key(self, key: ShardKey) -> str:
+        """``P/F/<ns>/<svc>/C`` for ``key``."""
+        return f"{self.prefix}/{key.federation}/{key.namespace}/{key.service}/{key.cluster}"
+
+    def cluster_key(self, key: ClusterKey) -> str:
+        """``P/F/_clusters/C`` for ``key``."""
+        return f"{self.prefix}/{key.federation}/{CLUSTERS}/{key.cluster}"
+
+    def parse(self, key: str) -> ShardKey | ClusterKey:
+        """Parse a key under this prefix.
+
+        Raises :class:`RecordError` (with ``key``) when the key is outside the
+        prefix, has the wrong number of parts, or a part is not a DNS label.
+        """
+        if not key.startswith(self.root):
+            raise RecordError(f"key is outside prefix {self.root!r}", key)
+        parts = key[len(self.root):].split("/")
+        try:
+            if len(parts) == 3 and parts[1] == CLUSTERS:
+                return ClusterKey(
+                    names.check_label(parts[0], "federation name"),
+                    names.check_label(parts[2], "cluster name"),
+                )
+            if len(parts) == 4:
+                return ShardKey(
+                    names.check_label(parts[0], "federation name"),
+                    names.check_label(parts[1], "namespace"),
+                    names.check_label(parts[2], "service name"),
+                    names.check_label(parts[3], "cluster name"),
+                )
+        except ValueError as exc:
+            raise RecordError(str(exc), key) from exc
+        raise RecordError(
+            "key is neither P/F/<ns>/<svc>/<cluster> nor P/F/_clusters/<cluster>", key
+        )

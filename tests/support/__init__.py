@@ -1,0 +1,1 @@
+"""Real parts for the tests: an etcd server, free loopback ports, process runners."""

@@ -1,0 +1,122 @@
+"""A real etcd server for tests, and a small synchronous client for arranging data.
+
+``EtcdServer`` runs Debian's ``etcd`` (package ``etcd-server``) on loopback ports
+with a throw-away data directory. ``stop()``/``start()`` simulate an outage with
+the data kept. The client side talks to etcd's JSON gateway (``/v3/kv/...``,
+base64 keys and values), so tests need no event loop to put and read keys.
+"""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from typing import Any
+
+from tests.support.ports import free_port, wait_until
+
+
+def _b64(data: str | bytes) -> str:
+    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
+
+
+def _prefix_end(prefix: str) -> str:
+    raw = bytearray(prefix.encode())
+    raw[-1] += 1
+    return _b64(bytes(raw))
+
+
+class EtcdServer:
+    """One etcd member on 127.0.0.1; ``url`` is its client URL."""
+
+    def __init__(self) -> None:
+        self.data_dir = tempfile.mkdtemp(prefix="feddns-etcd-")
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = os.path.join(self.data_dir, "etcd.log")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    def start(self) -> None:
+        """Start (or restart) etcd and wait until it answers."""
+        binary = shutil.which("etcd") or "/usr/bin/etcd"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [
+                binary, "--name", "test", "--data-dir", os.path.join(self.data_dir, "data"),
+                "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", f"test={peer}", "--logger", "zap", "--log-level", "error",
+            ],
+            stdout=log, stderr=log,
+        )
+        log.close()
+        wait_until(self._healthy, timeout=20, interval=0.05, what=f"etcd on {self.url}")
+
+    def _healthy(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"etcd exited with {self.proc.returncode}; log in {self.log_path}")
+        try:
+            self.call("/v3/maintenance/status", {})
+            return True
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """Stop etcd (data kept); ``start()`` brings it back on the same ports."""
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    # -- the synchronous client -------------------------------------------------
+
+    def call(self, path: str, body: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
+        """POST ``body`` to the JSON gateway at ``path``; raises ``OSError`` on failure."""
+        request = urllib.request.Request(
+            self.url + path, data=json.dumps(body).encode(), method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+
+    def put(self, key: str, value: str | bytes | dict[str, Any]) -> int:
+        """Put one key (a dict is JSON-encoded); returns the new revision."""
+        if isinstance(value, dict):
+            value = json.dumps(value)
+        reply = self.call("/v3/kv/put", {"key": _b64(key), "value": _b64(value)})
+        return int(reply["header"]["revision"])
+
+    def delete(self, key: str, prefix: bool = False) -> int:
+        """Delete one key, or every key under ``key`` with ``prefix``; returns the revision."""
+        body = {"key": _b64(key)}
+        if prefix:
+            body["range_end"] = _prefix_end(key)
+        return int(self.call("/v3/kv/deleterange", body)["header"]["revision"])
+
+    def get_prefix(self, prefix: str) -> dict[str, str]:
+        """Every key under ``prefix`` with its value, as text."""
+        reply = self.call("/v3/kv/range", {"key": _b64(prefix), "range_end": _prefix_end(prefix)})
+        return {
+            base64.b64decode(kv["key"]).decode(): base64.b64decode(kv.get("value", "")).decode()
+            for kv in reply.get("kvs", [])
+        }
+
+    def revision(self) -> int:
+        reply = self.call("/v3/kv/range", {"key": _b64("\0"), "limit": 1})
+        return int(reply["header"]["revision"])
+
+    def compact(self, revision: int) -> None:
+        """Compact history up to ``revision`` (physical, so old revisions are gone)."""
+        self.call("/v3/kv/compaction", {"revision": revision, "physical": True})
