@@ -76,6 +76,12 @@ class ObserveServer:
         assert self._server is not None, "start() first"
         return int(self._server.server_address[1])
 
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` of the bound server."""
+        host = self._address[0]
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()

@@ -1,0 +1,150 @@
+"""``feddns serve``: the Federated-DNS server (CONTRACTS 1-4 and 6).
+
+Flags are checked, and the records file read, before any socket opens: a bad
+one exits 2 with one line. Then it listens on UDP and TCP on every
+``--listen`` address, loads records from etcd (or the records file) and keeps
+them in step, on one asyncio loop (uvloop where installed).
+"""
+
+import argparse
+import asyncio
+import ipaddress
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from feddns import names
+from feddns.dns import transport
+from feddns.dns.index import Index
+from feddns.dns.metrics import ServeCollector
+from feddns.dns.responder import Responder, Settings
+from feddns.errors import ConfigError
+from feddns.hostport import parse_hostport
+from feddns.keys import Layout
+from feddns.observe import ObserveServer
+from feddns.store import Feed
+from feddns.store.file import EXAMPLE, FileSource
+
+log = logging.getLogger("feddns.serve")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``feddns serve`` flags."""
+    add = parser.add_argument
+    add("--listen", action="append", metavar="HOST:PORT",
+        help="UDP and TCP address to answer on (repeatable; default 127.0.0.1:5353; port 0 picks one)")
+    add("--zone", default="federation.", help="the zone served (default federation.)")
+    add("--ttl", type=int, default=30, help="TTL of answers in seconds (default 30)")
+    add("--negative-ttl", type=int, default=30,
+        help="SOA minimum: TTL of NXDOMAIN and NODATA answers in seconds (default 30)")
+    add("--etcd", action="append", metavar="URL", help="etcd client URL (repeatable), e.g. http://127.0.0.1:2379")
+    add("--etcd-prefix", default="", help="key prefix P of CONTRACTS 4 (default empty)")
+    add("--records", metavar="FILE", help="YAML records file, used without --etcd (default: the example federation)")
+    add("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics, /health and /ready here")
+    add("--order", choices=("rotate", "stable"), default="rotate",
+        help="order within a tier: rotate from query to query (default) or stable")
+    add("--cluster-option-code", type=int, default=0xFEDD,
+        help="EDNS0 option code carrying the asking cluster's name (default 65245)")
+    add("--ns-address", action="append", metavar="IP",
+        help="address(es) of this server for ns.dns.<zone> (default: the --listen addresses)")
+
+
+def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> Settings:
+    """Check the flags and build :class:`Settings`; raises :class:`ConfigError`."""
+    try:
+        zone = names.normalize_zone(args.zone)
+    except ValueError as exc:
+        raise ConfigError(f"--zone: {exc}") from exc
+    for flag, value in (("--ttl", args.ttl), ("--negative-ttl", args.negative_ttl)):
+        if not 0 <= value <= 2**31 - 1:
+            raise ConfigError(f"{flag} {value} is not from 0 to 2147483647 seconds")
+    if not 0 < args.cluster_option_code < 65535 or args.cluster_option_code == 8:
+        raise ConfigError(f"--cluster-option-code {args.cluster_option_code} is not a usable EDNS0 option code")
+    return Settings(
+        zone=zone, ttl=args.ttl, negative_ttl=args.negative_ttl, option_code=args.cluster_option_code,
+        stable=args.order == "stable", ns_addresses=_ns_addresses(args.ns_address, listens),
+        serial=int(time.time()) & 0xFFFFFFFF,
+    )
+
+
+def _ns_addresses(given: list[str] | None, listens: list[tuple[str, int]]) -> tuple:
+    if given:
+        try:
+            return tuple(ipaddress.ip_address(a) for a in given)
+        except ValueError as exc:
+            raise ConfigError(f"--ns-address: {exc}") from exc
+    out = []
+    for host, _ in listens:
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            continue
+        if not ip.is_unspecified:
+            out.append(ip)
+    return tuple(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check everything, then serve until SIGTERM or SIGINT. Returns the exit status."""
+    listens = [parse_hostport(text) for text in (args.listen or ["127.0.0.1:5353"])]
+    settings = settings_from(args, listens)
+    layout = Layout(args.etcd_prefix)
+    index = Index(layout)
+    responder = Responder(index, settings)
+    feed = Feed(index, responder)
+    if args.etcd:
+        from feddns.etcd import Endpoints
+        from feddns.store.etcd import EtcdSource
+
+        source: object = EtcdSource(Endpoints(args.etcd), layout, feed)
+    else:
+        source = FileSource(Path(args.records) if args.records else EXAMPLE, layout, feed)
+        source.load()  # a bad records file stops start-up here (exit 2)
+    metrics = None
+    if args.metrics:
+        registry = CollectorRegistry()
+        registry.register(ServeCollector(responder, lambda: feed.restarts, lambda: feed.skipped))
+        metrics = ObserveServer(args.metrics, registry, lambda: True, lambda: responder.ready)
+    _install_uvloop()
+    return asyncio.run(_serve(responder, listens, source, metrics))
+
+
+def _install_uvloop() -> None:
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def _serve(responder: Responder, listens: list[tuple[str, int]], source: object,
+                 metrics: ObserveServer | None) -> int:
+    closers = []
+    try:
+        for host, port in listens:
+            transports, bound = await transport.listen(responder, host, port)
+            closers.extend(transports)
+            shown = f"[{host}]" if ":" in host else host
+            print(f"feddns serve: listening on udp+tcp {shown}:{bound}", file=sys.stderr, flush=True)
+        if metrics is not None:
+            metrics.start()
+            print(f"feddns serve: metrics on {metrics.url}/metrics", file=sys.stderr, flush=True)
+    except OSError as exc:
+        print(f"feddns serve: error: cannot listen: {exc}", file=sys.stderr)
+        return 1
+    task = asyncio.create_task(source.run())  # type: ignore[attr-defined]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    task.cancel()
+    for closer in closers:
+        closer.close()
+    if metrics is not None:
+        metrics.stop()
+    return 0

@@ -1,0 +1,101 @@
+"""Records from a YAML file: a map from the etcd keys of CONTRACTS 4 to their values.
+
+Used when ``feddns serve`` has no ``--etcd`` (trying it out, tests, small
+static federations). Values are YAML maps or JSON strings. At start-up every
+record must be valid (a bad file stops start-up, exit 2); afterwards the file
+is polled and reloaded when it changes, and a reload that fails keeps the
+records already served.
+"""
+
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+
+import yaml
+
+from feddns.dns.index import Index
+from feddns.errors import ConfigError, RecordError
+from feddns.keys import Layout
+from feddns.store import Feed
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5
+"""How often the file's modification time and size are checked."""
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "federation.yaml"
+"""The example federation shipped with feddns (``examples/federation.yaml``)."""
+
+
+def read_records(path: Path, layout: Layout) -> list[tuple[str, bytes]]:
+    """Read and check a records file; returns ``(key, JSON bytes)`` pairs.
+
+    Raises :class:`ConfigError` naming the file and the first bad key or the
+    YAML error.
+    """
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"records file {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"records file {path}: not YAML: {str(exc).splitlines()[0]}") from exc
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        raise ConfigError(f"records file {path}: must be a map from etcd keys to records")
+    items = [(str(key), _value_bytes(value)) for key, value in data.items()]
+    check = Index(layout)
+    check.replace(items)
+    if check.invalid:
+        key, reason = next(iter(check.invalid.items()))
+        raise ConfigError(f"records file {path}: {key}: {reason}")
+    return items
+
+
+def _value_bytes(value: object) -> bytes:
+    if isinstance(value, str):
+        return value.encode()
+    try:
+        return json.dumps(value).encode()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"value {value!r} cannot be stored as JSON") from exc
+
+
+class FileSource:
+    """Feeds the records of ``path`` and reloads them when the file changes."""
+
+    def __init__(self, path: Path, layout: Layout, feed: Feed) -> None:
+        self.path = path
+        self.layout = layout
+        self.feed = feed
+        self._stamp: tuple[int, int] | None = None
+
+    def load(self) -> None:
+        """Load the file now; raises :class:`ConfigError` when it is bad."""
+        stamp = self._read_stamp()
+        self.feed.replace(read_records(self.path, self.layout))
+        self._stamp = stamp
+        log.info("records file %s: loaded %d records", self.path, len(self.feed.index))
+
+    def _read_stamp(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    async def run(self) -> None:
+        """Poll the file every :data:`POLL_SECONDS` and reload it on change."""
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            stamp = self._read_stamp()
+            if stamp == self._stamp:
+                continue
+            self._stamp = stamp
+            try:
+                self.load()
+            except (ConfigError, RecordError) as exc:
+                self.feed.restarts += 1
+                log.warning("%s; keeping the records already loaded", exc)
