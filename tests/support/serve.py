@@ -88,8 +88,10 @@ class ServeProcess:
         options = list(make_query_args.pop("options", []))  # type: ignore[arg-type]
         if cluster is not None:
             options.append(dns.edns.GenericOption(CLUSTER_OPTION, cluster.encode()))
-        use_edns = make_query_args.pop("use_edns", 0 if options else None)
-        message = dns.message.make_query(qname, qtype, use_edns=use_edns, options=options, **make_query_args)
+        use_edns = make_query_args.pop("use_edns", 0 if options else False)
+        if use_edns is not False:
+            make_query_args["options"] = options
+        message = dns.message.make_query(qname, qtype, use_edns=use_edns, **make_query_args)
         ask = dns.query.tcp if tcp else dns.query.udp
         return ask(message, "127.0.0.1", port=self.port, timeout=timeout)
 

@@ -1,0 +1,40 @@
+"""Fixtures for the Federated-DNS tests: a served records file covering every tier."""
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.serve import ServeProcess, write_records
+
+# Clusters of federation `fed`: a and b share zone z1; c shares region r1 only; d is far;
+# e has no cluster record and its shard no externalIP.
+RECORDS = """
+/fed/_clusters/a: {zone: z1, region: r1, cidrs: ["10.240.0.0/16"]}
+/fed/_clusters/b: {zone: z1, region: r1}
+/fed/_clusters/c: {zone: z2, region: r1}
+/fed/_clusters/d: {zone: z3, region: r2}
+/fed/prod/web/a: {clusterIP: 10.0.0.1, externalIP: 1.1.1.1, ready: 2, ports: [{name: http, protocol: TCP, port: 80}]}
+/fed/prod/web/b: {clusterIP: 10.0.0.2, externalIP: 1.1.1.2, ready: 1, ports: [{name: http, protocol: TCP, port: 8080}]}
+/fed/prod/web/c: {clusterIP: 10.0.0.3, externalIP: 1.1.1.3, ports: [{name: http, protocol: TCP, port: 80}]}
+/fed/prod/web/d: {clusterIP: 10.0.0.4, externalIP: 1.1.1.4, ready: 0, ports: [{name: http, protocol: TCP, port: 80}]}
+/fed/prod/web/e: {clusterIP: 10.0.0.5, ports: [{name: http, protocol: TCP, port: 80}]}
+/fed/prod/down/a: {clusterIP: 10.0.1.1, externalIP: 1.1.2.1, ready: 0}
+/fed/prod/dual/a: {clusterIPs: [10.0.2.1, "fd00::1"], externalIPs: [2.2.2.1, "2001:db8::1"]}
+/fed/prod/dual/b: {clusterIPs: [10.0.2.2], externalIPs: [2.2.2.2, "2001:db8::2"]}
+/fed/prod/dual/d: {clusterIP: 10.0.2.4, externalIP: 2.2.2.4}
+"""
+
+
+def big_records(count: int) -> str:
+    """A service `big.prod` with ``count`` shards, to overflow a 512-byte UDP reply."""
+    lines = [f"/fed/prod/big/c{i}: {{clusterIP: 10.9.{i // 250}.{i % 250 + 1}, externalIP: 9.9.{i // 250}.{i % 250 + 1}}}"
+             for i in range(count)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="package")
+def served() -> Iterator[ServeProcess]:
+    """feddns serve on RECORDS with a fixed order (rotation has tests of its own)."""
+    path = write_records(RECORDS + big_records(40))
+    with ServeProcess(records=path, extra_args=["--order", "stable"]) as server:
+        yield server

@@ -1,0 +1,164 @@
+"""Federated-DNS backed by a real etcd: load, watch, outage, compaction, bad records."""
+
+import json
+import os
+import signal
+import subprocess
+import urllib.error
+import urllib.request
+
+import dns.rcode
+import pytest
+
+from tests.support.ports import wait_until
+from tests.support.serve import ServeProcess
+
+QNAME = "myservice.myns.myfederation.svc.federation."
+
+# The design document's three keys ("DNS Record Creation") plus cluster records.
+DESIGN_KEYS = {
+    "myfederation/myns/myservice/foo": {"externalIP": "104.32.64.128", "clusterIP": "10.0.3.64"},
+    "myfederation/myns/myservice/bar": {"externalIP": "104.32.64.130", "clusterIP": "10.0.4.20"},
+    "myfederation/myns/myservice/baz": {"externalIP": "108.120.45.12", "clusterIP": "10.56.62.6"},
+    "myfederation/_clusters/foo": {"zone": "us-central1-a", "region": "us-central1"},
+    "myfederation/_clusters/bar": {"zone": "us-central1-b", "region": "us-central1"},
+    "myfederation/_clusters/baz": {"zone": "europe-west1-b", "region": "europe-west1"},
+}
+
+
+def put_design_keys(etcd, prefix: str) -> None:
+    for key, value in DESIGN_KEYS.items():
+        etcd.put(f"{prefix}/{key}", value)
+
+
+@pytest.fixture
+def design_server(etcd, etcd_prefix):
+    put_design_keys(etcd, etcd_prefix)
+    with ServeProcess(etcd_url=etcd.url, prefix=etcd_prefix, extra_args=["--metrics", "127.0.0.1:0"]) as server:
+        wait_until(lambda: server.addresses(QNAME), what="first load")
+        yield server
+
+
+def dig(port: int, *args: str) -> list[str]:
+    out = subprocess.run(["dig", "@127.0.0.1", "-p", str(port), *args, "+short"],
+                         capture_output=True, text=True, timeout=10, check=True)
+    return out.stdout.split()
+
+
+def test_dig_with_cluster_option_gets_own_clusterip_first(design_server):
+    # the issue's command: payload 666f6f is "foo"
+    answer = dig(design_server.port, QNAME, "+ednsopt=65245:666f6f")
+    assert answer[0] == "10.0.3.64"
+    assert answer[1:] == ["104.32.64.130", "108.120.45.12"]  # bar shares foo's region, baz does not
+    assert dig(design_server.port, QNAME, "+tcp", "+ednsopt=65245:626172")[0] == "10.0.4.20"
+
+
+def test_external_client_gets_every_external_ip(design_server):
+    assert sorted(dig(design_server.port, QNAME)) == ["104.32.64.128", "104.32.64.130", "108.120.45.12"]
+
+
+def test_record_change_shows_within_a_second(design_server, etcd, etcd_prefix):
+    etcd.put(f"{etcd_prefix}/myfederation/myns/myservice/baz", {"externalIP": "108.120.45.99", "clusterIP": "10.56.62.6"})
+    wait_until(lambda: "108.120.45.99" in design_server.addresses(QNAME, cluster="foo"), timeout=1, what="new externalIP")
+    etcd.put(f"{etcd_prefix}/myfederation/myns/myservice/bar", {"externalIP": "104.32.64.130", "clusterIP": "10.0.4.20", "ready": 0})
+    wait_until(lambda: "104.32.64.130" not in design_server.addresses(QNAME, cluster="foo"), timeout=1, what="unready shard gone")
+    etcd.delete(f"{etcd_prefix}/myfederation/myns/myservice/foo")
+    wait_until(lambda: design_server.addresses(QNAME, cluster="foo") == ["108.120.45.99"], timeout=1, what="deleted shard gone")
+
+
+def test_new_service_appears_and_deleted_service_is_nxdomain(design_server, etcd, etcd_prefix):
+    other = "other.myns.myfederation.svc.federation."
+    assert design_server.query(other).rcode() == dns.rcode.NXDOMAIN
+    etcd.put(f"{etcd_prefix}/myfederation/myns/other/foo", {"clusterIP": "10.0.9.9", "externalIP": "1.2.3.4"})
+    wait_until(lambda: design_server.addresses(other, cluster="foo") == ["10.0.9.9"], timeout=1, what="new service")
+    etcd.delete(f"{etcd_prefix}/myfederation/myns/other/", prefix=True)
+    wait_until(lambda: design_server.query(other).rcode() == dns.rcode.NXDOMAIN, timeout=1, what="NXDOMAIN again")
+
+
+def metrics(server) -> dict[str, float]:
+    text = urllib.request.urlopen(server.metrics_url + "/metrics", timeout=2).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def test_bad_keys_and_values_are_skipped_logged_and_counted(design_server, etcd, etcd_prefix):
+    bad = {
+        f"{etcd_prefix}/myfederation/myns/myservice/Bad_Cluster": json.dumps({"clusterIP": "10.1.1.1"}),
+        f"{etcd_prefix}/myfederation/myns/broken/foo": "{not json",
+        f"{etcd_prefix}/myfederation/myns/wrongip/foo": json.dumps({"clusterIP": "10.0.0.300"}),
+        f"{etcd_prefix}/myfederation/too/many/parts/here": "{}",
+    }
+    for key, value in bad.items():
+        etcd.put(key, value)
+    wait_until(lambda: metrics(design_server)["feddns_records_invalid"] == 4, timeout=2, what="4 invalid records")
+    for key in bad:
+        assert key in design_server.log
+    assert "not JSON" in design_server.log and "not an IP address" in design_server.log
+    assert dig(design_server.port, QNAME, "+ednsopt=65245:666f6f")[0] == "10.0.3.64"
+    assert design_server.query("broken.myns.myfederation.svc.federation.").rcode() == dns.rcode.NXDOMAIN
+    values = metrics(design_server)
+    assert values["feddns_records_loaded"] == 6 and values["feddns_records_skipped_total"] >= 4
+
+
+def test_metrics_count_queries(design_server):
+    design_server.query(QNAME, cluster="foo")
+    design_server.query(QNAME, cluster="foo")
+    design_server.query("nope.federation.")
+    values = metrics(design_server)
+    assert values['feddns_dns_queries_total{qtype="A",rcode="NOERROR"}'] >= 2
+    assert values['feddns_dns_queries_total{qtype="A",rcode="NXDOMAIN"}'] >= 1
+    assert values['feddns_dns_answers_total{source="cluster"}'] >= 2
+    assert values["feddns_ready"] == 1
+
+
+def ready_status(server) -> int:
+    try:
+        return urllib.request.urlopen(server.metrics_url + "/ready", timeout=2).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_servfail_until_first_load_then_answers(private_etcd, etcd_prefix):
+    private_etcd.stop()
+    with ServeProcess(etcd_url=private_etcd.url, prefix=etcd_prefix, extra_args=["--metrics", "127.0.0.1:0"]) as server:
+        assert server.query(QNAME, cluster="foo").rcode() == dns.rcode.SERVFAIL
+        assert server.query("nosuch.federation.").rcode() == dns.rcode.SERVFAIL  # never NXDOMAIN
+        assert ready_status(server) == 503
+        private_etcd.start()
+        put_design_keys(private_etcd, etcd_prefix)
+        wait_until(lambda: server.addresses(QNAME, cluster="foo")[:1] == ["10.0.3.64"], timeout=15, what="first load")
+        assert ready_status(server) == 200
+
+
+def test_keeps_answering_through_an_etcd_outage_and_catches_up(private_etcd, etcd_prefix):
+    put_design_keys(private_etcd, etcd_prefix)
+    with ServeProcess(etcd_url=private_etcd.url, prefix=etcd_prefix) as server:
+        wait_until(lambda: server.addresses(QNAME, cluster="foo"), what="first load")
+        private_etcd.stop()
+        for _ in range(5):
+            assert server.addresses(QNAME, cluster="foo")[0] == "10.0.3.64"
+        private_etcd.start()
+        private_etcd.put(f"{etcd_prefix}/myfederation/myns/myservice/foo", {"clusterIP": "10.0.3.65"})
+        wait_until(lambda: server.addresses(QNAME, cluster="foo")[:1] == ["10.0.3.65"], timeout=15, what="catch up")
+
+
+def test_relists_when_its_revision_was_compacted(private_etcd, etcd_prefix):
+    put_design_keys(private_etcd, etcd_prefix)
+    with ServeProcess(etcd_url=private_etcd.url, prefix=etcd_prefix) as server:
+        wait_until(lambda: server.addresses(QNAME, cluster="foo"), what="first load")
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            private_etcd.stop()  # the paused server's watch stream dies with it
+            private_etcd.start()
+            private_etcd.delete(f"{etcd_prefix}/myfederation/myns/myservice/baz")
+            private_etcd.put(f"{etcd_prefix}/myfederation/myns/myservice/foo", {"clusterIP": "10.0.3.66"})
+            private_etcd.compact(private_etcd.revision())
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        wait_until(lambda: server.addresses(QNAME, cluster="foo") == ["10.0.3.66", "104.32.64.130"],
+                   timeout=15, what="state after relist")
+        assert "compacted" in server.log

@@ -1,0 +1,168 @@
+"""Protocol edges over real UDP: opcodes, malformed packets, EDNS versions and options."""
+
+import socket
+import struct
+
+import dns.edns
+import dns.flags
+import dns.message
+import dns.opcode
+import dns.query
+import dns.rcode
+import pytest
+
+from tests.support.serve import ServeProcess, write_records
+
+WEB = "web.prod.fed.svc.federation."
+
+
+def raw_exchange(port: int, packet: bytes, timeout: float = 0.5) -> bytes | None:
+    """Send ``packet`` over UDP and return the reply bytes, or None when none comes."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(timeout)
+        sock.sendto(packet, ("127.0.0.1", port))
+        try:
+            return sock.recv(65535)
+        except TimeoutError:
+            return None
+
+
+def rcode_of(reply: bytes) -> int:
+    return struct.unpack_from("!H", reply, 2)[0] & 0xF
+
+
+def query_bytes(**kwargs) -> bytes:
+    return dns.message.make_query(WEB, "A", **kwargs).to_wire()
+
+
+def test_opcode_other_than_query_gets_notimp(served):
+    message = dns.message.make_query(WEB, "A")
+    message.set_opcode(dns.opcode.NOTIFY)
+    reply = raw_exchange(served.port, message.to_wire())
+    assert reply[:2] == message.to_wire()[:2]
+    assert rcode_of(reply) == dns.rcode.NOTIMP
+
+
+MALFORMED = {
+    "no question": struct.pack("!HHHHHH", 7, 0, 0, 0, 0, 0),
+    "two questions": struct.pack("!HHHHHH", 7, 0, 2, 0, 0, 0) + b"\x01a\x00\x00\x01\x00\x01" * 2,
+    "label past end": struct.pack("!HHHHHH", 7, 0, 1, 0, 0, 0) + b"\x09abc",
+    "compression loop": struct.pack("!HHHHHH", 7, 0, 1, 0, 0, 0) + b"\x01a\xc0\x0c\x00\x01\x00\x01",
+    "forward pointer": struct.pack("!HHHHHH", 7, 0, 1, 0, 0, 0) + b"\xc0\x20\x00\x01\x00\x01",
+    "reserved label type": struct.pack("!HHHHHH", 7, 0, 1, 0, 0, 0) + b"\x41a\x00\x00\x01\x00\x01",
+    "question cut short": struct.pack("!HHHHHH", 7, 0, 1, 0, 0, 0) + b"\x01a\x00\x00",
+    "trailing junk": query_bytes() + b"junk",
+    "truncated OPT": query_bytes(use_edns=0)[:-3],
+    "additional count too high": query_bytes()[:10] + b"\x00\x05" + query_bytes()[12:],
+}
+
+
+@pytest.mark.parametrize("packet", MALFORMED.values(), ids=MALFORMED.keys())
+def test_malformed_query_gets_formerr_and_server_goes_on(served, packet):
+    reply = raw_exchange(served.port, packet)
+    assert reply is not None and reply[:2] == packet[:2]
+    assert rcode_of(reply) == dns.rcode.FORMERR
+    assert served.addresses(WEB, cluster="a")[0] == "10.0.0.1"
+
+
+def test_two_opt_records_get_formerr(served):
+    packet = bytearray(query_bytes(use_edns=0))
+    opt = bytes(packet[-11:])
+    packet[10:12] = b"\x00\x02"
+    assert rcode_of(raw_exchange(served.port, bytes(packet) + opt)) == dns.rcode.FORMERR
+
+
+def test_truncated_edns_option_gets_formerr(served):
+    packet = bytearray(query_bytes(use_edns=0))
+    packet[-2:] = b"\x00\x06"  # RDLENGTH 6
+    packet += b"\xfe\xdd\x00\x09ab"  # an option claiming 9 bytes, carrying 2
+    assert rcode_of(raw_exchange(served.port, bytes(packet))) == dns.rcode.FORMERR
+
+
+@pytest.mark.parametrize("packet", [b"", b"\x00", b"\x01\x02\x03" * 3], ids=["empty", "1 byte", "9 bytes"])
+def test_packet_shorter_than_header_is_dropped(served, packet):
+    assert raw_exchange(served.port, packet, timeout=0.2) is None
+    assert served.addresses(WEB, cluster="a")[0] == "10.0.0.1"
+
+
+def test_response_is_never_answered(served):
+    packet = bytearray(query_bytes())
+    packet[2] |= 0x80  # QR
+    assert raw_exchange(served.port, bytes(packet), timeout=0.2) is None
+
+
+def test_edns_version_above_zero_gets_badvers(served):
+    reply = served.query(WEB, "A", use_edns=1)
+    assert reply.rcode() == dns.rcode.BADVERS
+    assert reply.edns == 0 and not reply.answer
+
+
+def test_unknown_options_and_skydns_marker_are_ignored(served):
+    options = [dns.edns.GenericOption(65011, b"\x01"), dns.edns.GenericOption(65000, b"xyz")]
+    reply = served.query(WEB, "A", "a", options=options)
+    assert [rd.address for rd in reply.answer[0]][0] == "10.0.0.1"
+    assert not reply.options
+
+
+def test_non_in_class_is_refused(served):
+    reply = served.query(WEB, "A", rdclass="CH")
+    assert reply.rcode() == dns.rcode.REFUSED
+
+
+def ecs(address: str, prefix: int) -> dns.edns.ECSOption:
+    return dns.edns.ECSOption(address, prefix)
+
+
+def test_ecs_inside_cluster_cidrs_picks_that_cluster_and_is_echoed_with_scope(served):
+    reply = served.query(WEB, "A", options=[ecs("10.240.7.0", 24)])
+    assert [rd.address for rd in reply.answer[0]][0] == "10.0.0.1"
+    (echo,) = reply.options
+    assert (echo.address, echo.srclen, echo.scopelen) == ("10.240.7.0", 24, 16)
+
+
+def test_ecs_outside_every_cidr_means_no_source(served):
+    reply = served.query(WEB, "A", options=[ecs("192.0.2.0", 24)])
+    assert [rd.address for rd in reply.answer[0]][0] == "1.1.1.1"
+    (echo,) = reply.options
+    assert echo.scopelen == 24
+
+
+def test_cluster_option_wins_over_ecs(served):
+    reply = served.query(WEB, "A", "b", options=[ecs("10.240.7.0", 24)])
+    assert [rd.address for rd in reply.answer[0]][0] == "10.0.0.2"
+    assert reply.options[0].scopelen == 0
+
+
+def test_malformed_ecs_gets_formerr(served):
+    bad = dns.edns.GenericOption(8, b"\x00\x01\x18\x00\x0a\xf0")  # /24 with 2 address bytes
+    assert served.query(WEB, "A", options=[bad]).rcode() == dns.rcode.FORMERR
+
+
+def test_source_address_inside_cluster_cidrs_picks_that_cluster():
+    path = write_records("""
+/fed/_clusters/a: {cidrs: ["127.0.0.0/8"]}
+/fed/prod/web/a: {clusterIP: 10.0.0.1, externalIP: 1.1.1.1}
+/fed/prod/web/b: {clusterIP: 10.0.0.2, externalIP: 1.1.1.2}
+""")
+    with ServeProcess(records=path) as server:
+        assert server.addresses(WEB) == ["10.0.0.1", "1.1.1.2"]
+        assert server.addresses(WEB, cluster="b") == ["10.0.0.2", "1.1.1.1"]
+        reply = server.query(WEB, "A", options=[ecs("192.0.2.0", 24)])
+        assert [rd.address for rd in reply.answer[0]] == ["10.0.0.1", "1.1.1.2"]
+
+
+def test_order_rotates_within_a_tier_from_query_to_query():
+    path = write_records("""
+/fed/_clusters/a: {zone: z1, region: r1}
+/fed/_clusters/b: {zone: z1, region: r1}
+/fed/_clusters/c: {zone: z1, region: r1}
+/fed/prod/web/a: {clusterIP: 10.0.0.1, externalIP: 1.1.1.1}
+/fed/prod/web/b: {clusterIP: 10.0.0.2, externalIP: 1.1.1.2}
+/fed/prod/web/c: {clusterIP: 10.0.0.3, externalIP: 1.1.1.3}
+/fed/prod/web/d: {clusterIP: 10.0.0.4, externalIP: 1.1.1.4}
+""")
+    with ServeProcess(records=path) as server:
+        orders = [server.addresses(WEB, cluster="a", tcp=i % 2 == 1) for i in range(4)]
+    assert {order[0] for order in orders} == {"10.0.0.1"}
+    assert {tuple(order[1:3]) for order in orders} == {("1.1.1.2", "1.1.1.3"), ("1.1.1.3", "1.1.1.2")}
+    assert {order[3] for order in orders} == {"1.1.1.4"}
