@@ -111,17 +111,16 @@ class Index:
         """Store one record; a bad key or value is skipped, logged once and kept in
         ``invalid`` (and an older valid record under that key is removed)."""
         try:
-            parsed = self.layout.parse(key)
-            obj = decode_json(value)
-            if isinstance(parsed, ShardKey):
-                return self._put_shard(parsed, ShardRecord.from_json(obj))
-            return self._put_cluster(parsed, ClusterRecord.from_json(obj))
+            parsed, record = parse_record(self.layout, key, value)
         except RecordError as exc:
             reason = str(exc).removeprefix(f"{key}: ")
             if self.invalid.get(key) != reason:
                 log.warning("skipping record %s: %s", key, reason)
             self.invalid[key] = reason
             return self._remove(key)
+        if isinstance(parsed, ShardKey):
+            return self._put_shard(parsed, record)  # type: ignore[arg-type]
+        return self._put_cluster(parsed, record)  # type: ignore[arg-type]
 
     def delete(self, key: str) -> Change:
         """Remove the record under ``key`` (nothing when there is none)."""
@@ -196,6 +195,20 @@ class Index:
     def _drop_if_empty(self, name: str) -> None:
         if self.federations[name].empty:
             del self.federations[name]
+
+
+def parse_record(
+    layout: Layout, key: str, value: bytes
+) -> tuple[ShardKey, ShardRecord] | tuple[ClusterKey, ClusterRecord]:
+    """Parse one stored ``(key, value)``; raises :class:`RecordError` naming the key."""
+    parsed = layout.parse(key)
+    try:
+        obj = decode_json(value)
+        if isinstance(parsed, ShardKey):
+            return parsed, ShardRecord.from_json(obj)
+        return parsed, ClusterRecord.from_json(obj)
+    except RecordError as exc:
+        raise RecordError(str(exc), key) from exc
 
 
 def _decrement(counter: Counter[str], key: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from feddns.dns.index import Index
+from feddns.dns.index import parse_record
 from feddns.errors import ConfigError, RecordError
 from feddns.keys import Layout
 from feddns.store import Feed
@@ -46,11 +46,11 @@ def read_records(path: Path, layout: Layout) -> list[tuple[str, bytes]]:
     if not isinstance(data, dict):
         raise ConfigError(f"records file {path}: must be a map from etcd keys to records")
     items = [(str(key), _value_bytes(value)) for key, value in data.items()]
-    check = Index(layout)
-    check.replace(items)
-    if check.invalid:
-        key, reason = next(iter(check.invalid.items()))
-        raise ConfigError(f"records file {path}: {key}: {reason}")
+    for key, value in items:
+        try:
+            parse_record(layout, key, value)
+        except RecordError as exc:
+            raise ConfigError(f"records file {path}: {exc}") from exc
     return items
 
 

@@ -1,0 +1,98 @@
+"""Mutated packets (hypothesis): FORMERR or silence, never a crash, and the server goes on.
+
+Two layers: every mutation goes through the responder in-process (the function the
+transports call) and its reply is checked; the same packets then go to the real
+server over UDP, which must still answer correctly afterwards.
+"""
+
+import socket
+import struct
+
+import dns.edns
+import dns.message
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from feddns.dns import wire
+from feddns.dns.index import Index
+from feddns.dns.responder import Responder, Settings
+from feddns.keys import Layout
+from feddns.store import Feed
+from feddns.store.file import read_records
+from tests.dns.conftest import RECORDS
+from tests.support.serve import write_records
+
+WEB = "web.prod.fed.svc.federation."
+
+SEEDS = [
+    dns.message.make_query(WEB, "A").to_wire(),
+    dns.message.make_query(WEB, "SRV", use_edns=0, payload=4096,
+                           options=[dns.edns.GenericOption(65245, b"a"), dns.edns.ECSOption("10.240.0.0", 16)]).to_wire(),
+    dns.message.make_query("_http._tcp." + WEB, "SRV", use_edns=0).to_wire(),
+    dns.message.make_query("federation.", "SOA", use_edns=0).to_wire(),
+]
+
+
+@st.composite
+def mutated(draw) -> bytes:
+    packet = bytearray(draw(st.sampled_from(SEEDS)))
+    for _ in range(draw(st.integers(1, 6))):
+        action = draw(st.sampled_from(["flip", "set", "cut", "insert", "delete"]))
+        pos = draw(st.integers(0, max(len(packet) - 1, 0)))
+        if action == "flip" and packet:
+            packet[pos] ^= 1 << draw(st.integers(0, 7))
+        elif action == "set" and packet:
+            packet[pos] = draw(st.sampled_from([0x00, 0x3F, 0x40, 0xC0, 0xFF, 0x29, 0x0C]))
+        elif action == "cut":
+            del packet[pos:]
+        elif action == "insert":
+            packet[pos:pos] = draw(st.binary(min_size=1, max_size=8))
+        elif packet:
+            del packet[pos : pos + draw(st.integers(1, 4))]
+    return bytes(packet)
+
+
+def make_responder() -> Responder:
+    layout = Layout()
+    index = Index(layout)
+    responder = Responder(index, Settings())
+    Feed(index, responder).replace(read_records_text(RECORDS, layout))
+    return responder
+
+
+def read_records_text(text: str, layout: Layout):
+    from pathlib import Path
+
+    return read_records(Path(write_records(text)), layout)
+
+
+RESPONDER = make_responder()
+SENT: list[bytes] = []
+
+
+@settings(max_examples=10_000, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_mutated_packets_get_a_wellformed_reply_or_none(packet):
+    SENT.append(packet)
+    for tcp in (False, True):
+        reply = RESPONDER.respond(packet, "127.0.0.1", tcp)
+        if len(packet) < 12 or packet[2] & 0x80:
+            assert reply is None
+            continue
+        assert reply is not None and reply[:2] == packet[:2]
+        parsed = dns.message.from_wire(reply)  # the reply itself is well-formed
+        assert parsed.flags & 0x8000
+        rcode = struct.unpack_from("!H", reply, 2)[0] & 0xF
+        if rcode == wire.FORMERR:
+            assert not parsed.answer
+
+
+def test_real_server_survives_the_mutations_and_answers_correctly(served):
+    assert len(SENT) >= 10_000, "run with the hypothesis test first (same module)"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for packet in SENT:
+            sock.sendto(packet, ("127.0.0.1", served.port))
+    assert served.addresses(WEB, cluster="a")[0] == "10.0.0.1"
+    assert served.addresses(WEB, cluster="b", tcp=True)[0] == "10.0.0.2"
+    assert served.proc.poll() is None

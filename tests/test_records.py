@@ -1,0 +1,53 @@
+"""The record model and key layout of CONTRACTS 4."""
+
+import pytest
+
+from feddns import records
+from feddns.errors import RecordError
+from feddns.keys import ClusterKey, Layout, ShardKey
+
+
+def test_design_document_key_parses_with_empty_prefix():
+    assert Layout().parse("/myfederation/myns/myservice/foo") == ShardKey("myfederation", "myns", "myservice", "foo")
+    assert Layout().parse("/myfederation/_clusters/foo") == ClusterKey("myfederation", "foo")
+
+
+def test_prefix_round_trip():
+    layout = Layout("/feddns/")
+    key = ShardKey("f", "ns", "svc", "c")
+    assert layout.shard_key(key) == "/feddns/f/ns/svc/c"
+    assert layout.parse(layout.shard_key(key)) == key
+    assert layout.cluster_key(ClusterKey("f", "c")) == "/feddns/f/_clusters/c"
+
+
+@pytest.mark.parametrize("key", ["/f/ns/svc", "/f/ns/svc/c/extra", "/F/ns/svc/c", "/f/ns/-svc/c", "/other/x", "f/ns/svc/c"])
+def test_bad_keys_name_the_problem(key):
+    with pytest.raises(RecordError) as info:
+        Layout().parse(key)
+    assert key in str(info.value)
+
+
+def test_lists_take_precedence_and_encoding_is_canonical():
+    rec = records.ShardRecord.from_json({"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.2", "fd00::2"],
+                                         "externalIP": "1.1.1.1", "ready": 2})
+    assert [str(ip) for ip in rec.cluster_ips] == ["10.0.0.2", "fd00::2"]
+    again = records.ShardRecord.from_json(records.decode_json(records.encode(rec)))
+    assert again == rec and records.encode(again) == records.encode(rec)
+
+
+@pytest.mark.parametrize("value,words", [
+    ({"ready": -1}, "ready"), ({"ready": True}, "ready"), ({"clusterIPs": "10.0.0.1"}, "clusterIPs"),
+    ({"externalIP": "host.example"}, "not an IP address"),
+    ({"ports": [{"name": "HTTP", "port": 80}]}, "name"), ({"ports": [{"name": "http", "port": 0}]}, "port"),
+    ({"ports": [{"name": "http", "port": 80, "protocol": "ICMP"}]}, "protocol"),
+])
+def test_bad_shard_values_name_the_field(value, words):
+    with pytest.raises(RecordError, match=words):
+        records.ShardRecord.from_json(value)
+
+
+def test_cluster_record():
+    rec = records.ClusterRecord.from_json({"zone": "z", "region": "r", "cidrs": ["10.0.0.0/8"]})
+    assert rec.zone == "z" and str(rec.cidrs[0]) == "10.0.0.0/8"
+    with pytest.raises(RecordError, match="cidrs"):
+        records.ClusterRecord.from_json({"cidrs": ["nonsense"]})
