@@ -47,7 +47,7 @@ FOREIGN = {
 
 @pytest.fixture
 def bind() -> Iterator[BindServer]:
-    server = BindServer(records=FOREIGN_RECORDS)
+    server = BindServer(records=FOREIGN_RECORDS, updates_below="myfed.svc.example.com.")
     server.start()
     yield server
     server.destroy()
@@ -225,6 +225,28 @@ def test_a_wrong_tsig_key_is_refused_and_reported(
     assert len(warnings) == 1, "a failing provider is reported once, not on every retry"
     assert wrong.get("secret", bind.secret) not in caplog.text and bind.secret not in caplog.text
     assert bind.secret not in repr(config)
+
+
+def test_an_update_the_key_may_not_make_is_refused_and_reported(caplog: pytest.LogCaptureFixture) -> None:
+    bind = BindServer(records=FOREIGN_RECORDS, updates_below="otherfed.svc.example.com.")
+    bind.start()
+
+    async def scenario() -> None:
+        async with publishing(config_for(bind)) as (publisher, registry):
+            await publisher.resync({WEB: [ip("198.51.100.1")], ("myns", "api"): [ip("198.51.100.2")]})
+            await eventually(lambda: sample(registry, "retries_total") >= 2, "two retries")
+            # Each name is tried in every pass: a refusal may be about one name only.
+            assert sample(registry, "failures_total", reason="refused") >= 4
+            assert sample(registry, "pending_names") == 2
+            assert bind.dig(WEB_NAME).status == "NXDOMAIN"
+            foreign_untouched(bind)
+    try:
+        with caplog.at_level(logging.WARNING, logger="controller.external"):
+            run(scenario)
+    finally:
+        bind.destroy()
+    warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "refused by the server: REFUSED" in warnings[0], warnings
 
 
 def test_bind_stopped_and_restarted_updates_catch_up(bind: BindServer, caplog: pytest.LogCaptureFixture) -> None:

@@ -36,7 +36,7 @@ include "{dir}/tsig.key";
 zone "{zone}" {{
     type primary;
     file "{dir}/zone.db";
-    allow-update {{ key "{key}"; }};
+    update-policy {{ grant "{key}" subdomain {updates_below} A AAAA TXT; }};
     allow-transfer {{ {transfer} }};
 }};
 """
@@ -71,11 +71,13 @@ class BindServer:
     ``records`` is zone-file text (relative to the zone) added to the zone at
     the first start: names that someone other than the code under test owns.
     ``key_path`` is the key in ``tsig-keygen`` format, usable as a secretFile.
+    The key may update A, AAAA and TXT records at and below ``updates_below``
+    (default: the whole zone), the policy docs/external-dns.md recommends.
     ``allow_transfer=False`` refuses AXFR to everyone, as some providers do.
     """
 
     def __init__(self, zone: str = "example.com.", key_name: str = "feddns.", records: str = "",
-                 allow_transfer: bool = True) -> None:
+                 updates_below: str | None = None, allow_transfer: bool = True) -> None:
         self.zone = zone
         self.key_name = key_name
         self.algorithm = "hmac-sha256"
@@ -86,6 +88,7 @@ class BindServer:
         self.log_path = os.path.join(self.dir, "named.log")
         self.proc: subprocess.Popen[bytes] | None = None
         self._transfer = f'key "{key_name}";' if allow_transfer else "none;"
+        self._updates_below = updates_below or zone
         self._write_files(records)
 
     def _write_files(self, records: str) -> None:
@@ -93,7 +96,7 @@ class BindServer:
             key.write(f'key "{self.key_name}" {{\n\talgorithm {self.algorithm};\n\tsecret "{self.secret}";\n}};\n')
         with open(os.path.join(self.dir, "named.conf"), "w") as conf:
             conf.write(_NAMED_CONF.format(dir=self.dir, port=self.port, zone=self.zone, key=self.key_name,
-                                          transfer=self._transfer))
+                                          transfer=self._transfer, updates_below=self._updates_below))
         with open(os.path.join(self.dir, "zone.db"), "w") as zone:
             zone.write(_ZONE.format(zone=self.zone, records=records))
 
