@@ -1,0 +1,232 @@
+"""The FederatedDNSController: member clusters in, etcd records out.
+
+Design ("DNS Record Creation" of the design document; CONTRACTS 4 and 7)::
+
+    watch threads (per cluster x resource)        event loop
+    ---------------------------------------        ------------------------------------------
+    Reflector: list, watch, 410, backoff  --hop-->  ClusterView.replace/apply  (shrunk objects)
+                                                      |  touched (namespace, service) pairs
+                                                      v
+                                                    Syncer: compare with etcd, guarded writes
+                                                      ^  only while leader
+                                                    Elector: etcd lease election
+
+Every replica lists and watches all clusters, so that a new leader has warm
+views and writes within the lease TTL; only the leader writes.
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes.client
+from prometheus_client import CollectorRegistry
+
+from controller import watch
+from controller.config import ClusterConfig, ControllerConfig
+from controller.leader import Elector, election_key
+from controller.metrics import Metrics
+from controller.store import EtcdLink
+from controller.sync import Publisher, Syncer, SyncTiming
+from controller.view import SERVICE_EXPORTS, SERVICES, ClusterView
+from feddns.etcd import Endpoints
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 1.0
+HEALTHY_WITHIN = 10.0
+"""``/health`` fails when the event loop has not run for this long (seconds)."""
+
+
+class _ClusterSink:
+    """A :class:`watch.Sink` for one cluster: hops from the watch thread to the loop."""
+
+    def __init__(self, controller: "Controller", cluster: str, loop: asyncio.AbstractEventLoop) -> None:
+        self._controller, self._cluster, self._loop = controller, cluster, loop
+
+    def _hop(self, method: Callable[..., None], *args: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(method, self._cluster, *args)
+        except RuntimeError:
+            pass  # the loop is closed: the controller is stopping
+
+    def listed(self, resource: str, objects: list[Any]) -> None:
+        self._hop(self._controller.on_listed, resource, objects)
+
+    def event(self, resource: str, event_type: str, obj: Any) -> None:
+        self._hop(self._controller.on_event, resource, event_type, obj)
+
+    def failed(self, resource: str, error: str) -> None:
+        self._hop(self._controller.on_failed, resource, error)
+
+
+class Controller:
+    """One replica. ``run(stop)`` until ``stop`` is set; ``healthy``/``ready`` for the probes.
+
+    ``connect`` builds a cluster's API client (tests and benchmarks keep the
+    default, :func:`controller.watch.api_client`, with kubeconfigs pointing at
+    fake API servers).
+    """
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        registry: CollectorRegistry,
+        *,
+        watch_timing: watch.Timing = watch.Timing(),
+        sync_timing: SyncTiming = SyncTiming(),
+        connect: Callable[[ClusterConfig], kubernetes.client.ApiClient] = watch.api_client,
+        name: str | None = None,
+    ) -> None:
+        self.config = config
+        self.registry = registry
+        self.metrics = Metrics(registry)
+        self.views = {
+            c.name: ClusterView(c.name, config.federation, config.selector, self.metrics) for c in config.clusters
+        }
+        self.link = EtcdLink(Endpoints(list(config.etcd_endpoints)))
+        self.elector = Elector(
+            self.link,
+            election_key(config.etcd_prefix, config.federation),
+            config.lease_seconds,
+            self._leadership_changed,
+            name=name,
+        )
+        self.syncer = Syncer(config, self.views, self.link, self.elector, self.metrics, timing=sync_timing)
+        self._watch_timing = watch_timing
+        self._connect = connect
+        self._broken: dict[str, set[str]] = {c.name: set() for c in config.clusters}
+        self._reflectors: list[watch.Reflector] = []
+        self._beat = time.monotonic()
+
+    # -- probes (called from the metrics thread) ------------------------------------
+
+    def healthy(self) -> bool:
+        """The event loop ran within the last :data:`HEALTHY_WITHIN` seconds."""
+        return time.monotonic() - self._beat < HEALTHY_WITHIN
+
+    def ready(self) -> bool:
+        """etcd answered, and as leader the first resync is done (a follower is ready at once)."""
+        return self.elector.contacted and (not self.elector.is_leader or self.syncer.resynced)
+
+    # -- the run -------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Watch, elect and write until ``stop`` is set; then stop the threads and resign."""
+        publisher = self._publisher()
+        self.syncer.publisher = publisher
+        self._start_reflectors(asyncio.get_running_loop())
+        tasks = [
+            asyncio.create_task(self.elector.run(), name="elector"),
+            asyncio.create_task(self.syncer.run(), name="syncer"),
+            asyncio.create_task(self._heartbeat(), name="heartbeat"),
+        ]
+        try:
+            await _until_stopped(stop, tasks)
+        finally:
+            await asyncio.to_thread(self._stop_reflectors)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.elector.resign()
+            if publisher is not None:
+                await publisher.close()  # type: ignore[attr-defined]
+            await self.link.close()
+
+    def _publisher(self) -> Publisher | None:
+        if self.config.external is None:
+            return None
+        from controller import external  # interface B; imported only when configured
+
+        publisher: Publisher = external.Publisher(self.config.external, self.config.federation, self.registry)
+        return publisher
+
+    def _start_reflectors(self, loop: asyncio.AbstractEventLoop) -> None:
+        selector = self.config.selector
+        label_selector = None if selector.service_exports else f"{selector.label}={self.config.federation}"
+        for cluster in self.config.clusters:
+            sink = _ClusterSink(self, cluster.name, loop)
+            for resource in self.views[cluster.name].resources:
+                reflector = watch.Reflector(
+                    cluster.name,
+                    resource,
+                    lambda cluster=cluster: self._connect(cluster),  # type: ignore[misc]
+                    sink,
+                    self.metrics,
+                    label_selector=label_selector if resource == SERVICES else None,
+                    optional=resource == SERVICE_EXPORTS,
+                    timing=self._watch_timing,
+                )
+                reflector.start()
+                self._reflectors.append(reflector)
+
+    def _stop_reflectors(self) -> None:
+        for reflector in self._reflectors:
+            reflector.stop()
+        self._reflectors.clear()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            self._beat = time.monotonic()
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    def _leadership_changed(self, leader: bool) -> None:
+        log.info("this replica is %s", "the leader: writing to etcd" if leader else "a follower: not writing")
+        self.syncer.leadership_changed(leader)
+
+    # -- from the watch threads, on the loop -------------------------------------------
+
+    def on_listed(self, cluster: str, resource: str, objects: list[Any]) -> None:
+        view = self.views[cluster]
+        was_synced = view.synced
+        touched = view.replace(resource, objects)
+        log.info("cluster %s: listed %d %s", cluster, len(objects), resource)
+        if view.synced and not was_synced:
+            self.syncer.cluster_synced(cluster)
+        elif view.synced:
+            self.syncer.touched(cluster, touched)
+        self._set_broken(cluster, resource, None)
+        if view.synced:
+            self.metrics.last_sync.labels(cluster).set(time.time())
+
+    def on_event(self, cluster: str, resource: str, event_type: str, obj: Any) -> None:
+        view = self.views[cluster]
+        touched = view.apply(resource, event_type, obj)
+        if view.synced:
+            self.syncer.touched(cluster, touched)
+
+    def on_failed(self, cluster: str, resource: str, error: str) -> None:
+        self._set_broken(cluster, resource, error)
+
+    def _set_broken(self, cluster: str, resource: str, error: str | None) -> None:
+        broken = self._broken[cluster]
+        was_connected = not broken
+        (broken.add if error else broken.discard)(resource)
+        view = self.views[cluster]
+        connected = not broken and view.synced
+        self.metrics.connected.labels(cluster).set(1 if connected else 0)
+        if error and was_connected:
+            shards = f"its {len(view.selected)}" if view.synced else "its last known"
+            log.warning(
+                "cluster %s unreachable (%s %s): keeping %s shards in etcd until it answers again",
+                cluster, resource, error, shards,
+            )
+        elif error:
+            log.debug("cluster %s: %s still failing: %s", cluster, resource, error)
+        elif not was_connected and not broken:
+            log.info("cluster %s: reachable again", cluster)
+
+
+async def _until_stopped(stop: asyncio.Event, tasks: list["asyncio.Task[None]"]) -> None:
+    """Wait for ``stop``; a task that ends early (a bug) is re-raised."""
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    for task in done:
+        if task is not stopper:
+            task.result()
+            raise RuntimeError(f"task {task.get_name()} ended unexpectedly")

@@ -1,0 +1,75 @@
+"""``feddns controller --config FILE [--metrics HOST:PORT]`` (CONTRACTS 6 and 7).
+
+The config file is validated in full, and the metrics address parsed, before
+anything connects; a bad one is a :class:`~feddns.errors.ConfigError` (one
+line, exit status 2). Then the controller runs until SIGINT or SIGTERM, when
+it stops its watches and gives up leadership so that another replica takes
+over at once.
+"""
+
+import argparse
+import asyncio
+import logging
+import signal
+
+from prometheus_client import CollectorRegistry
+
+from controller.app import Controller
+from controller.config import load_config
+from feddns.errors import ConfigError
+from feddns.hostport import parse_hostport
+from feddns.observe import ObserveServer
+
+log = logging.getLogger(__name__)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the controller's flags."""
+    parser.add_argument(
+        "--config", required=True, metavar="FILE",
+        help="the controller config file (YAML; CONTRACTS 7, docs/controller.md)",
+    )
+    parser.add_argument(
+        "--metrics", metavar="HOST:PORT",
+        help="serve Prometheus /metrics, /health and /ready here (port 0 picks one)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, then run until signalled; returns the exit status."""
+    config = load_config(args.config)
+    if args.metrics:
+        parse_hostport(args.metrics)
+    registry = CollectorRegistry()
+    controller = Controller(config, registry)
+    observe = _observe(args.metrics, registry, controller) if args.metrics else None
+    try:
+        asyncio.run(_main(controller))
+    finally:
+        if observe is not None:
+            observe.stop()
+    return 0
+
+
+def _observe(listen: str, registry: CollectorRegistry, controller: Controller) -> ObserveServer:
+    observe = ObserveServer(listen, registry, controller.healthy, controller.ready)
+    try:
+        observe.start()
+    except OSError as exc:
+        raise ConfigError(f"--metrics {listen}: cannot listen: {exc.strerror}") from exc
+    host, _ = parse_hostport(listen)
+    log.info("metrics on http://%s:%d/metrics", host, observe.port)
+    return observe
+
+
+async def _main(controller: Controller) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    log.info(
+        "federation %s: %d clusters, etcd %s prefix %r",
+        controller.config.federation, len(controller.config.clusters),
+        ", ".join(controller.config.etcd_endpoints), controller.config.etcd_prefix,
+    )
+    await controller.run(stop)

@@ -1,0 +1,324 @@
+"""The controller's config file (CONTRACTS 7), validated in full before anything connects.
+
+The file is YAML. Every key is checked here, unknown keys and duplicate keys
+are errors, and each error is one line naming the key path
+(``clusters[1].zone: must be a string``), which ``feddns controller`` prints
+before exiting with status 2 (CONTRACTS 6). Kubeconfig files are read and their
+contexts checked, but nothing is contacted: exec credential plugins and
+in-cluster tokens are only used when the controller starts watching.
+
+Extensions to CONTRACTS 7 (documented in docs/controller.md): ``leaseSeconds``
+(the leader election lease TTL).
+"""
+
+import ipaddress
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from feddns import names
+from feddns.errors import ConfigError
+from feddns.etcd import Endpoints
+from feddns.keys import Layout
+from feddns.records import ClusterRecord, IPNetwork
+
+DEFAULT_LABEL = "federation.feddns.io/name"
+DEFAULT_RESYNC_SECONDS = 300.0
+DEFAULT_LEASE_SECONDS = 15
+MIN_LEASE_SECONDS = 2
+"""etcd refuses shorter lease TTLs with its default election timeout."""
+
+_TOP_KEYS = ("federation", "etcd", "clusters", "selector", "resyncSeconds", "leaseSeconds", "external")
+_CLUSTER_KEYS = ("name", "kubeconfig", "context", "zone", "region", "cidrs")
+# A Kubernetes label key: an optional DNS subdomain prefix and "/", then a name
+# of up to 63 characters (k8s.io/apimachinery validation.IsQualifiedName).
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """One member cluster (``clusters[]``).
+
+    ``kubeconfig`` is a path, or ``None`` to run in-cluster (the pod's service
+    account); ``context`` a context of that kubeconfig (``None``: its
+    current-context). ``zone``/``region``/``cidrs`` go to the cluster record.
+    """
+
+    name: str
+    kubeconfig: str | None = None
+    context: str | None = None
+    zone: str | None = None
+    region: str | None = None
+    cidrs: tuple[IPNetwork, ...] = ()
+
+    def record(self) -> ClusterRecord:
+        """The cluster record written at ``P/F/_clusters/C`` (CONTRACTS 4)."""
+        return ClusterRecord(zone=self.zone, region=self.region, cidrs=self.cidrs)
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorConfig:
+    """Which Services are shards (``selector``)."""
+
+    label: str = DEFAULT_LABEL
+    """A Service is a shard when this label's value is the federation name."""
+    service_exports: bool = False
+    """Also take Services that have an MCS ``ServiceExport`` of the same name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """The whole validated file.
+
+    ``resync_seconds`` is the period of the full etcd comparison (seconds);
+    ``lease_seconds`` the election lease TTL (seconds); ``external`` a
+    ``controller.external.ExternalConfig`` or ``None``.
+    """
+
+    federation: str
+    etcd_endpoints: tuple[str, ...]
+    etcd_prefix: str
+    clusters: tuple[ClusterConfig, ...]
+    selector: SelectorConfig = SelectorConfig()
+    resync_seconds: float = DEFAULT_RESYNC_SECONDS
+    lease_seconds: int = DEFAULT_LEASE_SECONDS
+    external: Any = None
+
+    @property
+    def layout(self) -> Layout:
+        """The etcd key layout under ``etcd.prefix``."""
+        return Layout(self.etcd_prefix)
+
+
+def load_config(path: str) -> ControllerConfig:
+    """Read and validate the file at ``path``.
+
+    Raises :class:`ConfigError` (``"<path>: <key path>: <what is wrong>"``) for
+    an unreadable file, bad YAML, a duplicate or unknown key, or a bad value.
+    """
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        return parse_config(_load_yaml(text))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def parse_config(raw: object) -> ControllerConfig:
+    """Validate an already decoded document; raises :class:`ConfigError` naming the key."""
+    top = _mapping(raw, "", _TOP_KEYS)
+    federation = _label(_required(top, "federation", ""), "federation")
+    endpoints, prefix = _etcd(_required(top, "etcd", ""))
+    clusters = _clusters(_required(top, "clusters", ""))
+    return ControllerConfig(
+        federation=federation,
+        etcd_endpoints=endpoints,
+        etcd_prefix=prefix,
+        clusters=clusters,
+        selector=_selector(top.get("selector", {})),
+        resync_seconds=_positive(top.get("resyncSeconds", DEFAULT_RESYNC_SECONDS), "resyncSeconds"),
+        lease_seconds=_lease(top.get("leaseSeconds", DEFAULT_LEASE_SECONDS)),
+        external=_external(top["external"]) if "external" in top else None,
+    )
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate mapping keys (PyYAML keeps the last)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise ConfigError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _load_yaml(text: str) -> object:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {' '.join(str(exc).split())}") from exc
+
+
+def _where(parent: str, key: str) -> str:
+    return f"{parent}.{key}" if parent else key
+
+
+def _mapping(raw: object, where: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where or 'the file'}: must be a mapping, not {_kind(raw)}")
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(f"{_where(where, str(key))}: unknown key (known: {', '.join(allowed)})")
+    return raw
+
+
+def _required(raw: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in raw:
+        raise ConfigError(f"{_where(where, key)}: is required")
+    return raw[key]
+
+
+def _kind(value: object) -> str:
+    return "nothing" if value is None else f"a {type(value).__name__} ({value!r})"
+
+
+def _string(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: must be a string, not {_kind(value)}")
+    return value
+
+
+def _optional_string(raw: Mapping[str, Any], key: str, where: str) -> str | None:
+    return None if raw.get(key) is None else _string(raw[key], _where(where, key))
+
+
+def _label(value: object, where: str) -> str:
+    try:
+        return names.check_label(_string(value, where), "name")
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _positive(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{where}: must be a positive number of seconds, not {_kind(value)}")
+    return float(value)
+
+
+def _lease(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_LEASE_SECONDS:
+        raise ConfigError(
+            f"leaseSeconds: must be a whole number of seconds >= {MIN_LEASE_SECONDS}, not {_kind(value)}"
+        )
+    return value
+
+
+def _etcd(raw: object) -> tuple[tuple[str, ...], str]:
+    etcd = _mapping(raw, "etcd", ("endpoints", "prefix"))
+    urls = _required(etcd, "endpoints", "etcd")
+    if not isinstance(urls, list) or not urls:
+        raise ConfigError(f"etcd.endpoints: must be a non-empty list of URLs, not {_kind(urls)}")
+    for i, url in enumerate(urls):
+        try:
+            Endpoints([_string(url, f"etcd.endpoints[{i}]")])
+        except ConfigError as exc:
+            raise ConfigError(f"etcd.endpoints[{i}]: {exc}") from exc
+    prefix = etcd.get("prefix", "")
+    if not isinstance(prefix, str):
+        raise ConfigError(f"etcd.prefix: must be a string, not {_kind(prefix)}")
+    try:
+        prefix = Layout(prefix).prefix
+    except ConfigError as exc:
+        raise ConfigError(f"etcd.prefix: {exc}") from exc
+    return tuple(urls), prefix
+
+
+def _clusters(raw: object) -> tuple[ClusterConfig, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"clusters: must be a non-empty list, not {_kind(raw)}")
+    clusters = tuple(_cluster(item, f"clusters[{i}]") for i, item in enumerate(raw))
+    seen: set[str] = set()
+    for i, cluster in enumerate(clusters):
+        if cluster.name in seen:
+            raise ConfigError(f"clusters[{i}].name: {cluster.name!r} is listed twice")
+        seen.add(cluster.name)
+    return clusters
+
+
+def _cluster(raw: object, where: str) -> ClusterConfig:
+    item = _mapping(raw, where, _CLUSTER_KEYS)
+    name = _label(_required(item, "name", where), f"{where}.name")
+    kubeconfig = _optional_string(item, "kubeconfig", where)
+    context = _optional_string(item, "context", where)
+    if kubeconfig is not None:
+        _check_kubeconfig(kubeconfig, context, where)
+    elif context is not None:
+        raise ConfigError(f"{where}.context: needs {where}.kubeconfig (in-cluster has no contexts)")
+    elif not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        raise ConfigError(
+            f"{where}: no kubeconfig given and not running in a pod (KUBERNETES_SERVICE_HOST is not set)"
+        )
+    return ClusterConfig(
+        name=name,
+        kubeconfig=kubeconfig,
+        context=context,
+        zone=_optional_string(item, "zone", where),
+        region=_optional_string(item, "region", where),
+        cidrs=_cidrs(item.get("cidrs", []), f"{where}.cidrs"),
+    )
+
+
+def _cidrs(raw: object, where: str) -> tuple[IPNetwork, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: must be a list of CIDRs, not {_kind(raw)}")
+    networks = []
+    for i, text in enumerate(raw):
+        try:
+            networks.append(ipaddress.ip_network(_string(text, f"{where}[{i}]"), strict=True))
+        except ValueError as exc:
+            raise ConfigError(f"{where}[{i}]: {exc}") from exc
+    return tuple(networks)
+
+
+def _check_kubeconfig(path: str, context: str | None, where: str) -> None:
+    """Read the kubeconfig as YAML and check that the context exists (no network)."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            doc = yaml.safe_load(stream)
+    except OSError as exc:
+        raise ConfigError(f"{where}.kubeconfig: cannot read {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}.kubeconfig: {path} is not valid YAML") from exc
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{where}.kubeconfig: {path} is not a kubeconfig (not a mapping)")
+    contexts = {c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)}
+    wanted = context or doc.get("current-context")
+    if not wanted:
+        raise ConfigError(f"{where}.context: {path} has no current-context; name one")
+    if wanted not in contexts:
+        key = "context" if context else "kubeconfig"
+        raise ConfigError(f"{where}.{key}: context {wanted!r} is not in {path}")
+
+
+def _selector(raw: object) -> SelectorConfig:
+    selector = _mapping(raw, "selector", ("label", "serviceExports"))
+    label = selector.get("label", DEFAULT_LABEL)
+    if not isinstance(label, str) or not _is_label_key(label):
+        raise ConfigError(f"selector.label: must be a Kubernetes label key, not {_kind(label)}")
+    exports = selector.get("serviceExports", False)
+    if not isinstance(exports, bool):
+        raise ConfigError(f"selector.serviceExports: must be true or false, not {_kind(exports)}")
+    return SelectorConfig(label=label, service_exports=exports)
+
+
+def _is_label_key(text: str) -> bool:
+    prefix, _, name = text.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return bool(_LABEL_NAME.match(name))
+
+
+def _external(raw: object) -> Any:
+    """Parse ``external`` with the publisher's own parser (interface B)."""
+    try:
+        from controller import external
+    except ImportError as exc:
+        raise ConfigError("external: this installation has no external DNS publisher") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"external: must be a mapping, not {_kind(raw)}")
+    return external.parse_external_config(raw)

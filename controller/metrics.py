@@ -1,0 +1,58 @@
+"""Prometheus metrics of the controller, on a registry of its own.
+
+Served at ``--metrics HOST:PORT`` ``/metrics`` by :class:`feddns.observe.ObserveServer`.
+``prometheus_client`` metrics are thread-safe, so the watch threads update them
+directly.
+"""
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+NAMESPACE = "feddns_controller"
+
+
+class Metrics:
+    """Every metric of the controller; ``cluster``/``resource`` are label values."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(name, doc, labels, namespace=NAMESPACE, registry=registry)
+
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, labels, namespace=NAMESPACE, registry=registry)
+
+        self.connected = gauge(
+            "cluster_connected", "1 while every list/watch of the cluster is established", ("cluster",)
+        )
+        self.services = gauge("cluster_services", "federated Services seen in the cluster", ("cluster",))
+        self.last_sync = gauge(
+            "cluster_last_sync_timestamp_seconds",
+            "Unix time of the last complete list of the cluster",
+            ("cluster",),
+        )
+        self.watch_restarts = counter(
+            "watch_restarts",
+            "watches started again (reason: expired = 410 Gone, closed = server ended it, error)",
+            ("cluster", "resource", "reason"),
+        )
+        self.list_failures = counter(
+            "cluster_list_failures", "lists or watches that failed (cluster unreachable)", ("cluster",)
+        )
+        self.kept_shards = gauge(
+            "cluster_kept_shards",
+            "shards kept in etcd for a cluster that cannot be listed (last known state)",
+            ("cluster",),
+        )
+        self.skipped = counter(
+            "skipped_services",
+            "federated Services that cannot be shards (reason: headless, hostname-only, malformed, ...)",
+            ("cluster", "reason"),
+        )
+        self.skipped_objects = counter(
+            "skipped_objects", "API objects skipped for an unexpected shape", ("cluster", "resource")
+        )
+        self.etcd_writes = counter("etcd_writes", "records put into etcd")
+        self.etcd_deletes = counter("etcd_deletes", "records deleted from etcd")
+        self.etcd_errors = counter("etcd_errors", "failed etcd calls (retried)")
+        self.leader = gauge("leader", "1 while this replica is the leader (the only writer)")
+        self.resyncs = counter("resyncs", "full comparisons of etcd with the clusters")
+

@@ -1,0 +1,249 @@
+"""From Kubernetes objects to shard records: pure functions, no I/O.
+
+Objects arrive as the decoded JSON of the API (``v1`` Service,
+``discovery.k8s.io/v1`` EndpointSlice, ``multicluster.x-k8s.io/v1alpha1``
+ServiceExport). Each is shrunk, as it arrives, to the few fields the controller
+needs (:class:`ServiceInfo`, :class:`SliceInfo`), as CoreDNS's kubernetes plugin
+does; nothing downstream sees the raw object. The shard record of CONTRACTS 4 is
+then the Service's addresses and named ports plus the ready endpoint count of
+its EndpointSlices (:func:`shard_record`).
+
+A Service that cannot be a shard is not an error: :class:`ServiceInfo` carries
+a ``skip`` reason (headless, ExternalName, hostname-only load balancer, an
+unexpected shape) that the controller logs once and counts.
+"""
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from feddns import names
+from feddns.errors import FeddnsError
+from feddns.records import PROTOCOLS, IPAddress, Port, ShardRecord
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+"""The label an EndpointSlice carries naming its Service (discovery.k8s.io/v1)."""
+
+
+class ShapeError(FeddnsError, ValueError):
+    """An API object without the fields its kind must have (no name, a list
+    where an object belongs, an address that does not parse)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Why a Service is not a shard: ``code`` for metrics, ``message`` for logs."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceInfo:
+    """A Service shrunk to what the controller needs.
+
+    ``labelled``: the selector label equals the federation name. ``record``: its
+    clusterIPs, externalIPs and named ports (``ready`` not yet known), or
+    ``None`` with ``skip`` saying why. ``load_balancer``: ``spec.type`` is
+    ``LoadBalancer`` (the external publisher only takes those).
+    """
+
+    namespace: str
+    name: str
+    labelled: bool
+    record: ShardRecord | None
+    skip: Skip | None = None
+    load_balancer: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SliceInfo:
+    """An EndpointSlice shrunk: its Service (``None`` when it has no
+    ``kubernetes.io/service-name`` label), address type and ready endpoint count."""
+
+    namespace: str
+    name: str
+    service: str | None
+    address_type: str
+    ready: int
+
+
+def object_key(obj: object) -> tuple[str, str]:
+    """``(namespace, name)`` of an API object; raises :class:`ShapeError`."""
+    meta = _field(obj, "metadata", dict)
+    name, namespace = meta.get("name"), meta.get("namespace", "default")
+    try:
+        return names.check_label(namespace, "namespace"), names.check_label(name, "name")
+    except ValueError as exc:
+        raise ShapeError(f"metadata: {exc}") from exc
+
+
+def service_info(obj: object, federation: str, label: str) -> ServiceInfo:
+    """Shrink a ``v1`` Service (Kubernetes API fields ``metadata.labels``,
+    ``spec.type``, ``spec.clusterIPs``, ``spec.externalIPs``, ``spec.ports``,
+    ``status.loadBalancer.ingress``).
+
+    Raises :class:`ShapeError` only when the object has no usable
+    namespace/name; any other oddity becomes a ``skip``.
+    """
+    namespace, name = object_key(obj)
+    labels = _field(obj, "metadata", dict).get("labels") or {}
+    labelled = isinstance(labels, dict) and labels.get(label) == federation
+    try:
+        spec = _field(obj, "spec", dict)
+        record, skip = _service_record(spec, _ingress(obj))
+    except ShapeError as exc:
+        return ServiceInfo(namespace, name, labelled, None, Skip("malformed", f"unexpected shape: {exc}"))
+    load_balancer = record is not None and spec.get("type") == "LoadBalancer"
+    return ServiceInfo(namespace, name, labelled, record, skip, load_balancer)
+
+
+def _service_record(spec: Mapping[str, Any], ingress: list[Any]) -> tuple[ShardRecord | None, Skip | None]:
+    if spec.get("type") == "ExternalName":
+        return None, Skip("externalname", "type ExternalName has no clusterIP")
+    cluster_ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
+    if not isinstance(cluster_ips, list):
+        raise ShapeError(f"spec.clusterIPs: not a list: {cluster_ips!r}")
+    if "None" in cluster_ips:
+        return None, Skip("headless", "headless Service (clusterIP None); headless support is a later step")
+    if not cluster_ips:
+        return None, Skip("no-clusterip", "no clusterIP allocated")
+    ingress_ips = [i["ip"] for i in ingress if i.get("ip")]
+    hostnames = [str(i["hostname"]) for i in ingress if i.get("hostname")]
+    if not ingress_ips and hostnames:
+        return None, Skip(
+            "hostname-only",
+            f"load balancer ingress has hostnames only ({', '.join(hostnames)}); hostnames are not supported",
+        )
+    external = ingress_ips or spec.get("externalIPs") or []
+    record = ShardRecord(
+        cluster_ips=_addresses(cluster_ips, "spec.clusterIPs"),
+        external_ips=_addresses(external, "externalIPs"),
+        ports=_ports(spec.get("ports") or []),
+    )
+    return record, None
+
+
+def _ingress(obj: object) -> list[Any]:
+    status = _field(obj, "status", dict, required=False)
+    balancer = status.get("loadBalancer") or {}
+    if not isinstance(balancer, dict):
+        raise ShapeError("status.loadBalancer: not an object")
+    ingress = balancer.get("ingress") or []
+    if not isinstance(ingress, list) or not all(isinstance(i, dict) for i in ingress):
+        raise ShapeError("status.loadBalancer.ingress: not a list of objects")
+    return ingress
+
+
+def slice_info(obj: object) -> SliceInfo:
+    """Shrink a ``discovery.k8s.io/v1`` EndpointSlice; raises :class:`ShapeError`.
+
+    ``ready`` counts the endpoints whose ``conditions.ready`` is true or absent
+    (the API says a nil ``ready`` is to be read as true).
+    """
+    namespace, name = object_key(obj)
+    labels = _field(obj, "metadata", dict).get("labels") or {}
+    service = labels.get(SERVICE_NAME_LABEL) if isinstance(labels, dict) else None
+    assert isinstance(obj, dict)  # object_key() checked it
+    address_type = obj.get("addressType")
+    if not isinstance(address_type, str):
+        raise ShapeError(f"addressType: not a string: {address_type!r}")
+    endpoints = obj.get("endpoints") or []
+    if not isinstance(endpoints, list):
+        raise ShapeError("endpoints: not a list")
+    ready = sum(1 for endpoint in endpoints if _endpoint_ready(endpoint))
+    return SliceInfo(namespace, name, service if isinstance(service, str) else None, address_type, ready)
+
+
+def _endpoint_ready(endpoint: object) -> bool:
+    if not isinstance(endpoint, dict):
+        raise ShapeError("endpoints[]: not an object")
+    conditions = endpoint.get("conditions") or {}
+    if not isinstance(conditions, dict):
+        raise ShapeError("endpoints[].conditions: not an object")
+    return conditions.get("ready") is not False
+
+
+def ready_count(slices: Iterable[SliceInfo]) -> int:
+    """Ready endpoints of one Service across its EndpointSlices.
+
+    A dual-stack Service has one set of slices per address family listing the
+    same endpoints, so the count is the largest per-family sum, not the total.
+    """
+    per_family: dict[str, int] = {}
+    for info in slices:
+        per_family[info.address_type] = per_family.get(info.address_type, 0) + info.ready
+    return max(per_family.values(), default=0)
+
+
+def shard_record(service: ServiceInfo, ready: int) -> ShardRecord | None:
+    """The shard record to store for ``service`` with ``ready`` endpoints, or
+    ``None`` when the Service is skipped."""
+    return None if service.record is None else replace(service.record, ready=ready)
+
+
+def _field(obj: object, key: str, kind: type, required: bool = True) -> Any:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if value is None and not required:
+        return kind()
+    if not isinstance(value, kind):
+        raise ShapeError(f"{key}: expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _addresses(items: object, where: str) -> tuple[IPAddress, ...]:
+    if not isinstance(items, list):
+        raise ShapeError(f"{where}: not a list")
+    try:
+        return tuple(dict.fromkeys(ipaddress.ip_address(item) for item in items))
+    except (TypeError, ValueError) as exc:
+        raise ShapeError(f"{where}: {exc}") from exc
+
+
+def _ports(items: object) -> tuple[Port, ...]:
+    """Named ports only (CONTRACTS 2: SRV names a port); unnamed ports are left out."""
+    if not isinstance(items, list):
+        raise ShapeError("spec.ports: not a list")
+    ports = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise ShapeError("spec.ports[]: not an object")
+        name, protocol, number = item.get("name"), item.get("protocol", "TCP"), item.get("port")
+        if not name:
+            continue
+        if not isinstance(name, str) or not names.is_label(name) or protocol not in PROTOCOLS:
+            raise ShapeError(f"spec.ports[]: bad name or protocol {name!r}/{protocol!r}")
+        if type(number) is not int or not 1 <= number <= 65535:
+            raise ShapeError(f"spec.ports[{name}].port: {number!r} is not 1-65535")
+        ports.append(Port(name, protocol, number))
+    return tuple(ports)
+
+
+def describe(record: ShardRecord) -> str:
+    """``clusterIP 10.0.3.64, externalIP 104.32.64.128, ports http/TCP/80, ready 3``."""
+    return ", ".join(f"{name} {text}" for name, text in _fields(record, record))
+
+
+def describe_change(old: ShardRecord, new: ShardRecord) -> str:
+    """What changed, field by field: ``externalIP 104.32.64.128 -> 104.32.64.130, ready 3 -> 0``."""
+    before, after = dict(_fields(old, new)), dict(_fields(new, old))
+    changes = [f"{name} {before[name]} -> {after[name]}" for name in before if before[name] != after[name]]
+    return ", ".join(changes) or "no change"
+
+
+def _fields(record: ShardRecord, other: ShardRecord) -> list[tuple[str, str]]:
+    """Named, printable fields; lists are printed singular while both sides hold one address."""
+    out = []
+    for name, mine, theirs in (
+        ("clusterIP", record.cluster_ips, other.cluster_ips),
+        ("externalIP", record.external_ips, other.external_ips),
+    ):
+        if max(len(mine), len(theirs)) <= 1:
+            out.append((name, str(mine[0]) if mine else "none"))
+        else:
+            out.append((name + "s", "[" + ", ".join(map(str, mine)) + "]"))
+    ports = " ".join(f"{p.name}/{p.protocol}/{p.port}" for p in record.ports)
+    out.append(("ports", ports or "none"))
+    out.append(("ready", "unknown" if record.ready is None else str(record.ready)))
+    return out

@@ -1,0 +1,362 @@
+"""The writer: keeps etcd under ``P/F/`` equal to what the member clusters say.
+
+It holds ``known``, the values etcd has under ``P/F/`` as last read or
+written, and compares before it puts: a record is written only when its
+canonical bytes (:func:`feddns.records.encode`) differ from ``known``.
+
+Three kinds of work, all only while this replica is the leader:
+
+* **flush** — the services the watch streams touched (``touched()``), a few
+  milliseconds after the first touch so that a burst is written together;
+* **reconcile** — every shard of a cluster whose complete state just became
+  known (its first list), compared with ``known``: stale shards are deleted;
+* **resync** — on becoming leader and every ``resyncSeconds``: read ``P/F/``
+  again and compare everything, deleting the shards and cluster records of
+  clusters that are no longer configured. The shards of a configured cluster
+  that has never been listed (unreachable since start) are kept, logged and
+  counted (``feddns_controller_cluster_kept_shards``).
+
+Writes go through guarded transactions (:mod:`controller.store`). An etcd
+failure leaves the work queued and is retried with backoff; nothing is lost.
+"""
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import aetcd
+
+from controller import shards, store
+from controller.config import ControllerConfig
+from controller.metrics import Metrics
+from controller.view import ClusterView, Key
+from feddns.errors import RecordError
+from feddns.etcd import EtcdError
+from feddns.keys import ClusterKey, ShardKey
+from feddns.records import IPAddress, ShardRecord, decode_json, encode
+
+log = logging.getLogger(__name__)
+
+DELETE = object()
+"""Verdict of :meth:`Syncer._stale`: the key is stale and is deleted."""
+
+
+class Leadership(Protocol):
+    """What the writer needs of the elector (:class:`controller.leader.Elector`)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def guard(self) -> store.Guard: ...
+
+    def lost(self) -> None: ...
+
+
+class Publisher(Protocol):
+    """The external DNS publisher (interface B, ``controller.external.Publisher``)."""
+
+    async def publish(self, desired: Mapping[Key, Sequence[IPAddress]]) -> None: ...
+
+    async def resync(self, desired: Mapping[Key, Sequence[IPAddress]]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SyncTiming:
+    """Time constants of the writer (seconds)."""
+
+    debounce: float = 0.02
+    """Wait after the first touch so that a burst of events is written together."""
+    retry_initial: float = 0.2
+    retry_max: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One key to write: ``new`` is ``None`` for a delete; ``old`` is what etcd held."""
+
+    key: str
+    old: bytes | None
+    new: bytes | None
+
+    def op(self) -> store.Op:
+        return store.delete(self.key) if self.new is None else store.put(self.key, self.new)
+
+
+class Syncer:
+    """The writer; ``run()`` is its task. ``views`` maps each configured cluster to its view."""
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        views: Mapping[str, ClusterView],
+        link: store.EtcdLink,
+        leadership: Leadership,
+        metrics: Metrics,
+        *,
+        publisher: Publisher | None = None,
+        timing: SyncTiming = SyncTiming(),
+    ) -> None:
+        self.config, self.views, self.link = config, views, link
+        self.leadership, self.metrics, self.publisher = leadership, metrics, publisher
+        self.timing = timing
+        self.layout = config.layout
+        self.prefix = self.layout.federation_prefix(config.federation)
+        self.known: dict[str, bytes] | None = None
+        self.resynced = False
+        """True once a resync completed since this replica last became leader."""
+        self._dirty: set[tuple[str, str, str]] = set()
+        self._reconcile: set[str] = set()
+        self._wake = asyncio.Event()
+        self._next_resync = 0.0
+        self._unparsable: set[str] = set()
+
+    # -- called on the event loop by the controller ------------------------------
+
+    def touched(self, cluster: str, keys: Iterable[Key]) -> None:
+        """The shards of ``keys`` in ``cluster`` may have changed."""
+        if self.leadership.is_leader:
+            self._dirty.update((cluster, ns, svc) for ns, svc in keys)
+            self._wake.set()
+
+    def cluster_synced(self, cluster: str) -> None:
+        """``cluster`` has been listed completely for the first time: reconcile all its shards."""
+        if self.leadership.is_leader:
+            self._reconcile.add(cluster)
+            self._wake.set()
+
+    def leadership_changed(self, leader: bool) -> None:
+        """Elector callback: forget what etcd held; a new leader starts with a resync."""
+        self.known, self.resynced = None, False
+        self._dirty.clear()
+        self._reconcile.clear()
+        self.metrics.leader.set(1 if leader else 0)
+        self._wake.set()
+
+    # -- the task ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Write what is queued, resync on schedule; forever."""
+        delay = self.timing.retry_initial
+        while True:
+            await self._wait()
+            if not self.leadership.is_leader:
+                continue
+            await asyncio.sleep(self.timing.debounce)
+            client = self.link.client
+            try:
+                await self._work(client)
+                delay = self.timing.retry_initial
+            except store.NotLeader as exc:
+                log.warning("etcd refused a write: %s; stepping down", exc)
+                self.leadership.lost()
+            except EtcdError as exc:
+                self.metrics.etcd_errors.inc()
+                log.warning("etcd %s: %s; retrying in %.1fs", self.link.endpoints.current, exc or type(exc).__name__, delay)
+                await self.link.failed(client)
+                await asyncio.sleep(random.uniform(delay / 2, delay))
+                delay = min(delay * 2, self.timing.retry_max)
+                self._wake.set()
+
+    async def _wait(self) -> None:
+        timeout = max(0.0, self._next_resync - time.monotonic()) if self.known is not None else None
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except TimeoutError:
+            pass
+        self._wake.clear()
+
+    async def _work(self, client: aetcd.Client) -> None:
+        if self.known is None or time.monotonic() >= self._next_resync:
+            await self.resync(client)
+        elif self._dirty or self._reconcile:
+            await self.flush(client)
+
+    async def resync(self, client: aetcd.Client) -> None:
+        """Read ``P/F/`` and make it equal to the configured clusters and their views."""
+        self.metrics.resyncs.inc()
+        self.known = await store.read_prefix(client, self.prefix)
+        self._next_resync = time.monotonic() + self.config.resync_seconds
+        self._dirty.clear()
+        self._reconcile.clear()
+        await self._apply(client, self._plan(None))
+        self.resynced = True
+        if self.publisher is not None:
+            await self.publisher.resync(self.external_desired())
+
+    async def flush(self, client: aetcd.Client) -> None:
+        """Write the touched shards and reconcile the newly listed clusters."""
+        assert self.known is not None
+        dirty, self._dirty = self._dirty, set()
+        reconcile, self._reconcile = self._reconcile, set()
+        try:
+            changes = self._plan(reconcile) if reconcile else []
+            changes += self._touched_changes(dirty - {d for d in dirty if d[0] in reconcile})
+            await self._apply(client, changes)
+        except BaseException:
+            self._dirty |= dirty
+            self._reconcile |= reconcile
+            raise
+        if changes and self.publisher is not None:
+            await self.publisher.publish(self.external_desired())
+
+    # -- planning --------------------------------------------------------------------
+
+    def _touched_changes(self, dirty: Iterable[tuple[str, str, str]]) -> list[Change]:
+        assert self.known is not None
+        changes = []
+        for cluster, namespace, service in dirty:
+            view = self.views.get(cluster)
+            if view is None or not view.synced:
+                continue
+            key = self.layout.shard_key(ShardKey(self.config.federation, namespace, service, cluster))
+            record = view.shard((namespace, service))
+            new = encode(record) if record is not None else None
+            old = self.known.get(key)
+            if new != old:
+                changes.append(Change(key, old, new))
+        return changes
+
+    def _plan(self, scope: set[str] | None) -> list[Change]:
+        """The changes that make ``known`` equal to the views: all of it (``scope`` None,
+        cluster records included) or the shards of the clusters in ``scope``."""
+        assert self.known is not None
+        wanted = self._wanted(scope)
+        changes = [Change(key, self.known.get(key), value) for key, value in wanted.items()
+                   if self.known.get(key) != value]
+        kept: dict[str, int] = {c.name: 0 for c in self.config.clusters}
+        for key, old in self.known.items():
+            if key in wanted:
+                continue
+            verdict = self._stale(key, scope)
+            if verdict is DELETE:
+                changes.append(Change(key, old, None))
+            elif verdict is not None:
+                kept[str(verdict)] += 1
+        if scope is None:
+            self._report_kept(kept)
+        return changes
+
+    def _wanted(self, scope: set[str] | None) -> dict[str, bytes]:
+        federation = self.config.federation
+        wanted: dict[str, bytes] = {}
+        for cluster in self.config.clusters:
+            if scope is not None and cluster.name not in scope:
+                continue
+            if scope is None:
+                wanted[self.layout.cluster_key(ClusterKey(federation, cluster.name))] = encode(cluster.record())
+            view = self.views[cluster.name]
+            if not view.synced:
+                continue
+            for (namespace, service), record in view.shard_records().items():
+                key = self.layout.shard_key(ShardKey(federation, namespace, service, cluster.name))
+                wanted[key] = encode(record)
+        return wanted
+
+    def _stale(self, key: str, scope: set[str] | None) -> object:
+        """For a key not wanted: :data:`DELETE`, the cluster name when the shard is
+        kept (its cluster is not listed), or ``None`` to leave it alone."""
+        parsed = self._parse(key)
+        if parsed is None or (scope is not None and parsed.cluster not in scope):
+            return None
+        view = self.views.get(parsed.cluster)
+        if view is None:
+            return DELETE if scope is None else None  # a cluster no longer configured
+        if isinstance(parsed, ClusterKey):
+            return None
+        return DELETE if view.synced else parsed.cluster
+
+    def _parse(self, key: str) -> ShardKey | ClusterKey | None:
+        try:
+            return self.layout.parse(key)
+        except RecordError as exc:
+            if key not in self._unparsable:
+                self._unparsable.add(key)
+                log.warning("etcd holds a key the controller does not own; leaving it: %s", exc)
+            return None
+
+    def _report_kept(self, kept: Mapping[str, int]) -> None:
+        for cluster, count in kept.items():
+            self.metrics.kept_shards.labels(cluster).set(count)
+            if count:
+                log.warning(
+                    "cluster %s has not been listed (unreachable?): keeping its %d shards in etcd "
+                    "until it answers", cluster, count,
+                )
+
+    # -- writing ---------------------------------------------------------------------
+
+    async def _apply(self, client: aetcd.Client, changes: Sequence[Change]) -> None:
+        """Write ``changes`` in guarded transactions, updating ``known`` batch by batch."""
+        assert self.known is not None
+        for start in range(0, len(changes), store.MAX_TXN_OPS):
+            batch = changes[start:start + store.MAX_TXN_OPS]
+            await store.commit(client, self.leadership.guard(), [c.op() for c in batch])
+            for change in batch:
+                self._record(change)
+
+    def _record(self, change: Change) -> None:
+        assert self.known is not None
+        if change.new is None:
+            self.known.pop(change.key, None)
+            self.metrics.etcd_deletes.inc()
+        else:
+            self.known[change.key] = change.new
+            self.metrics.etcd_writes.inc()
+        log.info("%s", self._describe(change))
+
+    def _describe(self, change: Change) -> str:
+        """``shard myns/myservice in foo: externalIP 104.32.64.128 -> 104.32.64.130``."""
+        parsed = self._parse(change.key)
+        if isinstance(parsed, ClusterKey):
+            action = "deleted (not configured)" if change.new is None else f"set to {change.new.decode()}"
+            return f"cluster record {parsed.cluster}: {action}"
+        assert isinstance(parsed, ShardKey)
+        subject = f"shard {parsed.namespace}/{parsed.service} in {parsed.cluster}"
+        new, old = _record_of(change.new), _record_of(change.old)
+        if new is None:
+            return f"{subject}: deleted"
+        if change.old is None:
+            return f"{subject}: created ({shards.describe(new)})"
+        if old is None:
+            return f"{subject}: replaced an unreadable value ({shards.describe(new)})"
+        return f"{subject}: {shards.describe_change(old, new)}"
+
+    # -- external publisher --------------------------------------------------------------
+
+    def external_desired(self) -> dict[Key, list[IPAddress]]:
+        """(namespace, service) -> externalIPs of its ready LoadBalancer shards (interface B).
+
+        A cluster not listed yet contributes the shards etcd still holds for it."""
+        desired: dict[Key, list[IPAddress]] = {}
+        for cluster in self.config.clusters:
+            view = self.views[cluster.name]
+            for key, addresses in self._external_of(cluster.name, view):
+                desired.setdefault(key, []).extend(a for a in addresses if a not in desired.get(key, []))
+        return desired
+
+    def _external_of(self, cluster: str, view: ClusterView) -> Iterable[tuple[Key, Sequence[IPAddress]]]:
+        if view.synced:
+            for key in sorted(view.selected):
+                if addresses := view.load_balancer_ips(key):
+                    yield key, addresses
+            return
+        for key, value in sorted((self.known or {}).items()):
+            parsed = self._parse(key)
+            record = _record_of(value)
+            if isinstance(parsed, ShardKey) and parsed.cluster == cluster and record and record.healthy:
+                if record.external_ips:
+                    yield (parsed.namespace, parsed.service), record.external_ips
+
+
+def _record_of(value: bytes | None) -> ShardRecord | None:
+    if value is None:
+        return None
+    try:
+        return ShardRecord.from_json(decode_json(value))
+    except RecordError:
+        return None
+

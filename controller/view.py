@@ -1,0 +1,180 @@
+"""The in-memory view of one member cluster, kept by its list/watch streams.
+
+A :class:`ClusterView` holds the cluster's Services, EndpointSlices and (with
+``serviceExports``) ServiceExports, each shrunk by :mod:`controller.shards`.
+Every change returns the federated services it touched, ``(namespace,
+service)`` pairs, so that the writer looks at those shards only. The view lives
+on the controller's event loop; the watch threads hand it objects through
+``call_soon_threadsafe``, so it needs no lock.
+"""
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from controller import shards
+from controller.config import SelectorConfig
+from controller.metrics import Metrics
+from feddns.records import ShardRecord
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+"""``(namespace, name)``."""
+
+SERVICES = "services"
+ENDPOINT_SLICES = "endpointslices"
+SERVICE_EXPORTS = "serviceexports"
+
+
+class ClusterView:
+    """What cluster ``cluster`` says about the federated services of ``federation``.
+
+    ``synced`` is true once every resource has been listed; until then the
+    view must not be taken as the cluster's state (an unlisted cluster keeps
+    its shards in etcd).
+    """
+
+    def __init__(self, cluster: str, federation: str, selector: SelectorConfig, metrics: Metrics) -> None:
+        self.cluster = cluster
+        self.federation = federation
+        self.selector = selector
+        self.metrics = metrics
+        self.resources: tuple[str, ...] = (SERVICES, ENDPOINT_SLICES) + (
+            (SERVICE_EXPORTS,) if selector.service_exports else ()
+        )
+        self.listed: set[str] = set()
+        self.services: dict[Key, shards.ServiceInfo] = {}
+        self.slices: dict[Key, shards.SliceInfo] = {}
+        self.slices_by_service: dict[Key, dict[str, shards.SliceInfo]] = {}
+        self.exports: set[Key] = set()
+        self.selected: set[Key] = set()
+        """Federated services of this cluster that are shards (labelled or exported, not skipped)."""
+        self._skips: dict[Key, shards.Skip] = {}
+        self._shrink: dict[str, Callable[[Any], Any]] = {
+            SERVICES: lambda obj: shards.service_info(obj, federation, selector.label),
+            ENDPOINT_SLICES: shards.slice_info,
+            SERVICE_EXPORTS: lambda obj: True,
+        }
+
+    @property
+    def synced(self) -> bool:
+        """True once every resource has been listed at least once."""
+        return self.listed.issuperset(self.resources)
+
+    def replace(self, resource: str, objects: Iterable[Any]) -> set[Key]:
+        """Take a complete list of ``resource``; returns the services whose shard may have changed."""
+        fresh: dict[Key, Any] = {}
+        for obj in objects:
+            key, info = self._parse(resource, obj)
+            if key is not None and info is not None:
+                fresh[key] = info
+        touched: set[Key] = set()
+        for key in self._store(resource).keys() - fresh.keys():
+            touched |= self._put(resource, key, None)
+        for key, info in fresh.items():
+            touched |= self._put(resource, key, info)
+        self.listed.add(resource)
+        return self._refresh(touched)
+
+    def apply(self, resource: str, event_type: str, obj: Any) -> set[Key]:
+        """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``); returns the services touched."""
+        key, info = self._parse(resource, obj)
+        if key is None:
+            return set()
+        return self._refresh(self._put(resource, key, None if event_type == "DELETED" else info))
+
+    def shard(self, key: Key) -> ShardRecord | None:
+        """The shard record of service ``key`` in this cluster, or ``None`` when it is not a shard."""
+        if key not in self.selected:
+            return None
+        ready = shards.ready_count(self.slices_by_service.get(key, {}).values())
+        return shards.shard_record(self.services[key], ready)
+
+    def shard_records(self) -> dict[Key, ShardRecord]:
+        """Every shard of this cluster."""
+        return {key: record for key in self.selected if (record := self.shard(key)) is not None}
+
+    def load_balancer_ips(self, key: Key) -> tuple[Any, ...]:
+        """externalIPs of ``key`` when it is a ready shard of type LoadBalancer, else ``()``."""
+        record = self.shard(key)
+        if record is None or not record.healthy or not self.services[key].load_balancer:
+            return ()
+        return record.external_ips
+
+    def _store(self, resource: str) -> dict[Key, Any]:
+        if resource == SERVICES:
+            return self.services
+        if resource == ENDPOINT_SLICES:
+            return self.slices
+        return dict.fromkeys(self.exports, True)
+
+    def _parse(self, resource: str, obj: Any) -> tuple[Key | None, Any]:
+        """``(key, shrunk object)``; ``(key, None)`` when only the key could be read."""
+        try:
+            key = shards.object_key(obj)
+        except shards.ShapeError as exc:
+            self._malformed(resource, "?", exc)
+            return None, None
+        try:
+            return key, self._shrink[resource](obj)
+        except shards.ShapeError as exc:
+            self._malformed(resource, f"{key[0]}/{key[1]}", exc)
+            return key, None
+
+    def _malformed(self, resource: str, name: str, exc: Exception) -> None:
+        log.warning("cluster %s: skipping %s %s: %s", self.cluster, resource, name, exc)
+        self.metrics.skipped_objects.labels(self.cluster, resource).inc()
+
+    def _put(self, resource: str, key: Key, info: Any) -> set[Key]:
+        """Store (``info``) or drop (``None``) one object; returns the services it touches."""
+        if resource == SERVICES:
+            if info is None:
+                self.services.pop(key, None)
+            else:
+                self.services[key] = info
+            return {key}
+        if resource == SERVICE_EXPORTS:
+            (self.exports.add if info is not None else self.exports.discard)(key)
+            return {key}
+        return self._put_slice(key, info)
+
+    def _put_slice(self, key: Key, info: shards.SliceInfo | None) -> set[Key]:
+        touched = set()
+        old = self.slices.pop(key, None)
+        if old is not None and old.service is not None:
+            owner = (old.namespace, old.service)
+            self.slices_by_service.get(owner, {}).pop(old.name, None)
+            touched.add(owner)
+        if info is not None:
+            self.slices[key] = info
+            if info.service is not None:
+                owner = (info.namespace, info.service)
+                self.slices_by_service.setdefault(owner, {})[info.name] = info
+                touched.add(owner)
+        return touched
+
+    def _refresh(self, keys: set[Key]) -> set[Key]:
+        """Recompute which of ``keys`` are shards, log new skip reasons, update the gauge."""
+        for key in keys:
+            info = self.services.get(key)
+            wanted = info is not None and (info.labelled or key in self.exports)
+            if wanted and info is not None and info.skip is not None:
+                self._note_skip(key, info.skip)
+            else:
+                self._skips.pop(key, None)
+            if wanted and info is not None and info.record is not None:
+                self.selected.add(key)
+            else:
+                self.selected.discard(key)
+            if not self.slices_by_service.get(key):
+                self.slices_by_service.pop(key, None)
+        self.metrics.services.labels(self.cluster).set(len(self.selected))
+        return keys
+
+    def _note_skip(self, key: Key, skip: shards.Skip) -> None:
+        if self._skips.get(key) == skip:
+            return
+        self._skips[key] = skip
+        log.info("shard %s/%s in %s: skipped: %s", key[0], key[1], self.cluster, skip.message)
+        self.metrics.skipped.labels(self.cluster, skip.code).inc()

@@ -1,0 +1,644 @@
+"""A fake Kubernetes API server on loopback that speaks the real list/watch protocol.
+
+No kube-apiserver can run on the test machines, so the controller is tested
+against this. ``kmock`` (PyPI) was looked at first: its emulator stores
+objects and streams changes, but lists carry no real ``resourceVersion``, a
+watch replays every object as ``ADDED`` whatever version it asks for, and
+there is no ``410 Gone``, no bookmark and no ``timeoutSeconds`` — exactly the
+parts the controller must get right. So this is our own, small, and strict
+about the protocol (Kubernetes API concepts, "Efficient detection of changes"):
+
+* one ``resourceVersion`` counter per server, as etcd's revision; every write
+  gets the next one;
+* list: ``GET /api/v1/services`` (also ``/api/v1/namespaces/NS/services``),
+  ``/apis/discovery.k8s.io/v1/endpointslices``,
+  ``/apis/multicluster.x-k8s.io/v1alpha1/serviceexports``; ``labelSelector``
+  (equality-based), ``limit``/``continue`` over a consistent snapshot; items of
+  built-in kinds carry no ``kind``/``apiVersion``, as the real server's do;
+* watch (``watch=true``): events as JSON lines in a chunked response, starting
+  after the given ``resourceVersion`` (``""``/``"0"``: synthetic ``ADDED`` for
+  everything first); an object leaving a label selector is sent as
+  ``DELETED``; ``allowWatchBookmarks`` gets a ``BOOKMARK`` after each quiet
+  ``bookmark_interval``; ``timeoutSeconds`` ends the stream;
+* ``compact()`` forgets history: a watch or ``continue`` from before it gets
+  ``410 Gone`` (an ``ERROR`` event with a ``Status`` of code 410 and reason
+  ``Expired``, or with ``gone_as_status=True`` the HTTP status 410);
+  ``expire_watches()`` sends that error to every open watch;
+* ``stop()`` takes the server off the network (connections refused) and
+  ``start()`` brings it back on the same port, with its objects.
+
+Objects are defaulted like the real API server does it (uid,
+resourceVersion, creationTimestamp; a Service's type, clusterIP(s) from
+``service_cidr``, ipFamilies, port protocol and targetPort, empty status).
+Fixture objects are YAML (``load()``).
+"""
+
+import asyncio
+import base64
+import copy
+import ipaddress
+import json
+import threading
+import uuid
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One resource the fake serves."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    builtin: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+KINDS = {
+    k.plural: k
+    for k in (
+        Kind("", "v1", "Service", "services"),
+        Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
+        Kind("multicluster.x-k8s.io", "v1alpha1", "ServiceExport", "serviceexports", builtin=False),
+    )
+}
+_BY_KIND = {k.kind: k for k in KINDS.values()}
+
+Key = tuple[str, str]
+
+
+@dataclass
+class _Event:
+    version: int
+    plural: str
+    type: str
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+
+
+@dataclass(eq=False)
+class _Watcher:
+    plural: str
+    namespace: str | None
+    selector: list[tuple[str, str, str | None]]
+    pending: deque[_Event] = field(default_factory=deque)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    end: str | None = None  # "expire" or "close"
+
+
+def parse_selector(text: str | None) -> list[tuple[str, str, str | None]]:
+    """Equality-based label selector: ``a=b``, ``a==b``, ``a!=b``, ``a``, ``!a``, comma-separated.
+
+    Returns ``(op, key, value)`` triples; raises ``ValueError`` for set-based syntax."""
+    terms: list[tuple[str, str, str | None]] = []
+    for raw in (text or "").split(","):
+        term = raw.strip()
+        if not term:
+            continue
+        if " in " in term or " notin " in term or "(" in term:
+            raise ValueError(f"set-based selector {term!r} is not supported by the fake")
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            terms.append(("!=", key.strip(), value.strip()))
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            terms.append(("=", key.strip(), value.strip()))
+        elif term.startswith("!"):
+            terms.append(("!", term[1:].strip(), None))
+        else:
+            terms.append(("exists", term, None))
+    return terms
+
+
+def matches(selector: list[tuple[str, str, str | None]], obj: dict[str, Any] | None) -> bool:
+    """Whether ``obj``'s labels satisfy ``selector`` (``None`` matches nothing)."""
+    if obj is None:
+        return False
+    labels = obj.get("metadata", {}).get("labels") or {}
+    for op, key, value in selector:
+        ok = {
+            "=": labels.get(key) == value,
+            "!=": labels.get(key) != value,
+            "exists": key in labels,
+            "!": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+class FakeKube:
+    """One fake member cluster's API server on ``127.0.0.1``.
+
+    Thread-safe: tests call ``apply``/``delete``/``compact`` from their own
+    thread while the server runs its event loop in a daemon thread.
+    ``close()`` ends it for good.
+    """
+
+    def __init__(
+        self,
+        name: str = "cluster",
+        *,
+        bookmark_interval: float = 0.5,
+        service_cidr: str = "10.96.0.0/16",
+        gone_as_status: bool = False,
+    ) -> None:
+        self.name = name
+        self.bookmark_interval = bookmark_interval
+        self.gone_as_status = gone_as_status
+        self.port = 0
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self._lock = threading.Lock()
+        self._version = 1000
+        self._oldest = self._version  # watches/continues from before this version get 410
+        self._objects: dict[str, dict[Key, dict[str, Any]]] = {plural: {} for plural in KINDS}
+        self._events: list[_Event] = []
+        self._snapshots: dict[str, list[dict[str, Any]]] = {}
+        self._watchers: set[_Watcher] = set()
+        self._errors: deque[int] = deque()
+        self._held = False
+        self._ips = ipaddress.ip_network(service_cidr).hosts()
+        next(self._ips)  # .1 is the kubernetes Service's
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"fakekube-{name}", daemon=True)
+        self._thread.start()
+        self._runner: web.AppRunner | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Listen (again) on 127.0.0.1 (the first time on a port the OS picks)."""
+        self._call(self._start())
+
+    def stop(self) -> None:
+        """Go off the network: close the listener, then every connection (open
+        watches are cut, not ended cleanly, as when a server goes away)."""
+        self._call(self._stop())
+
+    def close(self) -> None:
+        self.stop()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def write_kubeconfig(self, path: str, context: str | None = None) -> str:
+        """Write a kubeconfig for this server at ``path`` (context named ``context``
+        or the server's name, set as current) and return ``path``."""
+        context = context or self.name
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": self.name, "cluster": {"server": self.url}}],
+            "users": [{"name": f"{self.name}-user", "user": {"token": f"token-{self.name}"}}],
+            "contexts": [{"name": context, "context": {"cluster": self.name, "user": f"{self.name}-user"}}],
+            "current-context": context,
+        }
+        with open(path, "w", encoding="utf-8") as stream:
+            yaml.safe_dump(config, stream)
+        return path
+
+    # -- state, from the test's thread ----------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        with self._lock:
+            return self._version
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace ``obj`` (kind Service, EndpointSlice or ServiceExport); returns it as stored."""
+        kind = _BY_KIND[obj["kind"]]
+        new = copy.deepcopy(obj)
+        meta = new.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        key = (meta["namespace"], meta["name"])
+        with self._lock:
+            old = self._objects[kind.plural].get(key)
+            self._default(kind, new, old)
+            self._version += 1
+            meta["resourceVersion"] = str(self._version)
+            self._objects[kind.plural][key] = new
+            self._publish(_Event(self._version, kind.plural, "MODIFIED" if old else "ADDED", old, new))
+        return copy.deepcopy(new)
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        """Delete an object (``kind`` like ``Service``); raises ``KeyError`` if absent."""
+        plural = _BY_KIND[kind].plural
+        with self._lock:
+            old = self._objects[plural].pop((namespace, name))
+            self._version += 1
+            gone = copy.deepcopy(old)
+            gone["metadata"]["resourceVersion"] = str(self._version)
+            self._publish(_Event(self._version, plural, "DELETED", old, gone))
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            obj = self._objects[_BY_KIND[kind].plural].get((namespace, name))
+            return copy.deepcopy(obj) if obj else None
+
+    def load(self, path: str) -> list[dict[str, Any]]:
+        """Apply every object of a YAML file (documents, or ``kind: List`` with ``items``)."""
+        with open(path, encoding="utf-8") as stream:
+            docs = [d for d in yaml.safe_load_all(stream) if d]
+        objects = [item for d in docs for item in (d["items"] if d.get("kind") == "List" else [d])]
+        return [self.apply(obj) for obj in objects]
+
+    def compact(self) -> None:
+        """Forget all history: watches and continue tokens from before now get 410 Gone."""
+        with self._lock:
+            self._oldest = self._version
+            self._events.clear()
+            self._snapshots.clear()
+
+    def expire_watches(self) -> None:
+        """Compact, then send ``ERROR`` 410 Expired to every open watch and end it; events
+        not yet sent are dropped, as when the API server's watch cache falls behind."""
+        self.compact()
+        self._end_watches("expire")
+
+    def end_watches(self) -> None:
+        """End every open watch cleanly, as ``timeoutSeconds`` does; events not yet
+        sent are not sent (a client resumes from the last version it saw)."""
+        self._end_watches("close")
+
+    def hold(self) -> None:
+        """Stop sending events on open watches (a lagging watch); ``release()`` resumes."""
+        with self._lock:
+            self._held = True
+
+    def release(self) -> None:
+        with self._lock:
+            self._held = False
+            for watcher in self._watchers:
+                self._loop.call_soon_threadsafe(watcher.wake.set)
+
+    def fail_next(self, status: int, times: int = 1) -> None:
+        """Answer the next ``times`` list or watch requests with HTTP ``status``."""
+        with self._lock:
+            self._errors.extend([status] * times)
+
+    def watch_count(self, plural: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for w in self._watchers if plural in (None, w.plural) and w.end is None)
+
+    def _end_watches(self, how: str) -> None:
+        with self._lock:
+            for watcher in self._watchers:
+                watcher.end = how
+                self._loop.call_soon_threadsafe(watcher.wake.set)
+
+    def _publish(self, event: _Event) -> None:
+        """Under the lock: record ``event`` and queue it for the open watches."""
+        self._events.append(event)
+        for watcher in self._watchers:
+            if watcher.plural == event.plural:
+                watcher.pending.append(event)
+                self._loop.call_soon_threadsafe(watcher.wake.set)
+
+    def _default(self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """Fill in what the API server would (under the lock)."""
+        obj["apiVersion"] = kind.api_version
+        meta = obj["metadata"]
+        old_meta = (old or {}).get("metadata", {})
+        meta["uid"] = old_meta.get("uid") or str(uuid.uuid4())
+        meta["creationTimestamp"] = old_meta.get("creationTimestamp") or _now()
+        if kind.kind == "Service":
+            self._default_service(obj, old)
+
+    def _default_service(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        if spec["type"] != "ExternalName":
+            old_ip = (old or {}).get("spec", {}).get("clusterIP")
+            cluster_ip = spec.setdefault("clusterIP", old_ip or str(next(self._ips)))
+            spec.setdefault("clusterIPs", [cluster_ip])
+            if cluster_ip != "None":
+                family = "IPv6" if ":" in cluster_ip else "IPv4"
+                spec.setdefault("ipFamilies", [family])
+                spec.setdefault("ipFamilyPolicy", "SingleStack")
+            spec.setdefault("internalTrafficPolicy", "Cluster")
+        spec.setdefault("sessionAffinity", "None")
+        for port in spec.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))
+        obj.setdefault("status", {"loadBalancer": {}})
+
+    # -- HTTP, on the server's loop ---------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.requests.append((request.path, query))
+        route = _route(request.path)
+        if route is None:
+            return _status(404, "NotFound", f"the server could not find the requested resource ({request.path})")
+        if request.method != "GET":
+            return _status(405, "MethodNotAllowed", "the fake serves list and watch only")
+        with self._lock:
+            error = self._errors.popleft() if self._errors else None
+        if error is not None:
+            return _status(error, "InternalError", "injected failure")
+        kind, namespace = route
+        try:
+            selector = parse_selector(query.get("labelSelector"))
+        except ValueError as exc:
+            return _status(400, "BadRequest", str(exc))
+        if query.get("watch") in ("true", "1"):
+            return await self._watch(request, kind, namespace, selector)
+        return self._list(kind, namespace, selector, query)
+
+    def _list(self, kind: Kind, namespace: str | None, selector: Any, query: dict[str, str]) -> web.Response:
+        limit = int(query.get("limit") or 0)
+        with self._lock:
+            if query.get("continue"):
+                token = json.loads(base64.urlsafe_b64decode(query["continue"]))
+                if token["rv"] < self._oldest or token["id"] not in self._snapshots:
+                    return _status(410, "Expired", "The provided continue parameter is too old to display "
+                                   "a consistent list result. You can start a new list without the continue "
+                                   "parameter.")
+                snapshot_id, version, offset = token["id"], token["rv"], token["offset"]
+                items = self._snapshots[snapshot_id]
+            else:
+                snapshot_id, version, offset = uuid.uuid4().hex, self._version, 0
+                items = [
+                    obj for (ns, _), obj in sorted(self._objects[kind.plural].items())
+                    if namespace in (None, ns) and matches(selector, obj)
+                ]
+            page = items[offset:offset + limit] if limit else items[offset:]
+            meta: dict[str, Any] = {"resourceVersion": str(version)}
+            if limit and offset + limit < len(items):
+                self._snapshots[snapshot_id] = items
+                meta["continue"] = base64.urlsafe_b64encode(json.dumps(
+                    {"rv": version, "id": snapshot_id, "offset": offset + limit}).encode()).decode()
+                meta["remainingItemCount"] = len(items) - offset - limit
+        body = {
+            "kind": f"{kind.kind}List",
+            "apiVersion": kind.api_version,
+            "metadata": meta,
+            "items": [_as_item(kind, obj) for obj in page],
+        }
+        return web.json_response(body)
+
+    async def _watch(
+        self, request: web.Request, kind: Kind, namespace: str | None, selector: Any
+    ) -> web.StreamResponse:
+        query = request.query
+        since = query.get("resourceVersion", "")
+        deadline = self._loop.time() + int(query.get("timeoutSeconds") or 3600)
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        watcher = _Watcher(kind.plural, namespace, selector)
+        with self._lock:
+            expired = since not in ("", "0") and int(since) < self._oldest
+            if not expired:
+                backlog = self._backlog(kind, watcher, since)
+                self._watchers.add(watcher)
+        if expired and self.gone_as_status:
+            return _status(410, "Expired", f"too old resource version: {since} ({self._oldest})")
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            if expired:
+                await _send(response, _gone_event(since, self._oldest))
+                return response
+            for event in backlog:
+                await _send(response, event)
+            await self._stream(response, kind, watcher, deadline, bookmarks)
+        except ConnectionError:
+            pass  # the client went away
+        finally:
+            with self._lock:
+                self._watchers.discard(watcher)
+        return response
+
+    def _backlog(self, kind: Kind, watcher: _Watcher, since: str) -> list[dict[str, Any]]:
+        """Under the lock: the events a new watch starts with."""
+        if since in ("", "0"):
+            return [
+                {"type": "ADDED", "object": _as_event_object(kind, obj)}
+                for (ns, _), obj in sorted(self._objects[kind.plural].items())
+                if watcher.namespace in (None, ns) and matches(watcher.selector, obj)
+            ]
+        return [
+            shown for event in self._events
+            if event.version > int(since) and event.plural == kind.plural
+            and (shown := _for_watcher(kind, watcher, event)) is not None
+        ]
+
+    async def _stream(
+        self, response: web.StreamResponse, kind: Kind, watcher: _Watcher, deadline: float, bookmarks: bool
+    ) -> None:
+        while True:
+            timeout = min(self.bookmark_interval, deadline - self._loop.time())
+            if timeout <= 0:
+                return
+            try:
+                await asyncio.wait_for(watcher.wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            watcher.wake.clear()
+            with self._lock:
+                if watcher.end is not None:
+                    watcher.pending.clear()
+                if self._held and watcher.end is None:
+                    continue
+                events = list(watcher.pending)
+                watcher.pending.clear()
+                version = self._version  # everything up to here is in `events` or sent
+            for event in events:
+                if (shown := _for_watcher(kind, watcher, event)) is not None:
+                    await _send(response, shown)
+            if watcher.end == "expire":
+                await _send(response, _gone_event(str(version), self._oldest))
+            if watcher.end is not None:
+                return
+            if bookmarks and not events:
+                await _send(response, {"type": "BOOKMARK", "object": {
+                    "kind": kind.kind, "apiVersion": kind.api_version,
+                    "metadata": {"resourceVersion": str(version)},
+                }})
+
+
+def _route(path: str) -> tuple[Kind, str | None] | None:
+    """``(kind, namespace or None)`` for a collection path, or ``None``."""
+    parts = path.strip("/").split("/")
+    if parts[:2] == ["api", "v1"]:
+        rest, group, version = parts[2:], "", "v1"
+    elif len(parts) >= 3 and parts[0] == "apis":
+        rest, group, version = parts[3:], parts[1], parts[2]
+    else:
+        return None
+    namespace = None
+    if len(rest) == 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    kind = KINDS.get(rest[0]) if len(rest) == 1 else None
+    if kind is None or (kind.group, kind.version) != (group, version):
+        return None
+    return kind, namespace
+
+
+def _for_watcher(kind: Kind, watcher: _Watcher, event: _Event) -> dict[str, Any] | None:
+    """How ``event`` shows on ``watcher``'s stream (selector transitions included), or ``None``."""
+    obj = event.new or event.old
+    assert obj is not None
+    if watcher.namespace not in (None, obj["metadata"]["namespace"]):
+        return None
+    before = matches(watcher.selector, event.old) and event.type != "ADDED"
+    after = matches(watcher.selector, event.new) and event.type != "DELETED"
+    if before and after:
+        shown = "MODIFIED"
+    elif after:
+        shown = "ADDED"
+    elif before:
+        shown = "DELETED"
+    else:
+        return None
+    return {"type": shown, "object": _as_event_object(kind, obj)}
+
+
+def _as_item(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+    """A list item: the real server drops kind/apiVersion from built-in kinds' items."""
+    if not kind.builtin:
+        return obj
+    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+
+
+def _as_event_object(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "kind": kind.kind, "apiVersion": kind.api_version}
+
+
+def _gone_event(since: str, oldest: int) -> dict[str, Any]:
+    return {"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f"too old resource version: {since} ({oldest})", "reason": "Expired", "code": 410,
+    }}
+
+
+async def _send(response: web.StreamResponse, event: dict[str, Any]) -> None:
+    await response.write(json.dumps(event).encode() + b"\n")
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    return web.json_response(
+        {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+         "message": message, "reason": reason, "code": code},
+        status=code,
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- object builders for tests and benchmarks ----------------------------------------------
+
+
+def service(
+    namespace: str,
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    type: str = "ClusterIP",  # noqa: A002 - the API field's name
+    cluster_ip: str | None = None,
+    load_balancer_ips: Iterable[str] = (),
+    load_balancer_hostnames: Iterable[str] = (),
+    external_ips: Iterable[str] = (),
+    ports: Iterable[tuple[str, str, int]] = (("http", "TCP", 80),),
+) -> dict[str, Any]:
+    """A ``v1`` Service; ``ports`` are ``(name, protocol, port)``."""
+    spec: dict[str, Any] = {
+        "type": type,
+        "selector": {"app": name},
+        "ports": [{"name": n, "protocol": p, "port": port} for n, p, port in ports],
+    }
+    if cluster_ip is not None:
+        spec["clusterIP"] = cluster_ip
+    if external_ips:
+        spec["externalIPs"] = list(external_ips)
+    ingress = [{"ip": ip} for ip in load_balancer_ips] + [{"hostname": h} for h in load_balancer_hostnames]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"namespace": namespace, "name": name, "labels": dict(labels or {})},
+        "spec": spec,
+        "status": {"loadBalancer": {"ingress": ingress} if ingress else {}},
+    }
+
+
+def endpoint_slice(
+    namespace: str,
+    service_name: str,
+    *,
+    ready: int,
+    not_ready: int = 0,
+    name: str | None = None,
+    address_type: str = "IPv4",
+    base: str = "10.244.0.0",
+) -> dict[str, Any]:
+    """A ``discovery.k8s.io/v1`` EndpointSlice of ``service_name`` with ``ready`` ready
+    and ``not_ready`` not-ready endpoints (pod addresses counted up from ``base``)."""
+    first = ipaddress.ip_address(base)
+    endpoints = [
+        {
+            "addresses": [str(first + i + 1)],
+            "conditions": {"ready": i < ready, "serving": i < ready, "terminating": False},
+            "targetRef": {"kind": "Pod", "namespace": namespace, "name": f"{service_name}-{i}"},
+        }
+        for i in range(ready + not_ready)
+    ]
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "namespace": namespace,
+            "name": name or f"{service_name}-abcde",
+            "labels": {
+                "kubernetes.io/service-name": service_name,
+                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+            },
+        },
+        "addressType": address_type,
+        "endpoints": endpoints,
+        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+    }
+
+
+def service_export(namespace: str, name: str) -> dict[str, Any]:
+    """A ``multicluster.x-k8s.io/v1alpha1`` ServiceExport."""
+    return {
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "ServiceExport",
+        "metadata": {"namespace": namespace, "name": name},
+    }
