@@ -66,7 +66,8 @@ class EtcdSource:
     async def _load(self, client: aetcd.Client) -> None:
         result = await client.get_prefix(self.root)
         revision = result.header.revision
-        self.feed.replace(((kv.key.decode("utf-8", "replace"), kv.value) for kv in result.kvs), revision)
+        kvs = result.kvs
+        await self.feed.replace_in_thread(((kv.key.decode("utf-8", "replace"), kv.value) for kv in kvs), revision)
         self.revision = revision
         log.info("etcd: loaded %d records at revision %d (%d invalid)",
                  len(self.feed.index), revision, len(self.feed.index.invalid))

@@ -98,6 +98,16 @@ class EtcdServer:
         reply = self.call("/v3/kv/put", {"key": _b64(key), "value": _b64(value)})
         return int(reply["header"]["revision"])
 
+    def put_many(self, items: dict[str, str | dict[str, Any]], batch: int = 100) -> int:
+        """Put many keys, ``batch`` per transaction (etcd allows 128 operations per txn)."""
+        pairs = list(items.items())
+        revision = 0
+        for start in range(0, len(pairs), batch):
+            ops = [{"request_put": {"key": _b64(k), "value": _b64(json.dumps(v) if isinstance(v, dict) else v)}}
+                   for k, v in pairs[start : start + batch]]
+            revision = int(self.call("/v3/kv/txn", {"success": ops})["header"]["revision"])
+        return revision
+
     def delete(self, key: str, prefix: bool = False) -> int:
         """Delete one key, or every key under ``key`` with ``prefix``; returns the revision."""
         body = {"key": _b64(key)}

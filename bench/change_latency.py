@@ -1,0 +1,80 @@
+"""How long an etcd change takes to show in `feddns serve` answers.
+
+Starts a real etcd (Debian's `etcd-server`) and `feddns serve` on loopback, loads
+the design document's records plus --services filler services, then N times: put a
+new externalIP for one shard and query over UDP in a tight loop until the answer
+carries it. Prints the median, 95th percentile and worst latency in milliseconds.
+
+Usage: python bench/change_latency.py [--changes 200] [--services 10000]
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import dns.edns  # noqa: E402
+import dns.exception  # noqa: E402
+import dns.message  # noqa: E402
+import dns.query  # noqa: E402
+
+from tests.support.etcd import EtcdServer  # noqa: E402  (the test suite's etcd runner)
+from tests.support.ports import wait_until  # noqa: E402
+from tests.support.serve import ServeProcess  # noqa: E402
+
+QNAME = "myservice.myns.myfederation.svc.federation."
+
+
+def fill(etcd: EtcdServer, services: int) -> None:
+    etcd.put_many({f"/myfederation/filler/svc{i}/foo": {"clusterIP": f"10.{1 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}",
+                                                         "externalIP": "192.0.2.1"} for i in range(services)})
+
+
+def answers(server: ServeProcess) -> bool:
+    try:
+        return bool(server.addresses(QNAME))
+    except dns.exception.Timeout:  # busy loading
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=200)
+    parser.add_argument("--services", type=int, default=100000)
+    args = parser.parse_args()
+    etcd = EtcdServer()
+    etcd.start()
+    try:
+        etcd.put("/myfederation/myns/myservice/foo", {"clusterIP": "10.0.3.64", "externalIP": "104.32.64.128"})
+        etcd.put("/myfederation/myns/myservice/bar", {"clusterIP": "10.0.4.20", "externalIP": "104.32.64.130"})
+        fill(etcd, args.services)
+        started = time.perf_counter()
+        with ServeProcess(etcd_url=etcd.url) as server:
+            wait_until(lambda: answers(server), timeout=120, interval=0.05, what="first load")
+            loaded = time.perf_counter() - started
+            query = dns.message.make_query(QNAME, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"foo")])
+            latencies = []
+            for n in range(args.changes):
+                address = f"104.32.{64 + n // 250}.{n % 250 + 1}"
+                start = time.perf_counter()
+                etcd.put("/myfederation/myns/myservice/bar", json.dumps({"clusterIP": "10.0.4.20", "externalIP": address}))
+                while True:
+                    reply = dns.query.udp(query, "127.0.0.1", port=server.port, timeout=1)
+                    if any(rd.address == address for rrset in reply.answer for rd in rrset):
+                        break
+                latencies.append((time.perf_counter() - start) * 1000)
+    finally:
+        etcd.destroy()
+    latencies.sort()
+    p95 = latencies[int(len(latencies) * 0.95) - 1]
+    print(f"start to first answer with {args.services + 2} keys in etcd: {loaded:.2f} s")
+    print(f"etcd put -> answer changed, {args.changes} changes, {args.services} filler services:")
+    print(f"median {statistics.median(latencies):.1f} ms, p95 {p95:.1f} ms, worst {latencies[-1]:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
