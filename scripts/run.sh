@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs feddns into .venv and serves the example federation (examples/federation.yaml)
+# on 127.0.0.1:5353, printing dig lines to try. Extra arguments go to `feddns serve`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v dig >/dev/null 2>&1; then
+  echo "installing dig (Debian package bind9-dnsutils)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bind9-dnsutils >/dev/null
+fi
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v "is ignored" || true
+Q=myservice.myns.myfederation.svc.federation.
+cat <<TRY
+Serving the example federation (examples/federation.yaml) on 127.0.0.1:5353. Try, in another shell:
+  dig @127.0.0.1 -p 5353 $Q +ednsopt=65245:666f6f          # as cluster foo: foo's clusterIP first
+  dig @127.0.0.1 -p 5353 $Q +ednsopt=65245:62617a          # as cluster baz
+  dig @127.0.0.1 -p 5353 $Q                                 # an external client: every externalIP
+  dig @127.0.0.1 -p 5353 _http._tcp.$Q SRV +ednsopt=65245:626172
+  dig @127.0.0.1 -p 5353 nosuch.myns.myfederation.svc.federation.   # NXDOMAIN
+Stop with Ctrl-C.
+TRY
+exec .venv/bin/feddns serve --listen 127.0.0.1:5353 "$@"
