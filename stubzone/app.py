@@ -1,0 +1,255 @@
+"""The stub-zone HTTP API of CONTRACTS 5 on aiohttp (docs/stubzone-openapi.yaml).
+
+Routes: ``GET /federations``, ``GET|POST|DELETE /federations/{federation}``,
+``GET /healthz``. One middleware, :func:`guard`, does for every request what
+must never be forgotten by a handler: authorize the client against
+``--allow`` (403 before any route is looked at, so a stranger learns
+nothing), turn every refusal into ``{"error": "<what and why>"}`` with the
+status of CONTRACTS 5, and log one line with the client identity, the route,
+the status and the reason.
+
+Checks run cheapest first and before anything is written: name (400),
+content type (415), size (413, aiohttp stops reading past 64 KiB), JSON and
+fields (400), then the store (503 when etcd cannot be reached).
+"""
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter
+
+from feddns.names import check_label
+from stubzone.auth import AllowList, ClientIdentity
+from stubzone.skydns import Nameserver, StoreUnavailable, StubZone
+from stubzone.tls import peer_text
+
+log = logging.getLogger("stubzone")
+
+MAX_BODY_BYTES = 64 * 1024
+"""Largest request body accepted (CONTRACTS 5: 413 above)."""
+MAX_NAMESERVERS = 16
+FIELDS = frozenset({"nameservers"})
+"""The fields of a POST body; any other is refused (400)."""
+MAX_LOGGED = 200
+"""Characters of a client-supplied path or name kept in logs and error messages."""
+
+
+class StubStore(Protocol):
+    """A backend that programs stub domains (:class:`stubzone.skydns.SkyDNSStubs`)."""
+
+    async def list(self) -> list[StubZone]: ...
+    async def get(self, federation: str) -> StubZone | None: ...
+    async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]: ...
+    async def delete(self, federation: str) -> StubZone | None: ...
+    async def ping(self) -> int: ...
+
+
+class Metrics:
+    """Counters for ``--metrics``: requests by route and status, refused TLS handshakes."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "feddns_stubzone_requests", "Stub-zone API requests answered, by method, route and HTTP status",
+            ["method", "route", "status"], registry=registry,
+        )
+        self.tls_refused = Counter(
+            "feddns_stubzone_tls_refused", "TLS handshakes refused (no, untrusted or expired client certificate)",
+            registry=registry,
+        )
+
+
+STORE = web.AppKey("store", StubStore)
+ALLOW = web.AppKey("allow", AllowList)
+METRICS = web.AppKey("metrics", Metrics)
+REASON = web.RequestKey("reason", str)
+
+
+class ApiError(Exception):
+    """A refused request: HTTP ``status`` and the reason sent as ``{"error": reason}``."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def make_app(store: StubStore, allow: AllowList, metrics: Metrics) -> web.Application:
+    """The aiohttp application; serve it only over :mod:`stubzone.tls` (client certificates)."""
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[guard])
+    app[STORE], app[ALLOW], app[METRICS] = store, allow, metrics
+    app.router.add_get("/federations", list_federations)
+    # Anything after /federations/ is the name, then checked: an empty name or
+    # one with "/" gets 400 naming the problem, not aiohttp's bare 404.
+    federation = "/federations/{federation:.*}"
+    app.router.add_get(federation, get_federation)  # and HEAD, as for every GET
+    app.router.add_post(federation, post_federation)
+    app.router.add_delete(federation, delete_federation)
+    app.router.add_get("/healthz", healthz)
+    return app
+
+
+def _answer(request: web.Request, body: dict[str, Any], reason: str, status: int = 200) -> web.Response:
+    request[REASON] = reason
+    return web.json_response(body, status=status)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_LOGGED else text[:MAX_LOGGED] + "..."
+
+
+def client_identity(request: web.Request) -> ClientIdentity | None:
+    """The verified client certificate's names; ``None`` without TLS (never in service)."""
+    ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+    return ClientIdentity.from_der(der) if der else None
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Authorize, answer every refusal as JSON, count and log the request (see module doc)."""
+    identity = client_identity(request)
+    try:
+        if identity is None or request.app[ALLOW].match(identity) is None:
+            raise ApiError(403, f"client {identity} is not allowed (its CN and SANs are not in --allow)")
+        response = await handler(request)
+        reason = request.get(REASON, "")
+    except ApiError as exc:
+        response, reason = _refusal(exc.status, exc.reason), exc.reason
+    except web.HTTPException as exc:  # aiohttp's own: 404 no route, 405, 413
+        reason = _describe(exc, request)
+        response = _refusal(exc.status, reason, exc.headers.get("Allow"))
+    except StoreUnavailable as exc:
+        response, reason = _refusal(503, str(exc)), str(exc)
+    except Exception:  # the boundary: a bug answers 500 JSON and is logged, never a traceback to the client
+        log.exception("%s %s: internal error", request.method, _clip(request.raw_path))
+        response, reason = _refusal(500, "internal error"), "internal error (logged)"
+    _record(request, identity, response.status, reason)
+    return response
+
+
+def _refusal(status: int, reason: str, allow: str | None = None) -> web.Response:
+    headers = {"Allow": allow} if allow is not None else None
+    return web.json_response({"error": reason}, status=status, headers=headers)
+
+
+def _describe(exc: web.HTTPException, request: web.Request) -> str:
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return f"body is over {MAX_BODY_BYTES} bytes"
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        return f"method {exc.method} is not allowed here (allowed: {', '.join(sorted(exc.allowed_methods))})"
+    if isinstance(exc, web.HTTPNotFound):
+        return f"no such resource: {_clip(request.raw_path)}"
+    return exc.reason
+
+
+def _record(request: web.Request, identity: ClientIdentity | None, status: int, reason: str) -> None:
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "(none)"
+    request.app[METRICS].requests.labels(request.method, route, str(status)).inc()
+    peer = peer_text(request.transport) if request.transport else "?"
+    level = logging.INFO if status < 400 or status == 404 else logging.WARNING
+    log.log(level, '%s %s client="%s" peer=%s status=%d reason="%s"',
+            request.method, _clip(request.raw_path), identity, peer, status, reason)
+
+
+def _federation(request: web.Request) -> str:
+    """The ``{federation}`` path part, checked as a DNS label (400 otherwise)."""
+    name = request.match_info["federation"]
+    if not name:
+        raise ApiError(400, "federation name is empty")
+    if len(name) > 63:
+        raise ApiError(400, f"federation name is {len(name)} characters long; a DNS label has at most 63")
+    try:
+        return check_label(name, "federation name")
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from exc
+
+
+def _found(federation: str, zone: StubZone | None) -> StubZone:
+    """``zone``, or 404 when the federation is not programmed."""
+    if zone is None:
+        raise ApiError(404, f"federation {federation!r} is not programmed")
+    return zone
+
+
+async def list_federations(request: web.Request) -> web.Response:
+    """``GET /federations``: every programmed federation."""
+    zones = await request.app[STORE].list()
+    return _answer(request, {"federations": [zone.to_json() for zone in zones]}, f"{len(zones)} federations")
+
+
+async def get_federation(request: web.Request) -> web.Response:
+    """``GET /federations/F``: F's stub zone, 404 when not programmed."""
+    federation = _federation(request)
+    zone = _found(federation, await request.app[STORE].get(federation))
+    return _answer(request, zone.to_json(), f"{len(zone.nameservers)} nameservers")
+
+
+async def post_federation(request: web.Request) -> web.Response:
+    """``POST /federations/F`` ``{"nameservers": [...]}``: program F's stub zone."""
+    federation = _federation(request)
+    nameservers = parse_body(await _json_body(request))
+    zone, changed = await request.app[STORE].put(federation, nameservers)
+    listed = ", ".join(map(str, zone.nameservers))
+    return _answer(request, zone.to_json(), f"{zone.stub_domain} -> {listed}" + ("" if changed else " (unchanged)"))
+
+
+async def delete_federation(request: web.Request) -> web.Response:
+    """``DELETE /federations/F``: remove F's stub zone; answers what was removed."""
+    federation = _federation(request)
+    zone = _found(federation, await request.app[STORE].delete(federation))
+    return _answer(request, zone.to_json(), f"removed {zone.stub_domain}")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """``GET /healthz``: 200 with the etcd revision when the store answers, else 503."""
+    revision = await request.app[STORE].ping()
+    return _answer(request, {"status": "ok", "revision": revision}, "store reachable")
+
+
+async def _json_body(request: web.Request) -> Any:
+    """The request body as JSON: 415 for another content type, 413 past 64 KiB, 400 if not JSON."""
+    if request.content_type != "application/json":
+        raise ApiError(415, f"content type {_clip(request.content_type)!r} is not application/json")
+    raw = await request.read()
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise ApiError(400, f"body is not JSON (RFC 8259, UTF-8): {_clip(str(exc))}") from exc
+
+
+def parse_body(body: Any) -> list[Nameserver]:
+    """The nameservers of a POST body; raises :class:`ApiError` 400 naming what is wrong.
+
+    ``body`` must be ``{"nameservers": [...]}`` with 1 to 16 distinct IP
+    addresses, each with an optional port (CONTRACTS 5).
+    """
+    if not isinstance(body, dict):
+        raise ApiError(400, f"body must be a JSON object, not {type(body).__name__}")
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise ApiError(400, f"unknown field(s): {_clip(', '.join(map(repr, unknown)))} (only 'nameservers')")
+    items = body.get("nameservers")
+    if not isinstance(items, list):
+        raise ApiError(400, "'nameservers' must be a list of IP addresses")
+    if not 1 <= len(items) <= MAX_NAMESERVERS:
+        raise ApiError(400, f"'nameservers' has {len(items)} entries; 1 to {MAX_NAMESERVERS} are allowed")
+    nameservers = [_nameserver(i, item) for i, item in enumerate(items)]
+    if len(set(nameservers)) != len(nameservers):
+        raise ApiError(400, "'nameservers' lists the same address and port twice")
+    return nameservers
+
+
+def _nameserver(index: int, item: Any) -> Nameserver:
+    if not isinstance(item, str):
+        raise ApiError(400, f"nameservers[{index}] must be a string, not {type(item).__name__}")
+    try:
+        return Nameserver.parse(item)
+    except ValueError as exc:  # ConfigError too
+        raise ApiError(400, f"nameservers[{index}]: {_clip(str(exc))}") from exc

@@ -1,0 +1,149 @@
+"""Helpers of the stub-zone tests: certificates made by ``feddns certs``, the real
+``feddns stubzone`` process, and an HTTPS client with a client certificate."""
+
+import http.client
+import json
+import os
+import re
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from feddns.cli import main as feddns_main
+from tests.support.ports import wait_until
+
+
+def certs(*args: str) -> None:
+    """Run ``feddns certs ARGS`` in this process; fails the test unless it exits 0."""
+    assert feddns_main(["certs", *args]) == 0, args
+
+
+@dataclass(frozen=True)
+class Pki:
+    """A CA in ``dir`` with a server certificate for 127.0.0.1 and these clients.
+
+    ``client``: CN federation-controller (allowed); ``stranger``: another CN of
+    the same CA (not allowed); ``expired``: allowed CN, expired; ``foreign``:
+    allowed CN from another CA; ``san_only``: no CN match, allowed DNS SAN.
+    """
+
+    dir: Path
+
+    def cert(self, name: str) -> tuple[str, str]:
+        return str(self.dir / f"{name}.crt"), str(self.dir / f"{name}.key")
+
+    @property
+    def ca(self) -> str:
+        return str(self.dir / "ca.crt")
+
+
+ALLOWED = "federation-controller"
+ALLOWED_DNS = "controller.federation.example"
+
+
+def make_pki(root: Path) -> Pki:
+    """Every certificate the tests use, made with ``feddns certs``."""
+    certs("init", "--dir", str(root))
+    certs("issue-server", "--dir", str(root), "--ip", "127.0.0.1", "--dns", "localhost")
+    certs("issue-client", "--dir", str(root), "--cn", ALLOWED)
+    certs("issue-client", "--dir", str(root), "--name", "stranger", "--cn", "someone-else")
+    certs("issue-client", "--dir", str(root), "--name", "san_only", "--cn", "x", "--dns", ALLOWED_DNS.upper())
+    certs("issue-client", "--dir", str(root), "--name", "expired", "--cn", ALLOWED,
+          "--not-before", "2020-01-01T00:00:00Z", "--days", "30")
+    other = root / "other"
+    certs("init", "--dir", str(other), "--cn", "some other CA")
+    certs("issue-client", "--dir", str(other), "--cn", ALLOWED)
+    os.replace(other / "client.crt", root / "foreign.crt")
+    os.replace(other / "client.key", root / "foreign.key")
+    return Pki(root)
+
+
+@dataclass
+class Answer:
+    """An HTTP response: status, JSON body (``None`` if not JSON), headers."""
+
+    status: int
+    body: Any
+    headers: dict[str, str]
+    raw: bytes = field(repr=False, default=b"")
+
+
+def client_context(pki: Pki, cert: str | None = "client", *, maximum: ssl.TLSVersion | None = None) -> ssl.SSLContext:
+    """A client context trusting ``pki``'s CA, presenting ``cert`` (``None``: no certificate)."""
+    context = ssl.create_default_context(cafile=pki.ca)
+    if cert is not None:
+        context.load_cert_chain(*pki.cert(cert))
+    if maximum is not None:
+        context.maximum_version = maximum
+    return context
+
+
+def request(port: int, context: ssl.SSLContext, method: str, path: str, body: Any = None,
+            *, raw: bytes | None = None, content_type: str = "application/json") -> Answer:
+    """One HTTPS request to 127.0.0.1:``port``; ``body`` is sent as JSON, ``raw`` as is."""
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
+    try:
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        headers = {"Content-Type": content_type} if data is not None else {}
+        connection.request(method, path, body=data, headers=headers)
+        response = connection.getresponse()
+        payload = response.read()
+        try:
+            parsed = json.loads(payload)
+        except ValueError:
+            parsed = None
+        return Answer(response.status, parsed, dict(response.getheaders()), payload)
+    finally:
+        connection.close()
+
+
+class StubzoneProcess:
+    """``python -m feddns stubzone`` on 127.0.0.1 (port chosen by the OS) with ``pki``'s certificates."""
+
+    def __init__(self, pki: Pki, etcd_url: str, prefix: str, *extra: str) -> None:
+        self.pki = pki
+        self.args = [
+            sys.executable, "-m", "feddns", "stubzone", "--listen", "127.0.0.1:0",
+            "--cert", pki.cert("server")[0], "--key", pki.cert("server")[1], "--client-ca", pki.ca,
+            "--allow", ALLOWED, "--allow", ALLOWED_DNS, "--etcd", etcd_url, "--etcd-prefix", prefix,
+            "--etcd-timeout", "2", *extra,
+        ]
+        self.lines: list[str] = []
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read_log, daemon=True).start()
+        line = self.wait_for_log(r"listening on https://127\.0\.0\.1:\d+", timeout=20)
+        self.port = int(line.rsplit(":", 1)[1])
+
+    def _read_log(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for_log(self, pattern: str, timeout: float = 10.0, start: int = 0) -> str:
+        """The first log line from index ``start`` on matching ``pattern``; raises TimeoutError."""
+        regex = re.compile(pattern)
+
+        def found() -> str | None:
+            if self.proc is not None and self.proc.poll() is not None and not self.port:
+                raise RuntimeError(f"feddns stubzone exited {self.proc.returncode}: {self.lines}")
+            return next((line for line in self.lines[start:] if regex.search(line)), None)
+
+        return wait_until(found, timeout=timeout, what=f"log line {pattern!r}")
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit status (0 for a clean stop)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=15)
+
+    def request(self, method: str, path: str, body: Any = None, *, cert: str | None = "client", **kw: Any) -> Answer:
+        return request(self.port, client_context(self.pki, cert), method, path, body, **kw)

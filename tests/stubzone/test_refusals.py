@@ -1,0 +1,114 @@
+"""Bad input over real TLS: each gets the status of CONTRACTS 5 and a reason, is logged,
+and leaves etcd exactly as it was (same keys, same values, same revision)."""
+
+import json
+import re
+
+import pytest
+
+from tests.stubzone.support import StubzoneProcess
+
+GOOD = ["192.0.2.1", "192.0.2.2"]
+
+
+def body(nameservers: object) -> bytes:
+    return json.dumps({"nameservers": nameservers}).encode()
+
+
+# (id, method, path, raw body or None, content type, status, words the reason must contain)
+CASES = [
+    ("malformed JSON", "POST", "/federations/fed", b'{"nameservers": ["192.0.2.1"', "application/json", 400, "not JSON"),
+    ("not UTF-8", "POST", "/federations/fed", b'{"nameservers": ["\xff"]}', "application/json", 400, "not JSON"),
+    ("JSON but not an object", "POST", "/federations/fed", b'["192.0.2.1"]', "application/json", 400, "JSON object"),
+    ("unknown field", "POST", "/federations/fed", b'{"nameservers": ["192.0.2.1"], "ttl": 30}',
+     "application/json", 400, "unknown field(s): 'ttl'"),
+    ("no nameservers field", "POST", "/federations/fed", b"{}", "application/json", 400, "'nameservers' must be a list"),
+    ("nameservers not a list", "POST", "/federations/fed", b'{"nameservers": "192.0.2.1"}',
+     "application/json", 400, "'nameservers' must be a list"),
+    ("empty list", "POST", "/federations/fed", body([]), "application/json", 400, "has 0 entries; 1 to 16"),
+    ("17 nameservers", "POST", "/federations/fed", body([f"192.0.2.{i}" for i in range(1, 18)]),
+     "application/json", 400, "has 17 entries; 1 to 16"),
+    ("hostname", "POST", "/federations/fed", body(["ns1.example.com"]), "application/json", 400,
+     "nameservers[0]: 'ns1.example.com' is not an IP address"),
+    ("not a string", "POST", "/federations/fed", body(["192.0.2.1", 53]), "application/json", 400,
+     "nameservers[1] must be a string"),
+    ("port 0", "POST", "/federations/fed", body(["192.0.2.1:0"]), "application/json", 400, "port must be from 1"),
+    ("port too big", "POST", "/federations/fed", body(["[2001:db8::1]:65536"]), "application/json", 400, "65536"),
+    ("IPv6 zone", "POST", "/federations/fed", body(["fe80::1%eth0"]), "application/json", 400, "not a unicast"),
+    ("unspecified", "POST", "/federations/fed", body(["0.0.0.0"]), "application/json", 400, "not a unicast"),
+    ("non-ASCII port digits", "POST", "/federations/fed", body(["192.0.2.1:\u0665\u0663"]), "application/json", 400,
+     "with an optional port (ASCII)"),
+    ("colon without port", "POST", "/federations/fed", body(["192.0.2.1:"]), "application/json", 400,
+     "with an optional port"),
+    ("duplicate", "POST", "/federations/fed", body(["192.0.2.1", "192.0.2.1:53"]), "application/json", 400, "twice"),
+    ("deeply nested", "POST", "/federations/fed", b"[" * 60000, "application/json", 400, "not JSON"),
+    ("huge integer", "POST", "/federations/fed", b'{"nameservers": [' + b"9" * 5000 + b"]}", "application/json",
+     400, "not JSON"),
+    ("bad name My_Fed", "POST", "/federations/My_Fed", body(GOOD), "application/json", 400,
+     "federation name 'My_Fed' is not a lowercase DNS label"),
+    ("64-character name", "POST", "/federations/" + "a" * 64, body(GOOD), "application/json", 400,
+     "64 characters long; a DNS label has at most 63"),
+    ("empty name", "POST", "/federations/", body(GOOD), "application/json", 400, "federation name is empty"),
+    ("encoded slash in name", "POST", "/federations/a%2Fb", body(GOOD), "application/json", 400, "'a/b'"),
+    ("slash in name", "DELETE", "/federations/fed/ns1", None, "application/json", 400, "'fed/ns1'"),
+    ("bad name on GET", "GET", "/federations/-x", None, "application/json", 400, "not a lowercase DNS label"),
+    ("bad name on DELETE", "DELETE", "/federations/x_y", None, "application/json", 400, "not a lowercase DNS label"),
+    ("body over 64 KiB", "POST", "/federations/fed", body(GOOD) + b" " * 65536, "application/json", 413,
+     "body is over 65536 bytes"),
+    ("wrong content type", "POST", "/federations/fed", body(GOOD), "text/plain", 415,
+     "content type 'text/plain' is not application/json"),
+    ("form content type", "POST", "/federations/fed", b"nameservers=192.0.2.1", "application/x-www-form-urlencoded",
+     415, "is not application/json"),
+    ("unknown route", "GET", "/zones", None, "application/json", 404, "no such resource: /zones"),
+    ("unknown method", "PUT", "/federations/fed", body(GOOD), "application/json", 405,
+     "method PUT is not allowed here (allowed: DELETE, GET, HEAD, POST)"),
+]
+
+
+@pytest.fixture(scope="module")
+def seeded(stubzone: StubzoneProcess, etcd, skydns_prefix) -> str:
+    """A federation already programmed, so "unchanged" means something."""
+    assert stubzone.request("POST", "/federations/fed", {"nameservers": GOOD}).status == 200
+    return skydns_prefix
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "raw", "content_type", "status", "words"),
+    [case[1:] for case in CASES], ids=[case[0] for case in CASES],
+)
+def test_bad_input_is_refused_logged_and_changes_nothing(
+    stubzone: StubzoneProcess, etcd, seeded, method, path, raw, content_type, status, words,
+):
+    before, revision, log_start = etcd.get_prefix(seeded), etcd.revision(), len(stubzone.lines)
+    answer = stubzone.request(method, path, raw=raw, content_type=content_type)
+    assert answer.status == status, answer
+    assert list(answer.body) == ["error"], answer
+    assert words in answer.body["error"]
+    assert etcd.get_prefix(seeded) == before
+    assert etcd.revision() == revision
+    stubzone.wait_for_log(
+        rf'{method} \S+ client="CN=federation-controller" peer=127\.0\.0\.1:\d+ status={status} '
+        rf'reason=".*{re.escape(words)}',
+        start=log_start,
+    )
+
+
+def test_405_keeps_the_allow_header(stubzone: StubzoneProcess):
+    answer = stubzone.request("PATCH", "/federations/fed", raw=body(GOOD))
+    assert answer.status == 405
+    assert answer.headers["Allow"] == "DELETE,GET,HEAD,POST"
+
+
+def test_exactly_64_kib_is_accepted(stubzone: StubzoneProcess, seeded):
+    raw = body(["192.0.2.64"])
+    raw += b" " * (64 * 1024 - len(raw))
+    answer = stubzone.request("POST", "/federations/big", raw=raw)
+    assert answer.status == 200, answer
+    assert answer.body["nameservers"] == ["192.0.2.64"]
+
+
+def test_unknown_federation_is_404(stubzone: StubzoneProcess):
+    for method in ("GET", "DELETE"):
+        answer = stubzone.request(method, "/federations/neverprogrammed")
+        assert answer.status == 404
+        assert answer.body == {"error": "federation 'neverprogrammed' is not programmed"}

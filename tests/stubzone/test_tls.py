@@ -1,0 +1,98 @@
+"""Who may talk to the endpoint (CONTRACTS 5): TLS 1.2+ with a client certificate of
+`--client-ca` (refused in the handshake, and logged), then the `--allow` list (403)."""
+
+import re
+import socket
+import ssl
+
+import pytest
+
+from tests.stubzone.support import StubzoneProcess, client_context, request
+
+ATTEMPT = (b'POST /federations/fed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n'
+           b'Content-Length: 30\r\nConnection: close\r\n\r\n{"nameservers": ["192.0.2.1"]}')
+
+
+def attempt(port: int, context: ssl.SSLContext | None) -> tuple[int, bytes | Exception]:
+    """Connect (TLS unless ``context`` is None), send a POST, read: ``(local port, bytes or error)``."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    local_port = sock.getsockname()[1]
+    try:
+        if context is not None:
+            sock = context.wrap_socket(sock, server_hostname="127.0.0.1")
+        sock.sendall(ATTEMPT)
+        return local_port, sock.recv(4096)
+    except (ssl.SSLError, ConnectionError) as exc:
+        return local_port, exc
+    finally:
+        sock.close()
+
+
+# (id, client certificate or None, reason logged by the server)
+REFUSED = [
+    ("no client certificate", None, "peer did not return a certificate"),
+    ("certificate from another CA", "foreign", "certificate verify failed: unable to get local issuer certificate"),
+    ("expired certificate", "expired", "certificate verify failed: certificate has expired"),
+    ("server certificate used as a client's", "server", "certificate verify failed: unsuitable certificate purpose"),
+]
+
+
+@pytest.mark.parametrize(("cert", "reason"), [case[1:] for case in REFUSED], ids=[case[0] for case in REFUSED])
+def test_untrusted_clients_are_refused_in_the_handshake_and_logged(
+    stubzone: StubzoneProcess, pki, etcd, skydns_prefix, cert, reason,
+):
+    before, revision, log_start = etcd.get_prefix(skydns_prefix), etcd.revision(), len(stubzone.lines)
+    local_port, outcome = attempt(stubzone.port, client_context(pki, cert))
+    assert not (isinstance(outcome, bytes) and outcome.startswith(b"HTTP/")), outcome
+    stubzone.wait_for_log(
+        rf'TLS handshake refused: peer=127\.0\.0\.1:{local_port} reason="{re.escape(reason)}"', start=log_start
+    )
+    assert etcd.get_prefix(skydns_prefix) == before
+    assert etcd.revision() == revision
+
+
+def test_plain_http_is_refused_and_logged(stubzone: StubzoneProcess):
+    log_start = len(stubzone.lines)
+    local_port, outcome = attempt(stubzone.port, None)
+    assert not (isinstance(outcome, bytes) and outcome.startswith(b"HTTP/")), outcome
+    stubzone.wait_for_log(
+        rf'TLS handshake refused: peer=127\.0\.0\.1:{local_port} reason="plain HTTP sent to the HTTPS port"',
+        start=log_start,
+    )
+
+
+def test_tls_1_1_is_refused(stubzone: StubzoneProcess, pki):
+    context = client_context(pki, maximum=ssl.TLSVersion.TLSv1_1)
+    context.minimum_version = ssl.TLSVersion.TLSv1
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")  # let this client offer TLS 1.1 at all
+    log_start = len(stubzone.lines)
+    local_port, outcome = attempt(stubzone.port, context)
+    assert isinstance(outcome, ssl.SSLError), outcome
+    stubzone.wait_for_log(
+        rf'TLS handshake refused: peer=127\.0\.0\.1:{local_port} reason="client offers no TLS version from 1.2 on"',
+        start=log_start,
+    )
+
+
+def test_tls_1_2_is_accepted(stubzone: StubzoneProcess, pki):
+    answer = request(stubzone.port, client_context(pki, maximum=ssl.TLSVersion.TLSv1_2), "GET", "/federations")
+    assert answer.status == 200
+
+
+def test_trusted_client_outside_the_allow_list_gets_403_everywhere(stubzone: StubzoneProcess, etcd, skydns_prefix):
+    before, revision = etcd.get_prefix(skydns_prefix), etcd.revision()
+    for method, path in (("POST", "/federations/fed"), ("GET", "/federations"), ("DELETE", "/federations/fed"),
+                         ("GET", "/healthz"), ("GET", "/no/such/route"), ("PUT", "/federations/fed")):
+        answer = stubzone.request(method, path, {"nameservers": ["192.0.2.1"]}, cert="stranger")
+        assert answer.status == 403, (method, path, answer)
+        assert answer.body == {
+            "error": "client CN=someone-else is not allowed (its CN and SANs are not in --allow)"
+        }
+        stubzone.wait_for_log(rf'{method} {re.escape(path)} client="CN=someone-else" peer=\S+ status=403 reason=')
+    assert etcd.get_prefix(skydns_prefix) == before
+    assert etcd.revision() == revision
+
+
+def test_a_dns_san_in_the_allow_list_lets_the_client_in(stubzone: StubzoneProcess):
+    answer = stubzone.request("GET", "/federations", cert="san_only")
+    assert answer.status == 200
