@@ -117,14 +117,10 @@ class Rfc2136Provider:
     # -- messages --
 
     def _update(self, change: Change) -> dns.update.UpdateMessage:
+        """The UPDATE of ``change``: its prerequisite, then the RRset changes (RFC 2136 2.4, 2.5)."""
         update = dns.update.UpdateMessage(self._zone, keyring=self._key)
+        _prerequisite(update, change)
         name, mark = change.name, _txt(change.marker)
-        if change.prior is None:
-            update.absent(name)
-        elif change.prior.txt:
-            update.present(name, dns.rdataset.from_rdata_list(0, [_txt(*texts) for texts in change.prior.txt]))
-        else:
-            update.present(name)
         if change.prior is not None:
             update.delete(name, dns.rdatatype.A)
             update.delete(name, dns.rdatatype.AAAA)
@@ -181,6 +177,16 @@ class Rfc2136Provider:
         except dns.exception.DNSException as exc:
             raise ProviderError(f"{what}: bad response from {server}: {exc}", "badresponse", whole_server=False) from None
         raise ProviderError(f"{what}: {message}", reason, whole_server=True)
+
+
+def _prerequisite(update: dns.update.UpdateMessage, change: Change) -> None:
+    """Name not in use (RFC 2136 2.4.5), or the TXT RRset exactly as last seen (2.4.2)."""
+    if change.prior is None:
+        update.absent(change.name)
+    elif change.prior.txt:
+        update.present(change.name, dns.rdataset.from_rdata_list(0, [_txt(*texts) for texts in change.prior.txt]))
+    else:
+        update.present(change.name)
 
 
 def _state(node: dns.node.Node) -> NameState:

@@ -110,7 +110,11 @@ class BindServer:
             stdout=log, stderr=log,
         )
         log.close()
-        wait_until(self._answers, timeout=20, interval=0.05, what=f"named on 127.0.0.1:{self.port}")
+        try:
+            wait_until(self._answers, timeout=20, interval=0.05, what=f"named on 127.0.0.1:{self.port}")
+        except BaseException:
+            self.stop()
+            raise
 
     def _answers(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
@@ -124,10 +128,10 @@ class BindServer:
 
     def stop(self) -> None:
         """Stop named (zone and journal kept); ``start()`` brings it back on the same port."""
-        if self.proc is not None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
-            self.proc = None
+        self.proc = None
 
     def destroy(self) -> None:
         self.stop()
