@@ -1,0 +1,16 @@
+# The one image every feddns subcommand runs from: `feddns serve`, `feddns controller`,
+# `feddns stubzone`, `feddns certs` (the manifests in deploy/ pass the subcommand as args).
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY feddns ./feddns
+COPY controller ./controller
+COPY stubzone ./stubzone
+RUN pip install --no-cache-dir --disable-pip-version-check --prefix=/install .
+
+FROM python:3.11-slim
+COPY --from=build /install /usr/local
+# The nonroot user of distroless images; the manifests' securityContext uses the same ids.
+USER 65532:65532
+ENTRYPOINT ["feddns"]
+CMD ["serve", "--listen", "0.0.0.0:5353"]
