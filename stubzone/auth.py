@@ -67,8 +67,8 @@ def _dns_key(name: str) -> str:
 class AllowList:
     """The client identities of ``--allow`` (at least one).
 
-    An entry that parses as an IP address matches IP SANs; any other entry
-    matches a CN or URI or e-mail SAN exactly, or a DNS SAN ignoring case.
+    An entry matches a CN or URI or e-mail SAN exactly, or a DNS SAN ignoring
+    case; an entry that parses as an IP address also matches IP SANs.
     Raises :class:`ConfigError` for an empty list, or an empty entry or one
     with whitespace or control characters (a typo would lock everybody out).
     """
@@ -82,10 +82,11 @@ class AllowList:
         for entry in entries:
             if not entry or not entry.isprintable() or any(c.isspace() for c in entry):
                 raise ConfigError(f"--allow {entry!r} must be a non-empty name without spaces")
+            self._exact.add(entry)
             try:
                 self._ips.add(ipaddress.ip_address(entry))
             except ValueError:
-                self._exact.add(entry)
+                pass  # not an address: matches names only
         self._dns = {_dns_key(entry) for entry in self._exact}
 
     def match(self, identity: ClientIdentity) -> str | None:

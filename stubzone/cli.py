@@ -51,6 +51,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skydns-domain", default="cluster.local.", help="SkyDNS's -domain (default cluster.local.)")
     parser.add_argument("--federation-zone", default="federation.",
                         help="zone of the stub domains F.svc.ZONE (default federation.)")
+    parser.add_argument("--tls-handshake-timeout", type=float, default=tls.HANDSHAKE_TIMEOUT, metavar="SECONDS",
+                        help=f"time a client has to finish the TLS handshake (default {tls.HANDSHAKE_TIMEOUT:g})")
     parser.add_argument("--metrics", metavar="HOST:PORT",
                         help="plain-HTTP /metrics, /health and /ready for Prometheus and kubelet probes")
 
@@ -64,14 +66,16 @@ class Settings:
     allow: AllowList
     store: SkyDNSStubs
     metrics_listen: str | None
+    handshake_timeout: float
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
     """Check the flags; raises :class:`ConfigError` naming the first bad one."""
     if not args.etcd_prefix.startswith("/"):
         raise ConfigError(f"--etcd-prefix {args.etcd_prefix!r} must start with '/'")
-    if args.etcd_timeout <= 0:
-        raise ConfigError("--etcd-timeout must be more than 0 seconds")
+    for flag, seconds in (("--etcd-timeout", args.etcd_timeout), ("--tls-handshake-timeout", args.tls_handshake_timeout)):
+        if not seconds > 0:
+            raise ConfigError(f"{flag} must be more than 0 seconds")
     try:
         layout = SkyDNSLayout(args.etcd_prefix, args.skydns_domain, args.federation_zone)
     except ValueError as exc:
@@ -84,6 +88,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         allow=AllowList(args.allow),
         store=SkyDNSStubs(Endpoints(args.etcd or [DEFAULT_ETCD], timeout=args.etcd_timeout), layout),
         metrics_listen=args.metrics,
+        handshake_timeout=args.tls_handshake_timeout,
     )
 
 
@@ -107,7 +112,10 @@ async def serve(settings: Settings) -> int:
     server: asyncio.Server | None = None
     observe: ObserveServer | None = None
     try:
-        server = await _listen(settings, lambda: tls.TLSAcceptor(runner.server, settings.context, refused, handshakes))
+        http = runner.server
+        assert http is not None, "runner.setup() makes it"
+        server = await _listen(settings, lambda: tls.TLSAcceptor(
+            http, settings.context, refused, handshakes, settings.handshake_timeout))
         observe = _observe(settings.metrics_listen, registry)
         await _until_signal()
         log.info("stopping")

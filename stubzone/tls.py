@@ -20,7 +20,7 @@ from pathlib import Path
 from feddns.errors import ConfigError
 
 HANDSHAKE_TIMEOUT = 10.0
-"""Seconds a client has to finish the TLS handshake."""
+"""Seconds a client has to finish the TLS handshake (default of ``--tls-handshake-timeout``)."""
 
 Refused = Callable[[str, str], None]
 """Called with ``(peer "host:port", reason)`` for each refused handshake."""
@@ -67,8 +67,8 @@ def _reason(exc: BaseException) -> str:
         return f"certificate verify failed: {exc.verify_message}"
     if isinstance(exc, ssl.SSLError) and exc.reason:
         return _REASONS.get(exc.reason, exc.reason.lower().replace("_", " "))
-    if isinstance(exc, TimeoutError):
-        return f"no handshake within {HANDSHAKE_TIMEOUT:g} s"
+    if isinstance(exc, ConnectionAbortedError | TimeoutError):  # asyncio aborts a handshake only on its timeout
+        return "no TLS handshake within the timeout"
     return str(exc) or type(exc).__name__
 
 
@@ -85,13 +85,15 @@ class TLSAcceptor(asyncio.Protocol):
     """The protocol of one accepted TCP connection until its TLS handshake is done.
 
     ``app_factory`` makes the HTTP protocol (aiohttp's ``runner.server``);
-    ``refused`` is called once for a handshake that fails or times out.
-    ``tasks`` holds the running handshakes, so the server can cancel them.
+    ``refused`` is called once for a handshake that fails or takes more than
+    ``timeout`` seconds. ``tasks`` holds the running handshakes, so the server
+    can cancel them.
     """
 
     def __init__(self, app_factory: Callable[[], asyncio.Protocol], context: ssl.SSLContext,
-                 refused: Refused, tasks: set[asyncio.Task[None]]) -> None:
+                 refused: Refused, tasks: set[asyncio.Task[None]], timeout: float = HANDSHAKE_TIMEOUT) -> None:
         self._app_factory = app_factory
+        self._timeout = timeout
         self._context = context
         self._refused = refused
         self._tasks = tasks
@@ -111,7 +113,7 @@ class TLSAcceptor(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         try:
             tls = await loop.start_tls(
-                transport, self, self._context, server_side=True, ssl_handshake_timeout=HANDSHAKE_TIMEOUT
+                transport, self, self._context, server_side=True, ssl_handshake_timeout=self._timeout
             )
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
             transport.close()

@@ -47,6 +47,7 @@ BAD = {
     "bad skydns domain": (lambda pki, tmp: {"skydns_domain": "."}, "--skydns-domain"),
     "relative etcd prefix": (lambda pki, tmp: {"etcd_prefix": "skydns"}, "must start with '/'"),
     "bad --metrics": (lambda pki, tmp: {"metrics": "nowhere"}, "has no port"),
+    "zero handshake timeout": (lambda pki, tmp: {"tls_handshake_timeout": "0"}, "--tls-handshake-timeout must be"),
 }
 
 

@@ -96,3 +96,18 @@ def test_trusted_client_outside_the_allow_list_gets_403_everywhere(stubzone: Stu
 def test_a_dns_san_in_the_allow_list_lets_the_client_in(stubzone: StubzoneProcess):
     answer = stubzone.request("GET", "/federations", cert="san_only")
     assert answer.status == 200
+
+
+def test_a_stalled_handshake_times_out_without_holding_up_others(pki, etcd, etcd_prefix):
+    server = StubzoneProcess(pki, etcd.url, etcd_prefix, "--tls-handshake-timeout", "0.5")
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as stalled:
+            local_port = stalled.getsockname()[1]
+            assert server.request("GET", "/healthz").status == 200  # served while the other one stalls
+            assert stalled.recv(100) == b""  # closed by the server after the timeout
+        server.wait_for_log(
+            rf'TLS handshake refused: peer=127\.0\.0\.1:{local_port} reason="no TLS handshake within the timeout"'
+        )
+    finally:
+        assert server.stop() == 0
