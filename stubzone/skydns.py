@@ -225,11 +225,22 @@ class SkyDNSStubs:
         raise StoreUnavailable(f"etcd cannot be reached: {failure}")
 
     async def _read(self, client: aetcd.Client, prefix: str) -> tuple[int, dict[str, bytes]]:
-        """``(revision, {key: value})`` of the nameserver keys under ``prefix``."""
+        """``(revision, {key: value})`` of the nameserver keys under ``prefix``.
+
+        A key that is not UTF-8 is nobody's nameserver here (and could not be
+        deleted by its decoded name), so it is left out.
+        """
         start = prefix.encode()
         response = await client.get_range(start, prefix_range_end(start))
-        found = {kv.key.decode(errors="replace"): kv.value for kv in response.kvs}
-        return response.header.revision, {key: value for key, value in found.items() if self.layout.split(key)}
+        found = {}
+        for kv in response.kvs:
+            try:
+                key = kv.key.decode()
+            except UnicodeDecodeError:
+                continue
+            if self.layout.split(key):
+                found[key] = kv.value
+        return response.header.revision, found
 
     async def _converge(self, client: aetcd.Client, directory: str, desired: dict[str, bytes]) -> dict[str, bytes]:
         """Make F's ``ns*`` keys ``desired`` in one transaction; returns the keys found before.

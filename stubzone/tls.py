@@ -13,11 +13,14 @@ are kept and replayed.
 """
 
 import asyncio
+import logging
 import ssl
 from collections.abc import Callable
 from pathlib import Path
 
 from feddns.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 HANDSHAKE_TIMEOUT = 10.0
 """Seconds a client has to finish the TLS handshake (default of ``--tls-handshake-timeout``)."""
@@ -115,6 +118,10 @@ class TLSAcceptor(asyncio.Protocol):
             tls = await loop.start_tls(
                 transport, self, self._context, server_side=True, ssl_handshake_timeout=self._timeout
             )
+        except (ConnectionResetError, BrokenPipeError):
+            # Closed before the handshake ended: a port probe (kubelet tcpSocket), not a refusal.
+            log.debug("TLS handshake not finished: peer=%s closed the connection", peer)
+            return
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
             transport.close()
             self._refused(peer, _reason(exc))

@@ -111,3 +111,16 @@ def test_a_stalled_handshake_times_out_without_holding_up_others(pki, etcd, etcd
         )
     finally:
         assert server.stop() == 0
+
+
+def test_a_port_probe_is_not_a_refusal(pki, etcd, etcd_prefix):
+    server = StubzoneProcess(pki, etcd.url, etcd_prefix, "--log-level", "debug")
+    server.start()
+    try:
+        probe = socket.create_connection(("127.0.0.1", server.port), timeout=10)  # kubelet tcpSocket
+        local_port = probe.getsockname()[1]
+        probe.close()
+        server.wait_for_log(rf"TLS handshake not finished: peer=127\.0\.0\.1:{local_port} closed the connection")
+        assert not any(f":{local_port} reason=" in line for line in server.lines)
+    finally:
+        assert server.stop() == 0
