@@ -67,7 +67,8 @@ class Controller:
 
     ``connect`` builds a cluster's API client (tests and benchmarks keep the
     default, :func:`controller.watch.api_client`, with kubeconfigs pointing at
-    fake API servers).
+    fake API servers). ``publisher`` replaces the external DNS publisher that
+    the config's ``external`` section would create.
     """
 
     def __init__(
@@ -79,6 +80,7 @@ class Controller:
         sync_timing: SyncTiming = SyncTiming(),
         connect: Callable[[ClusterConfig], kubernetes.client.ApiClient] = watch.api_client,
         name: str | None = None,
+        publisher: Publisher | None = None,
     ) -> None:
         self.config = config
         self.registry = registry
@@ -100,6 +102,7 @@ class Controller:
         self._broken: dict[str, set[str]] = {c.name: set() for c in config.clusters}
         self._reflectors: list[watch.Reflector] = []
         self._beat = time.monotonic()
+        self._publisher_override = publisher
 
     # -- probes (called from the metrics thread) ------------------------------------
 
@@ -132,12 +135,12 @@ class Controller:
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.elector.resign()
             if publisher is not None:
-                await publisher.close()  # type: ignore[attr-defined]
+                await publisher.close()
             await self.link.close()
 
     def _publisher(self) -> Publisher | None:
-        if self.config.external is None:
-            return None
+        if self._publisher_override is not None or self.config.external is None:
+            return self._publisher_override
         from controller import external  # interface B; imported only when configured
 
         publisher: Publisher = external.Publisher(self.config.external, self.config.federation, self.registry)

@@ -160,7 +160,18 @@ class Elector:
             if reply is None or reply.TTL <= 0:
                 log.warning("leader election: lease expired; stepping down")
                 return
+            if not await self._still_ours(client):
+                return
             confirmed = time.monotonic()
+
+    async def _still_ours(self, client: aetcd.Client) -> bool:
+        """The election key still exists with our create revision (it may have been
+        deleted by hand, or by an operator revoking our lease)."""
+        current = await client.get(self.key)
+        if current is None or self._guard is None or current.create_revision != self._guard.revision:
+            log.warning("leader election: the election key is no longer ours; stepping down")
+            return False
+        return True
 
     def _step_down(self) -> None:
         if self._guard is not None:

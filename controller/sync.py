@@ -63,6 +63,8 @@ class Publisher(Protocol):
 
     async def resync(self, desired: Mapping[Key, Sequence[IPAddress]]) -> None: ...
 
+    async def close(self) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class SyncTiming:

@@ -149,6 +149,11 @@ class Reflector:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        """True while the thread runs."""
+        return self._thread.is_alive()
+
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the loop and wait up to ``timeout`` seconds for the thread."""
         self._stop.set()

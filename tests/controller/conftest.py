@@ -26,3 +26,12 @@ def foo() -> Iterator[FakeKube]:
 def bar() -> Iterator[FakeKube]:
     """Fake cluster bar, loaded with fixtures/bar.yaml."""
     yield from _cluster("bar")
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    """An empty fake cluster "t" with quick bookmarks."""
+    server = FakeKube("t", bookmark_interval=0.2)
+    server.start()
+    yield server
+    server.close()

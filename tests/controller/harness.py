@@ -3,12 +3,19 @@
 import asyncio
 import json
 import os
+import re
+import signal
+import subprocess
+import sys
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from controller import watch
 from controller.app import Controller
@@ -16,10 +23,12 @@ from controller.config import ControllerConfig, parse_config
 from controller.sync import SyncTiming
 from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube
+from tests.support.ports import wait_until
 
 FEDERATION = "myfederation"
 LABEL = {"federation.feddns.io/name": FEDERATION}
 FIXTURES = Path(__file__).parent / "fixtures"
+REPO = str(Path(__file__).parents[2])
 
 FAST_WATCH = watch.Timing(watch_timeout=30, backoff_initial=0.05, backoff_max=0.5, read_slack=10)
 """Short backoffs so that reconnect tests take a second, not half a minute."""
@@ -51,12 +60,14 @@ def write_config(path: Path, raw: dict[str, Any]) -> str:
 class RunningController:
     """A :class:`Controller` run in a thread of its own with its own event loop."""
 
-    def __init__(self, config: ControllerConfig | dict[str, Any], name: str | None = None) -> None:
+    def __init__(self, config: ControllerConfig | dict[str, Any], name: str | None = None,
+                 publisher: Any = None) -> None:
         if isinstance(config, dict):
             config = parse_config(config)
         self.registry = CollectorRegistry()
         self.controller = Controller(
-            config, self.registry, watch_timing=FAST_WATCH, sync_timing=FAST_SYNC, name=name
+            config, self.registry, watch_timing=FAST_WATCH, sync_timing=FAST_SYNC, name=name,
+            publisher=publisher,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -95,6 +106,12 @@ class RunningController:
         if self._error is not None:
             raise self._error
 
+    def __enter__(self) -> "RunningController":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def metric(self, name: str, **labels: str) -> float:
         """A sample of the controller's registry (0 when absent)."""
         return self.registry.get_sample_value(name, labels) or 0.0
@@ -126,3 +143,62 @@ def mod_revisions(etcd: EtcdServer, prefix: str) -> dict[str, int]:
 def env_without_kubernetes() -> dict[str, str]:
     """The environment for subprocesses, without in-cluster variables."""
     return {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+
+
+class ControllerProcess:
+    """``feddns controller --config FILE --metrics 127.0.0.1:0`` as a child process.
+
+    ``start()`` waits until its metrics endpoint answers; ``metric()`` scrapes it;
+    ``kill()`` is a crash (SIGKILL: no lease revoked); ``terminate()`` a clean stop.
+    """
+
+    def __init__(self, config_path: str, log_path: Path) -> None:
+        self.config_path, self.log_path = config_path, log_path
+        self.proc: "subprocess.Popen[bytes] | None" = None
+        self.port = 0
+
+    def start(self) -> "ControllerProcess":
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "feddns", "controller", "--config", self.config_path,
+                 "--metrics", "127.0.0.1:0", "--log-level", "info"],
+                stdout=log, stderr=log, env=env_without_kubernetes(), cwd=REPO,
+            )
+        self.port = int(wait_until(self._metrics_port, timeout=20, what=f"metrics port in {self.log_path}"))
+        return self
+
+    def _metrics_port(self) -> int | None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"controller exited with {self.proc.returncode}: {self.log()}")
+        found = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", self.log())
+        return int(found.group(1)) if found else None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample scraped from ``/metrics`` (0 when absent)."""
+        for family in text_string_to_metric_families(self.get("/metrics")[1]):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return float(sample.value)
+        return 0.0
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def terminate(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(20)

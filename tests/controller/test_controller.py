@@ -14,7 +14,7 @@ from tests.controller.harness import (
     records,
 )
 from tests.support.etcd import EtcdServer
-from tests.support.fakekube import FakeKube, endpoint_slice, service
+from tests.support.fakekube import FakeKube, endpoint_slice, service, service_export
 from tests.support.ports import wait_until
 
 MYSERVICE_FOO = {
@@ -58,9 +58,8 @@ def wait_records(etcd: EtcdServer, prefix: str, expected: dict, timeout: float =
 
 @pytest.fixture
 def running(etcd, etcd_prefix, foo, bar, tmp_path):
-    controller = RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)).start()
-    yield controller
-    controller.stop()
+    with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)) as controller:
+        yield controller
 
 
 def test_initial_sync_writes_every_shard_and_cluster_record(etcd, etcd_prefix, running):
@@ -133,3 +132,43 @@ def test_compare_before_put_writes_nothing_for_no_change(etcd, etcd_prefix, runn
     del after[f"{etcd_prefix}/myfederation/myns/marker/foo"]
     assert after == before
     assert marker["spec"]["clusterIP"] == "10.0.3.99"
+
+
+def test_service_exports_select_services_without_the_label(etcd, etcd_prefix, foo, bar, tmp_path):
+    foo.apply(service("shop", "exported", cluster_ip="10.0.3.31"))
+    foo.apply(service_export("shop", "exported"))
+    raw = two_clusters(etcd, etcd_prefix, foo, bar, tmp_path, selector={"serviceExports": True})
+    with RunningController(raw) as running:
+        exported = {"clusterIP": "10.0.3.31", "clusterIPs": ["10.0.3.31"],
+                    "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "ready": 0}
+        wait_records(etcd, etcd_prefix, {**SYNCED, "shop/exported/foo": exported})
+        foo.delete("ServiceExport", "shop", "exported")
+        wait_records(etcd, etcd_prefix, SYNCED)
+
+
+class RecordingPublisher:
+    """A Publisher (interface B) that remembers the desired states it was handed."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+
+    async def publish(self, desired):
+        self.calls.append(("publish", {k: sorted(map(str, v)) for k, v in desired.items()}))
+
+    async def resync(self, desired):
+        self.calls.append(("resync", {k: sorted(map(str, v)) for k, v in desired.items()}))
+
+    async def close(self):
+        self.calls.append(("close", {}))
+
+
+def test_the_publisher_gets_the_ready_load_balancer_ips(etcd, etcd_prefix, foo, bar, tmp_path):
+    publisher = RecordingPublisher()
+    with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path), publisher=publisher):
+        both = {("myns", "myservice"): ["104.32.64.128", "104.32.64.130"]}  # not shop/cart: a ClusterIP
+        wait_until(lambda: publisher.calls and publisher.calls[-1][1] == both, what="both LB IPs published")
+        assert publisher.calls[0][0] == "resync"
+        bar.apply(endpoint_slice("myns", "myservice", ready=0, name="myservice-q8r3z"))
+        wait_until(lambda: publisher.calls[-1] == ("publish", {("myns", "myservice"): ["104.32.64.128"]}),
+                   what="bar's shard unpublished when not ready")
+    assert publisher.calls[-1][0] == "close"

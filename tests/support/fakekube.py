@@ -192,6 +192,7 @@ class FakeKube:
 
     def close(self) -> None:
         self.stop()
+        self._call(self._cancel_handlers())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
@@ -209,6 +210,13 @@ class FakeKube:
         server = site._server
         assert server is not None
         self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _cancel_handlers(self) -> None:
+        """Cancel what is left (handlers of watches whose clients went away)."""
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _stop(self) -> None:
         if self._runner is not None:
@@ -435,7 +443,7 @@ class FakeKube:
                 return response
             for event in backlog:
                 await _send(response, event)
-            await self._stream(response, kind, watcher, deadline, bookmarks)
+            await self._stream(request, response, kind, watcher, deadline, bookmarks)
         except ConnectionError:
             pass  # the client went away
         finally:
@@ -458,11 +466,12 @@ class FakeKube:
         ]
 
     async def _stream(
-        self, response: web.StreamResponse, kind: Kind, watcher: _Watcher, deadline: float, bookmarks: bool
+        self, request: web.Request, response: web.StreamResponse, kind: Kind, watcher: _Watcher,
+        deadline: float, bookmarks: bool,
     ) -> None:
         while True:
             timeout = min(self.bookmark_interval, deadline - self._loop.time())
-            if timeout <= 0:
+            if timeout <= 0 or request.transport is None or request.transport.is_closing():
                 return
             try:
                 await asyncio.wait_for(watcher.wake.wait(), timeout)

@@ -1,0 +1,137 @@
+"""The config file (CONTRACTS 7): every key checked before anything connects; bad files exit 2."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller.config import DEFAULT_LABEL, load_config
+from feddns.errors import ConfigError
+from tests.controller.harness import REPO, env_without_kubernetes
+from tests.support.fakekube import FakeKube
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> str:
+    fake = FakeKube("foo")  # never started: validation must not connect
+    try:
+        return fake.write_kubeconfig(str(tmp_path / "foo.kubeconfig"))
+    finally:
+        fake.close()
+
+
+def minimal(kubeconfig: str) -> dict:
+    return {"federation": "myfederation", "etcd": {"endpoints": ["http://127.0.0.1:2379"]},
+            "clusters": [{"name": "foo", "kubeconfig": kubeconfig}]}
+
+
+def write(tmp_path: Path, raw: object) -> str:
+    path = tmp_path / "controller.yaml"
+    path.write_text(raw if isinstance(raw, str) else yaml.safe_dump(raw))
+    return str(path)
+
+
+def test_defaults(tmp_path, kubeconfig):
+    config = load_config(write(tmp_path, minimal(kubeconfig)))
+    assert config.etcd_prefix == ""
+    assert config.selector.label == DEFAULT_LABEL and config.selector.service_exports is False
+    assert config.resync_seconds == 300 and config.lease_seconds == 15 and config.external is None
+    (cluster,) = config.clusters
+    assert (cluster.context, cluster.zone, cluster.region, cluster.cidrs) == (None, None, None, ())
+
+
+def test_complete_example_from_the_docs(tmp_path, kubeconfig):
+    """The example of docs/controller.md, with its paths pointed at this test's files."""
+    text = (Path(REPO) / "docs" / "controller.md").read_text()
+    example = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    raw = yaml.safe_load(example)
+    for cluster in raw["clusters"]:
+        if "kubeconfig" in cluster:
+            cluster["kubeconfig"], cluster["context"] = kubeconfig, "foo"
+        else:
+            cluster["kubeconfig"] = kubeconfig
+    secret = tmp_path / "tsig.secret"
+    secret.write_text("c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0\n")
+    raw["external"]["tsig"]["secretFile"] = str(secret)
+    config = load_config(write(tmp_path, raw))
+    assert config.federation == "myfederation" and len(config.clusters) == 3
+    assert config.external is not None and config.external.zone == "example.com."
+
+
+CASES = [
+    # (change to the minimal file, the message it must give)
+    (lambda r: r.pop("federation"), "federation: is required"),
+    (lambda r: r.update(federation="My_Fed"), "federation: name 'My_Fed' is not a lowercase DNS label"),
+    (lambda r: r.update(zone="x"), "zone: unknown key"),
+    (lambda r: r["etcd"].update(endpoints=[]), "etcd.endpoints: must be a non-empty list"),
+    (lambda r: r["etcd"].update(endpoints=["https://e:2379"]), "etcd.endpoints[0]: etcd URL 'https://e:2379'"),
+    (lambda r: r["etcd"].update(prefix="feddns"), "etcd.prefix: etcd prefix 'feddns' must start with '/'"),
+    (lambda r: r["etcd"].update(user="x"), "etcd.user: unknown key"),
+    (lambda r: r.update(clusters=[]), "clusters: must be a non-empty list"),
+    (lambda r: r["clusters"][0].update(zone=3), "clusters[0].zone: must be a string, not a int (3)"),
+    (lambda r: r["clusters"][0].update(cidrs=["10.0.0.1/14"]), "clusters[0].cidrs[0]: 10.0.0.1/14 has host bits"),
+    (lambda r: r["clusters"][0].update(cidrs="10.0.0.0/8"), "clusters[0].cidrs: must be a list"),
+    (lambda r: r["clusters"][0].update(nmae="x"), "clusters[0].nmae: unknown key"),
+    (lambda r: r["clusters"][0].pop("name"), "clusters[0].name: is required"),
+    (lambda r: r["clusters"].append(dict(r["clusters"][0])), "clusters[1].name: 'foo' is listed twice"),
+    (lambda r: r["clusters"][0].update(context="nope"), "clusters[0].context: context 'nope' is not in"),
+    (lambda r: r["clusters"][0].update(kubeconfig="/nonexistent"), "clusters[0].kubeconfig: cannot read /nonexistent"),
+    (lambda r: r["clusters"][0].pop("kubeconfig"), "clusters[0]: no kubeconfig given and not running in a pod"),
+    (lambda r: r.update(selector={"label": "bad key!"}), "selector.label: must be a Kubernetes label key"),
+    (lambda r: r.update(selector={"serviceExports": "yes"}), "selector.serviceExports: must be true or false"),
+    (lambda r: r.update(resyncSeconds=0), "resyncSeconds: must be a positive number of seconds"),
+    (lambda r: r.update(leaseSeconds=1), "leaseSeconds: must be a whole number of seconds >= 2"),
+    (lambda r: r.update(external={"provider": "rfc2136"}), "external.server"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), CASES, ids=[m for _, m in CASES])
+def test_bad_files_name_the_key(tmp_path, kubeconfig, monkeypatch, change, message):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    raw = minimal(kubeconfig)
+    change(raw)
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, raw))
+    assert message in str(caught.value)
+    assert str(caught.value).startswith(str(tmp_path / "controller.yaml") + ": ")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("federation: a\nfederation: b\n", "line 2: duplicate key 'federation'"),
+    ("federation: [unclosed\n", "not valid YAML"),
+    ("- a list\n", "the file: must be a mapping"),
+])
+def test_bad_yaml(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        load_config(write(tmp_path, text))
+
+
+def test_in_cluster_needs_the_pod_environment(tmp_path, kubeconfig, monkeypatch):
+    raw = minimal(kubeconfig)
+    raw["clusters"][0].pop("kubeconfig")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert load_config(write(tmp_path, raw)).clusters[0].kubeconfig is None
+
+
+@pytest.mark.parametrize("argv", [
+    ["--config", "{bad}"],
+    ["--config", "{good}", "--metrics", "localhost"],
+    ["--config", "/nonexistent.yaml"],
+])
+def test_cli_exits_2_with_one_line(tmp_path, kubeconfig, argv):
+    bad = minimal(kubeconfig)
+    bad["clusters"][0]["zone"] = ["not", "a", "string"]
+    paths = {"bad": write(tmp_path, bad)}
+    good_path = tmp_path / "good.yaml"
+    good_path.write_text(yaml.safe_dump(minimal(kubeconfig)))
+    paths["good"] = str(good_path)
+    argv = [a.format(**paths) for a in argv]
+    result = subprocess.run(
+        [sys.executable, "-m", "feddns", "controller", *argv],
+        capture_output=True, text=True, timeout=30, cwd=REPO, env=env_without_kubernetes(),
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("feddns controller: error: "), result.stderr

@@ -1,0 +1,99 @@
+"""Several replicas: one leader writes; a deposed leader cannot; a new one takes over within the lease TTL."""
+
+import asyncio
+import time
+
+import pytest
+
+from controller import store
+from controller.leader import Elector, election_key
+from feddns.etcd import Endpoints
+from tests.controller.harness import LABEL, ControllerProcess, RunningController, records, write_config
+from tests.controller.test_controller import SYNCED, two_clusters, wait_records
+from tests.support.fakekube import service
+from tests.support.ports import wait_until
+
+
+def test_a_deposed_leader_cannot_write(etcd, etcd_prefix):
+    """The guard of every write is the election key's create revision: once another
+    replica holds the key, the old leader's transactions fail and change nothing."""
+    key = election_key(etcd_prefix, "myfederation")
+    target = f"{etcd_prefix}/myfederation/myns/myservice/foo"
+
+    async def scenario() -> None:
+        first = Elector(store.EtcdLink(Endpoints([etcd.url])), key, 5, lambda _: None, name="first")
+        second = Elector(store.EtcdLink(Endpoints([etcd.url])), key, 5, lambda _: None, name="second")
+        first_task = asyncio.create_task(first.run())
+        try:
+            await _until(lambda: first.is_leader)
+            old_guard = first.guard()
+            await store.commit(first.link.client, old_guard, [store.put(target, b'{"ready":1}')])
+            etcd.delete(key.decode())  # first's key is gone (as when its lease expired)
+            second_task = asyncio.create_task(second.run())
+            await _until(lambda: second.is_leader)
+            with pytest.raises(store.NotLeader):
+                await store.commit(first.link.client, old_guard, [store.put(target, b'{"ready":9}')])
+            await store.commit(second.link.client, second.guard(), [store.put(target, b'{"ready":2}')])
+            await _until(lambda: not first.is_leader)  # it notices at its next keep-alive
+            second_task.cancel()
+            await second.resign()
+            await second.link.close()
+        finally:
+            first_task.cancel()
+            await first.link.close()
+
+    asyncio.run(scenario())
+    assert etcd.get_prefix(target) == {target: '{"ready":2}'}
+
+
+async def _until(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)
+
+
+def test_two_replicas_only_the_leader_writes(etcd, etcd_prefix, foo, bar, tmp_path):
+    raw = two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)
+    replicas = [RunningController(raw, name="a").start(), RunningController(raw, name="b").start()]
+    try:
+        wait_until(lambda: sum(r.is_leader for r in replicas) == 1, what="one leader")
+        leader, follower = sorted(replicas, key=lambda r: not r.is_leader)
+        wait_records(etcd, etcd_prefix, SYNCED)
+        foo.apply(service("myns", "next", labels=LABEL, cluster_ip="10.0.3.21"))
+        wait_until(lambda: "myns/next/foo" in records(etcd, etcd_prefix), what="change written")
+        assert leader.metric("feddns_controller_etcd_writes_total") > 0
+        assert follower.metric("feddns_controller_etcd_writes_total") == 0
+        assert follower.metric("feddns_controller_leader") == 0
+
+        leader.stop()  # a clean stop revokes the lease: the follower takes over at once
+        wait_until(lambda: follower.is_leader, timeout=2, what="the follower leading")
+        bar.apply(service("myns", "after", labels=LABEL, cluster_ip="10.0.4.21"))
+        wait_until(lambda: "myns/after/bar" in records(etcd, etcd_prefix), what="the new leader writing")
+    finally:
+        for replica in replicas:
+            replica.stop()
+
+
+def test_a_crashed_leader_is_replaced_within_the_lease_ttl(etcd, etcd_prefix, foo, bar, tmp_path):
+    path = write_config(tmp_path / "controller.yaml", two_clusters(etcd, etcd_prefix, foo, bar, tmp_path))
+    replicas = [ControllerProcess(path, tmp_path / f"replica{i}.log").start() for i in range(2)]
+    try:
+        wait_until(lambda: sum(r.metric("feddns_controller_leader") for r in replicas) == 1,
+                   timeout=10, what="one leader")
+        leader, follower = sorted(replicas, key=lambda r: -r.metric("feddns_controller_leader"))
+        wait_records(etcd, etcd_prefix, SYNCED)
+        assert follower.metric("feddns_controller_etcd_writes_total") == 0
+
+        leader.kill()  # no lease revoked: the follower must wait for it to expire
+        killed = time.monotonic()
+        wait_until(lambda: follower.metric("feddns_controller_leader") == 1, timeout=10, interval=0.05,
+                   what="the follower leading")
+        takeover = time.monotonic() - killed
+        assert takeover <= 2 + 1.0, f"takeover took {takeover:.2f}s with a 2 s lease"
+        foo.apply(service("myns", "after", labels=LABEL, cluster_ip="10.0.3.22"))
+        wait_until(lambda: "myns/after/foo" in records(etcd, etcd_prefix), what="the new leader writing")
+    finally:
+        for replica in replicas:
+            if replica.proc is not None and replica.proc.poll() is None:
+                assert replica.terminate() == 0, replica.log()

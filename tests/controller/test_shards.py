@@ -1,0 +1,145 @@
+"""Kubernetes objects to shard records (CONTRACTS 4): a table per kind of object."""
+
+import pytest
+
+from controller import shards
+from feddns.records import ShardRecord, encode
+from tests.support.fakekube import endpoint_slice, service
+
+FED = "myfederation"
+LABEL = "federation.feddns.io/name"
+LABELS = {LABEL: FED}
+
+
+def record_json(obj: dict) -> dict | None:
+    info = shards.service_info(obj, FED, LABEL)
+    record = shards.shard_record(info, ready=1)
+    return None if record is None else record.to_json()
+
+
+def with_spec(obj: dict, **spec) -> dict:
+    obj["spec"].update(spec)
+    return obj
+
+
+SERVICES = [
+    # (id, Service, expected record JSON with ready 1, or a skip code)
+    ("clusterIP only",
+     service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1"),
+     {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"],
+      "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "ready": 1}),
+    ("load balancer ip wins over spec.externalIPs",
+     service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", type="LoadBalancer",
+             load_balancer_ips=["104.32.64.128", "2600:1f18::1"], external_ips=["198.51.100.1"]),
+     {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"], "externalIP": "104.32.64.128",
+      "externalIPs": ["104.32.64.128", "2600:1f18::1"],
+      "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "ready": 1}),
+    ("spec.externalIPs when no ingress",
+     service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", external_ips=["198.51.100.1"], ports=()),
+     {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"], "externalIP": "198.51.100.1",
+      "externalIPs": ["198.51.100.1"], "ready": 1}),
+    ("dual-stack clusterIPs",
+     with_spec(service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", ports=()),
+               clusterIPs=["10.0.0.1", "fd00::1"]),
+     {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1", "fd00::1"], "ready": 1}),
+    ("unnamed ports are left out",
+     service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", ports=(("", "TCP", 80), ("dns", "UDP", 53))),
+     {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"],
+      "ports": [{"name": "dns", "protocol": "UDP", "port": 53}], "ready": 1}),
+    ("headless", service("ns", "a", labels=LABELS, cluster_ip="None"), "headless"),
+    ("no clusterIP yet", service("ns", "a", labels=LABELS), "no-clusterip"),
+    ("ExternalName", service("ns", "a", labels=LABELS, type="ExternalName"), "externalname"),
+    ("hostname-only load balancer",
+     service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", type="LoadBalancer",
+             load_balancer_hostnames=["x.elb.amazonaws.com"]), "hostname-only"),
+    ("a bad clusterIP", service("ns", "a", labels=LABELS, cluster_ip="10.0.0.300"), "malformed"),
+    ("spec is a list", {**service("ns", "a", labels=LABELS), "spec": []}, "malformed"),
+    ("ingress is a string",
+     {**service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1"), "status": {"loadBalancer": {"ingress": "x"}}},
+     "malformed"),
+    ("a port out of range",
+     service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", ports=(("http", "TCP", 70000),)), "malformed"),
+]
+
+
+@pytest.mark.parametrize(("obj", "expected"), [c[1:] for c in SERVICES], ids=[c[0] for c in SERVICES])
+def test_service_to_record(obj, expected):
+    info = shards.service_info(obj, FED, LABEL)
+    assert info.labelled
+    if isinstance(expected, str):
+        assert info.record is None and info.skip is not None and info.skip.code == expected
+    else:
+        assert info.skip is None and record_json(obj) == expected
+
+
+@pytest.mark.parametrize("labels", [{}, {LABEL: "otherfederation"}, None])
+def test_only_the_federation_label_selects(labels):
+    obj = service("ns", "a", cluster_ip="10.0.0.1")
+    obj["metadata"]["labels"] = labels
+    assert not shards.service_info(obj, FED, LABEL).labelled
+
+
+@pytest.mark.parametrize("obj", [
+    {"metadata": {"name": "Bad_Name", "namespace": "ns"}},
+    {"metadata": "x"},
+    {"kind": "Service"},
+    [],
+])
+def test_objects_without_a_usable_name_raise_shape_error(obj):
+    with pytest.raises(shards.ShapeError):
+        shards.service_info(obj, FED, LABEL)
+
+
+SLICES = [
+    ("ready and not ready", [endpoint_slice("ns", "a", ready=2, not_ready=1)], 2),
+    ("nil ready counts as ready",
+     [{**endpoint_slice("ns", "a", ready=0), "endpoints": [{"addresses": ["10.1.1.1"]},
+                                                           {"addresses": ["10.1.1.2"], "conditions": {}}]}], 2),
+    ("null endpoints", [{**endpoint_slice("ns", "a", ready=0), "endpoints": None}], 0),
+    ("slices of one family add up",
+     [endpoint_slice("ns", "a", ready=2, name="a-1"), endpoint_slice("ns", "a", ready=3, name="a-2")], 5),
+    ("dual-stack counts pods once",
+     [endpoint_slice("ns", "a", ready=2, name="a-4"),
+      endpoint_slice("ns", "a", ready=2, name="a-6", address_type="IPv6", base="fd00::")], 2),
+    ("no slices", [], 0),
+]
+
+
+@pytest.mark.parametrize(("slices", "ready"), [c[1:] for c in SLICES], ids=[c[0] for c in SLICES])
+def test_ready_count(slices, ready):
+    assert shards.ready_count(shards.slice_info(s) for s in slices) == ready
+
+
+def test_slice_without_service_label_belongs_to_nothing():
+    obj = endpoint_slice("ns", "a", ready=1)
+    obj["metadata"]["labels"] = {}
+    assert shards.slice_info(obj).service is None
+
+
+@pytest.mark.parametrize("change", [
+    lambda s: s.pop("addressType"),
+    lambda s: s.update(endpoints="x"),
+    lambda s: s.update(endpoints=[{"addresses": ["10.0.0.1"], "conditions": "ready"}]),
+])
+def test_malformed_slices_raise_shape_error(change):
+    obj = endpoint_slice("ns", "a", ready=1)
+    change(obj)
+    with pytest.raises(shards.ShapeError):
+        shards.slice_info(obj)
+
+
+def test_describe_change_names_each_changed_field():
+    old = ShardRecord.from_json({"clusterIP": "10.0.3.64", "externalIP": "104.32.64.128", "ready": 3})
+    new = ShardRecord.from_json({"clusterIP": "10.0.3.64", "externalIP": "104.32.64.130", "ready": 0})
+    assert shards.describe_change(old, new) == "externalIP 104.32.64.128 -> 104.32.64.130, ready 3 -> 0"
+    two = ShardRecord.from_json({"clusterIPs": ["10.0.3.64", "fd00::1"], "ready": 3})
+    assert shards.describe_change(old, two) == (
+        "clusterIPs [10.0.3.64] -> [10.0.3.64, fd00::1], externalIP 104.32.64.128 -> none")
+    assert shards.describe(new) == "clusterIP 10.0.3.64, externalIP 104.32.64.130, ports none, ready 0"
+
+
+def test_record_bytes_are_canonical():
+    a = shards.shard_record(shards.service_info(service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1"),
+                                                FED, LABEL), 1)
+    b = ShardRecord.from_json(a.to_json()) if a else None
+    assert a is not None and encode(a) == encode(b)
