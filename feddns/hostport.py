@@ -17,18 +17,18 @@ def parse_hostport(text: str, default_port: int | None = None) -> tuple[str, int
     host, sep, port_text = text.rpartition(":")
     if text.startswith("[") and "]" in text:
         inside, _, rest = text[1:].partition("]")
-        host, port_text = inside, rest[1:] if rest.startswith(":") else ""
+        host, sep, port_text = inside, rest[:1], rest[1:]
         if rest and not rest.startswith(":"):
             raise ConfigError(f"{text!r} is not HOST:PORT")
     elif not sep or ":" in host:
-        host, port_text = text, ""
+        host, sep, port_text = text, "", ""
     if not host:
         raise ConfigError(f"{text!r} has no host")
-    if not port_text:
+    if not sep:
         if default_port is None:
             raise ConfigError(f"{text!r} has no port (expected HOST:PORT)")
         return host, default_port
-    if not port_text.isdigit() or int(port_text) > 65535:
+    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
         raise ConfigError(f"{text!r}: port {port_text!r} is not a number from 0 to 65535")
     return host, int(port_text)
 
