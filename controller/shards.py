@@ -14,6 +14,7 @@ unexpected shape) that the controller logs once and counts.
 """
 
 import ipaddress
+import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -195,10 +196,20 @@ def _field(obj: object, key: str, kind: type, required: bool = True) -> Any:
 def _addresses(items: object, where: str) -> tuple[IPAddress, ...]:
     if not isinstance(items, list):
         raise ShapeError(f"{where}: not a list")
+    return tuple(dict.fromkeys(_address(item, where) for item in items))
+
+
+def _address(text: object, where: str) -> IPAddress:
+    """Parse with ``inet_pton`` (strict dotted quad or RFC 4291 text), several times
+    faster than ``ipaddress.ip_address`` on a string; 10,000 Services are parsed at start."""
     try:
-        return tuple(dict.fromkeys(ipaddress.ip_address(item) for item in items))
-    except (TypeError, ValueError) as exc:
-        raise ShapeError(f"{where}: {exc}") from exc
+        if not isinstance(text, str):
+            raise ValueError(f"{text!r} is not a string")
+        if ":" in text:
+            return ipaddress.IPv6Address(socket.inet_pton(socket.AF_INET6, text))
+        return ipaddress.IPv4Address(socket.inet_pton(socket.AF_INET, text))
+    except (OSError, ValueError) as exc:
+        raise ShapeError(f"{where}: {text!r} is not an IP address") from exc
 
 
 def _ports(items: object) -> tuple[Port, ...]:

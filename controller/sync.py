@@ -308,7 +308,8 @@ class Syncer:
         else:
             self.known[change.key] = change.new
             self.metrics.etcd_writes.inc()
-        log.info("%s", self._describe(change))
+        if log.isEnabledFor(logging.INFO):  # describing costs more than the write itself
+            log.info("%s", self._describe(change))
 
     def _describe(self, change: Change) -> str:
         """``shard myns/myservice in foo: externalIP 104.32.64.128 -> 104.32.64.130``."""
