@@ -15,10 +15,12 @@ of two configurations: either all of a POST's keys are written and the
 stale ones deleted, or nothing changes.
 """
 
+import asyncio
 import ipaddress
 import json
 import logging
 import re
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -162,6 +164,10 @@ class SkyDNSStubs:
     def __init__(self, endpoints: Endpoints, layout: SkyDNSLayout) -> None:
         self.endpoints = endpoints
         self.layout = layout
+        # Writes to one federation from this process take turns: racing them only to
+        # let the etcd guard below sort them out made concurrent POSTs run out of
+        # retries (503) under load. The guard stays for writers in other processes.
+        self._writing: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def list(self) -> list[StubZone]:
         """Every programmed federation, sorted by name."""
@@ -184,13 +190,15 @@ class SkyDNSStubs:
         """
         directory = self.layout.directory(federation)
         desired = {f"{directory}ns{i}": ns.skydns_value() for i, ns in enumerate(nameservers, 1)}
-        found = await self._with_client(lambda client: self._converge(client, directory, desired))
+        async with self._writing[federation]:
+            found = await self._with_client(lambda client: self._converge(client, directory, desired))
         return StubZone(federation, self.layout.stub_domain(federation), tuple(nameservers)), found != desired
 
     async def delete(self, federation: str) -> StubZone | None:
         """Remove F's ``ns*`` keys; returns what was programmed, ``None`` when nothing was."""
         directory = self.layout.directory(federation)
-        removed = await self._with_client(lambda client: self._converge(client, directory, {}))
+        async with self._writing[federation]:
+            removed = await self._with_client(lambda client: self._converge(client, directory, {}))
         return self._zone(federation, removed) if removed else None
 
     async def ping(self) -> int:
