@@ -85,14 +85,14 @@ class Elector:
         self._lost.set()
 
     async def run(self) -> None:
-        """Campaign and hold, forever; etcd errors are logged and retried after a pause."""
+        """Campaign and hold, forever; errors are logged and retried after a pause."""
         while True:
             client = self.link.client
             try:
                 if await self._campaign(client):
                     await self._hold(client)
                 self._step_down()
-            except EtcdError as exc:
+            except Exception as exc:  # noqa: BLE001 - etcd errors, and whatever gRPC lets through
                 self._step_down()
                 log.warning("leader election: etcd %s: %s", self.link.endpoints.current, exc or type(exc).__name__)
                 await self.link.failed(client)

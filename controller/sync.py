@@ -141,7 +141,7 @@ class Syncer:
     # -- the task ------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Write what is queued, resync on schedule; forever."""
+        """Write what is queued, resync on schedule; forever. Failures are retried with backoff."""
         delay = self.timing.retry_initial
         while True:
             await self._wait()
@@ -152,16 +152,22 @@ class Syncer:
             try:
                 await self._work(client)
                 delay = self.timing.retry_initial
+                continue
             except store.NotLeader as exc:
                 log.warning("etcd refused a write: %s; stepping down", exc)
                 self.leadership.lost()
+                continue
             except EtcdError as exc:
                 self.metrics.etcd_errors.inc()
-                log.warning("etcd %s: %s; retrying in %.1fs", self.link.endpoints.current, exc or type(exc).__name__, delay)
+                log.warning("etcd %s: %s; retrying in %.1fs", self.link.endpoints.current,
+                            exc or type(exc).__name__, delay)
                 await self.link.failed(client)
-                await asyncio.sleep(random.uniform(delay / 2, delay))
-                delay = min(delay * 2, self.timing.retry_max)
-                self._wake.set()
+            except Exception:  # a bug must not stop the writer: log it, start again from a resync
+                log.exception("writer failed; resyncing in %.1fs", delay)
+                self.known = None
+            await asyncio.sleep(random.uniform(delay / 2, delay))
+            delay = min(delay * 2, self.timing.retry_max)
+            self._wake.set()
 
     async def _wait(self) -> None:
         timeout = max(0.0, self._next_resync - time.monotonic()) if self.known is not None else None
@@ -292,21 +298,24 @@ class Syncer:
     # -- writing ---------------------------------------------------------------------
 
     async def _apply(self, client: aetcd.Client, changes: Sequence[Change]) -> None:
-        """Write ``changes`` in guarded transactions, updating ``known`` batch by batch."""
-        assert self.known is not None
+        """Write ``changes`` in guarded transactions, updating ``known`` batch by batch.
+
+        ``known`` is taken once: if leadership changes during a transaction, the
+        dict being updated is the old leader's, and is dropped."""
+        known = self.known
+        assert known is not None
         for start in range(0, len(changes), store.MAX_TXN_OPS):
             batch = changes[start:start + store.MAX_TXN_OPS]
             await store.commit(client, self.leadership.guard(), [c.op() for c in batch])
             for change in batch:
-                self._record(change)
+                self._record(known, change)
 
-    def _record(self, change: Change) -> None:
-        assert self.known is not None
+    def _record(self, known: dict[str, bytes], change: Change) -> None:
         if change.new is None:
-            self.known.pop(change.key, None)
+            known.pop(change.key, None)
             self.metrics.etcd_deletes.inc()
         else:
-            self.known[change.key] = change.new
+            known[change.key] = change.new
             self.metrics.etcd_writes.inc()
         if log.isEnabledFor(logging.INFO):  # describing costs more than the write itself
             log.info("%s", self._describe(change))

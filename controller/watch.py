@@ -83,6 +83,8 @@ class Timing:
     read_slack: float = 30.0
     """Added to ``watch_timeout`` for the client's read timeout: a silent dead
     connection is noticed after this long even without bookmarks."""
+    list_timeout: float = 60.0
+    """Read timeout of one list page."""
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
 
@@ -229,7 +231,7 @@ class Reflector:
 
     def _request(self, call: ListCall, **params: Any) -> Any:
         """One non-watch list request; raises :class:`Gone` on 410."""
-        response = self._open(call, params, read_timeout=self._timing.read_slack + 30)
+        response = self._open(call, params, read_timeout=self._timing.list_timeout)
         try:
             return json.loads(response.data)
         finally:
