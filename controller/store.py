@@ -12,6 +12,7 @@ operations (etcd's ``--max-txn-ops`` defaults to 128).
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import aetcd
 import aetcd.transactions
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 MAX_TXN_OPS = 100
 """Operations per transaction, below etcd's default limit of 128."""
 
-Op = aetcd.transactions.Put | aetcd.transactions.Delete
+Op: TypeAlias = "aetcd.transactions.Put | aetcd.transactions.Delete"
 
 
 class NotLeader(Exception):

@@ -356,8 +356,8 @@ class Syncer:
                 if addresses := view.load_balancer_ips(key):
                     yield key, addresses
             return
-        for key, value in sorted((self.known or {}).items()):
-            parsed = self._parse(key)
+        for etcd_key, value in sorted((self.known or {}).items()):
+            parsed = self._parse(etcd_key)
             record = _record_of(value)
             if isinstance(parsed, ShardKey) and parsed.cluster == cluster and record and record.healthy:
                 if record.external_ips:
