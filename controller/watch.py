@@ -91,12 +91,21 @@ class Timing:
 
 def api_client(cluster: ClusterConfig) -> kubernetes.client.ApiClient:
     """A client for ``cluster``: its kubeconfig and context, or the pod's service
-    account when it has no kubeconfig. May run exec credential plugins."""
+    account when it has no kubeconfig. May run exec credential plugins.
+
+    urllib3's own retries are off (the reflector backs off itself), and refreshed
+    credentials are not written back to the kubeconfig (it is often a read-only
+    mounted Secret)."""
+    configuration = kubernetes.client.Configuration()
+    configuration.retries = False
     if cluster.kubeconfig is None:
-        configuration = kubernetes.client.Configuration()
         kubernetes.config.load_incluster_config(client_configuration=configuration)
-        return kubernetes.client.ApiClient(configuration)
-    return kubernetes.config.new_client_from_config(config_file=cluster.kubeconfig, context=cluster.context)
+    else:
+        kubernetes.config.load_kube_config(
+            config_file=cluster.kubeconfig, context=cluster.context,
+            client_configuration=configuration, persist_config=False,
+        )
+    return kubernetes.client.ApiClient(configuration)
 
 
 def list_call(client: kubernetes.client.ApiClient, resource: str) -> ListCall:

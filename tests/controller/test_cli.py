@@ -19,7 +19,8 @@ def test_metrics_probes_and_a_clean_stop(etcd, etcd_prefix, foo, bar, tmp_path):
             assert process.metric("feddns_controller_cluster_services", cluster=cluster) == services
             assert process.metric("feddns_controller_cluster_last_sync_timestamp_seconds",
                                   cluster=cluster) > time.time() - 60
-        assert process.metric("feddns_controller_etcd_writes_total") == len(SYNCED)
+        wait_until(lambda: process.metric("feddns_controller_etcd_writes_total") == len(SYNCED),
+                   what="one write per record")
         assert process.metric("feddns_controller_leader") == 1
         assert "shard myns/myservice in foo: created" in process.log()
     finally:

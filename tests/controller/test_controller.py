@@ -89,8 +89,9 @@ def test_create_update_delete_in_two_clusters(etcd, etcd_prefix, running, foo, b
                                 "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "ready": 3}
     del expected["shop/cart/bar"]
     wait_records(etcd, etcd_prefix, expected)
-    assert "shard shop/cart in bar: deleted" in caplog.text
-    assert "shard shop/pay in bar: created (clusterIP 10.0.4.50, externalIP none, ports http/TCP/80" in caplog.text
+    for line in ("shard shop/cart in bar: deleted",
+                 "shard shop/pay in bar: created (clusterIP 10.0.4.50, externalIP none, ports http/TCP/80, ready 3)"):
+        wait_until(lambda: line in caplog.text, what=f"log line {line!r}")
 
 
 def test_log_says_what_changed(etcd, etcd_prefix, running, foo, caplog):
