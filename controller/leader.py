@@ -30,13 +30,14 @@ import aetcd.transactions
 
 from controller.store import EtcdLink, Guard, NotLeader
 from feddns.etcd import EtcdError
+from feddns.keys import Layout
 
 log = logging.getLogger(__name__)
 
 
 def election_key(prefix: str, federation: str) -> bytes:
-    """The election key of ``federation`` under etcd prefix ``prefix``."""
-    return f"feddns-controller-leader{prefix}/{federation}".encode()
+    """The election key of ``federation`` under etcd prefix ``prefix`` (``feddns.keys``)."""
+    return Layout(prefix).election_key(federation).encode()
 
 
 def identity() -> str:

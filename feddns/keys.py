@@ -68,6 +68,14 @@ class Layout:
         """``P/F/_clusters/C`` for ``key``."""
         return f"{self.prefix}/{key.federation}/{CLUSTERS}/{key.cluster}"
 
+    def election_key(self, federation: str) -> str:
+        """The controller replicas' leader-election key for ``federation``.
+
+        ``feddns-controller-leader<P>/<F>``: it does not start with ``/``, so it
+        lies outside every Federated-DNS prefix and ``feddns serve`` never reads it.
+        """
+        return f"feddns-controller-leader{self.prefix}/{federation}"
+
     def parse(self, key: str) -> ShardKey | ClusterKey:
         """Parse a key under this prefix.
 

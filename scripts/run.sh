@@ -3,12 +3,9 @@
 # on 127.0.0.1:5353, printing dig lines to try. Extra arguments go to `feddns serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v dig >/dev/null 2>&1; then
-  echo "installing dig (Debian package bind9-dnsutils)"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bind9-dnsutils >/dev/null
-fi
-[ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check -e . 2>&1 | grep -v "is ignored" || true
+source scripts/debian-deps.sh
+install_debian dig=bind9-dnsutils
+install_venv ""
 Q=myservice.myns.myfederation.svc.federation.
 cat <<TRY
 Serving the example federation (examples/federation.yaml) on 127.0.0.1:5353. Try, in another shell:

@@ -13,6 +13,7 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
+from tests.support.process import stop_process
 from tests.support.ports import wait_until
 
 CLUSTER_OPTION = 65245
@@ -67,13 +68,7 @@ class ServeProcess:
         return bool(self.port) and (self.metrics_url is not None or not wants_metrics)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def __enter__(self) -> "ServeProcess":
         self.start()

@@ -18,6 +18,7 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
+from tests.support.process import stop_process
 from tests.support.ports import free_port, wait_until
 
 UNBOUND = shutil.which("unbound") or "/usr/sbin/unbound"
@@ -108,11 +109,5 @@ class UnboundResolver:
         return [rd.address for rrset in reply.answer if rrset.rdtype == rdtype for rd in rrset]
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         shutil.rmtree(self.directory, ignore_errors=True)
