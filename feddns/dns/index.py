@@ -83,7 +83,8 @@ class Index:
 
     ``services`` maps a :data:`ServiceId` to its shards by cluster name;
     ``federations`` maps a federation name to :class:`Federation`;
-    ``invalid`` maps each key that failed to parse to the reason.
+    ``invalid`` maps each key that failed to parse to the reason;
+    ``skipped`` counts the skips logged (once per key and reason).
     """
 
     def __init__(self, layout: Layout) -> None:
@@ -91,6 +92,7 @@ class Index:
         self.services: dict[ServiceId, dict[str, ShardRecord]] = {}
         self.federations: dict[str, Federation] = {}
         self.invalid: dict[str, str] = {}
+        self.skipped = 0
         self.revision = 0
 
     def __len__(self) -> int:
@@ -116,6 +118,7 @@ class Index:
             reason = str(exc).removeprefix(f"{key}: ")
             if self.invalid.get(key) != reason:
                 log.warning("skipping record %s: %s", key, reason)
+                self.skipped += 1
             self.invalid[key] = reason
             return self._remove(key)
         if isinstance(parsed, ShardKey):

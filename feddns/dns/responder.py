@@ -119,7 +119,7 @@ class Responder:
         self._by_address: dict[tuple[bytes, bool, str], Entry] = {}
         self._answers: dict[tuple[object, ...], _Plan] = {}
         self._buckets: dict[ServiceId | None, list[tuple[dict, object]]] = {}
-        self._zone_labels = tuple(settings.zone.rstrip(".").split("."))
+        self._zone_labels = tuple(label.encode() for label in settings.zone.rstrip(".").split("."))
         self._soa = answer.soa_rr(settings.zone, settings.serial, settings.negative_ttl, settings.negative_ttl)
 
     # -- the query path ---------------------------------------------------------
@@ -222,7 +222,7 @@ class Responder:
     def _relative(self, query: wire.Query) -> tuple[str, ...] | None:
         zone = self._zone_labels
         labels = query.labels
-        if len(labels) < len(zone) or labels[len(labels) - len(zone):] != tuple(z.encode() for z in zone):
+        if len(labels) < len(zone) or labels[len(labels) - len(zone):] != zone:
             return None
         return tuple(label.decode("latin-1") for label in reversed(labels[: len(labels) - len(zone)]))
 

@@ -20,7 +20,7 @@ class Feed:
         self.responder = responder
         self.loads = 0
         self.restarts = 0
-        self.skipped = 0
+        self._skipped_earlier = 0
 
     def replace(self, items: Iterable[tuple[str, bytes]], revision: int = 0) -> None:
         """Replace every record (a full read); the server is ready from now on."""
@@ -35,21 +35,22 @@ class Feed:
         await asyncio.to_thread(fresh.replace, items, revision)
         self._swap(fresh)
 
+    @property
+    def skipped(self) -> int:
+        """Invalid records skipped since start, over every index loaded."""
+        return self._skipped_earlier + self.index.skipped
+
     def _swap(self, fresh: Index) -> None:
+        self._skipped_earlier += self.index.skipped
         self.index = fresh
         self.responder.index = fresh
-        self.skipped += len(fresh.invalid)
         self.responder.changed(EVERYTHING)
         self.responder.ready = True
         self.loads += 1
 
     def put(self, key: str, value: bytes, revision: int = 0) -> None:
         """Store one record (a bad one is skipped and counted)."""
-        before = len(self.index.invalid)
-        was_invalid = key in self.index.invalid
         self.responder.changed(self.index.put(key, value))
-        if key in self.index.invalid and (not was_invalid or len(self.index.invalid) != before):
-            self.skipped += 1
         self.index.revision = max(self.index.revision, revision)
 
     def delete(self, key: str, revision: int = 0) -> None:
