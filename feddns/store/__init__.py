@@ -4,7 +4,7 @@
 import asyncio
 from collections.abc import Iterable
 
-from feddns.dns.index import EVERYTHING, Index
+from feddns.dns.index import Index, Reload
 from feddns.dns.responder import Responder
 
 
@@ -44,7 +44,7 @@ class Feed:
         self._skipped_earlier += self.index.skipped
         self.index = fresh
         self.responder.index = fresh
-        self.responder.changed(EVERYTHING)
+        self.responder.changed(Reload())
         self.responder.ready = True
         self.loads += 1
 

@@ -84,7 +84,7 @@ def test_mutated_packets_get_a_wellformed_reply_or_none(packet):
         parsed = dns.message.from_wire(reply)  # the reply itself is well-formed
         assert parsed.flags & 0x8000
         rcode = struct.unpack_from("!H", reply, 2)[0] & 0xF
-        if rcode == wire.FORMERR:
+        if rcode == wire.Rcode.FORMERR:
             assert not parsed.answer
 
 
