@@ -5,11 +5,14 @@ backends: the responder decides what an answer is, this module only decides
 what stays in memory. One :class:`Cache` holds two kinds of entries under one
 byte budget (``--cache-size``):
 
-* **replies** (:class:`Reply`), keyed by a UDP query's bytes after its ID: the
-  finished reply, sent with one dict lookup and one concatenation
-  (``feddns.dns.transport``). Only answers sent in one fixed order are kept so,
-  and only for packets seen at least twice (:class:`Doorkeeper`): a flood of
-  letter-case or cookie variants that never repeat adds no reply.
+* **replies** (:class:`Reply`), keyed by a UDP query's bytes after its ID with
+  the qname lowercased: the finished reply (its question lowercased too). A
+  packet whose qname is lowercase finds it with one dict lookup and is answered
+  with one concatenation (``feddns.dns.transport``); another letter case finds
+  it after lowercasing the qname and gets its question spliced in as asked.
+  Only answers sent in one fixed order, for names that exist, are kept so, and
+  only for packets seen at least twice (:class:`Doorkeeper`): a flood of cookie
+  variants or random names that never repeat adds no reply.
 * **answers** (``feddns.dns.answer.Answer``), keyed by what decides them:
   ``(qname lowercased, QTYPE+QCLASS, source cluster)``. Every variant of a
   question (ID, letter case, cookies, padding, other options, RD/CD, DO, ECS,
@@ -60,7 +63,8 @@ class Cached:
 
 
 class Reply(Cached):
-    """A finished UDP reply less its 2-byte ID, for the query bytes it is keyed by."""
+    """A finished UDP reply less its 2-byte ID, for the query bytes it is keyed by
+    (the qname lowercased in both)."""
 
     __slots__ = ("reply",)
 

@@ -259,6 +259,8 @@ class Index:
         parent = self.services.get(rest)
         if parent is not None:
             return _below_service(parent, label)
+        if rest in self._empty_non_terminals:  # under a namespace or above: only services live there
+            return None
         if not rest or rest[0] > 63:
             return None
         second = rest[0]

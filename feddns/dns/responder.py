@@ -39,6 +39,7 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 
 _VERSIONS = {QType.A: (4,), QType.AAAA: (6,), QType.ANY: (4, 6)}
 _QTYPE_LABELS = {int(t): t.name for t in QType}
+_QTYPE_LABELS_BY_BYTES = {int(t).to_bytes(2, "big"): t.name for t in QType}
 _TRANSFERS = (QType.AXFR, QType.IXFR)
 _CLASS_IN = b"\x00\x01"
 
@@ -135,7 +136,28 @@ class Responder:
         return self.respond_uncached(data, client, tcp)
 
     def respond_uncached(self, data: bytes, client: str, tcp: bool) -> bytes | None:
-        """:meth:`respond` past the reply cache (the UDP transport looked there already)."""
+        """:meth:`respond` past the exact-bytes lookup (the UDP transport did that).
+
+        A UDP packet is looked up again with its qname lowercased: a reply cached
+        for one letter case serves every other, with the question spliced in as
+        asked (the bytes up to the first zero byte after the header are the qname
+        of the packet the entry was made from; see :meth:`_send`).
+        """
+        folded = None
+        if not tcp:
+            zero = data.find(0, 12)
+            if zero > 12:
+                name = data[12:zero]
+                lowered = name.lower()
+                if lowered == name:
+                    folded = b""  # the packet is its own key: the transport looked it up
+                else:
+                    folded = data[2:12] + lowered + data[zero:]
+                    entry: Reply | None = self.cache.get(folded)  # type: ignore[assignment]
+                    if entry is not None:
+                        entry.hits += 1
+                        reply = entry.reply
+                        return data[:2] + reply[:10] + name + reply[zero - 2 :]
         try:
             query = wire.read_common(data, self.option)
             if query is None:
@@ -146,8 +168,8 @@ class Responder:
                 # name is in the zone, and the cluster known, as of the last change).
                 found: Answer | None = self.cache.get((query.name, query.qtc, query.cluster))  # type: ignore[assignment]
                 if found is not None:
-                    return self._send(found, data, query, None, tcp, False)
-            return self.serve(data, query, client, tcp, strict=False)
+                    return self._send(found, data, query, None, tcp, False, folded)
+            return self.serve(data, query, client, tcp, False, folded)
         except Exception:  # a bug must not take the server down: log it, answer SERVFAIL
             log.exception("failed to answer a query; answering SERVFAIL")
             return self._count(wire.error_reply(data, Rcode.SERVFAIL), "other", Rcode.SERVFAIL)
@@ -168,10 +190,14 @@ class Responder:
         except wire.FormError as exc:
             log.debug("FORMERR to %s: %s", client, exc)
             return self._count(wire.error_reply(data, Rcode.FORMERR), "other", Rcode.FORMERR)
-        return self.serve(data, query, client, tcp, strict=True)
+        return self.serve(data, query, client, tcp, True, None)
 
-    def serve(self, data: bytes, query: Query, client: str, tcp: bool, strict: bool) -> bytes | None:
-        """Answer ``query`` (read from ``data``); ``strict`` says which reader read it.
+    def serve(self, data: bytes, query: Query, client: str, tcp: bool, strict: bool,
+              folded: bytes | None) -> bytes | None:
+        """Answer ``query`` (read from ``data``); ``strict`` says which reader read it;
+        ``folded`` is the UDP packet less its ID with the qname lowercased (``b""``
+        when that is the packet itself; ``None`` over TCP or when read strictly),
+        the key its reply may be cached under.
 
         A name that the common reader may have cut wrongly (it is not found and is
         not made of well-formed labels) is read again strictly.
@@ -204,18 +230,24 @@ class Responder:
             if found is None:
                 return self._template(self.templates.nodata, data, query, ecs, limit, cluster)
             self.cache.put(key, found)
-        return self._send(found, data, query, ecs, tcp, by_address)
+        return self._send(found, data, query, ecs, tcp, by_address, folded)
 
-    def _send(self, found: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool, by_address: bool) -> bytes:
-        """The reply from a cached answer; a UDP reply in a fixed order whose bytes
-        depend on the packet alone is kept in the reply cache once the packet repeats."""
+    def _send(self, found: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool, by_address: bool,
+              folded: bytes | None) -> bytes:
+        """The reply from an answer. A UDP reply in one fixed order whose bytes
+        depend on the packet alone is kept in the reply cache once the packet (its
+        qname lowercased) repeats, with the qname lowercased: the name was found,
+        so the bytes before the packet's first zero byte are exactly its qname."""
         found.hits += 1
         limit = 65535 if tcp else (query.payload if query.payload > 512 else 512) if query.edns else 512
         reply = found.reply(data[:2], query, answer.opt_for(query, ecs), limit)
-        if not tcp and found.fixed is not None and not by_address:
-            packet = data[2:]
-            if self.doorkeeper.admit(packet):
-                self.cache.put(packet, Reply(packet, reply[2:], found.owner, found.labels))
+        if folded is not None and found.fixed is not None and not by_address:
+            folded = folded or data[2:]
+            if not self.doorkeeper.admit(folded):
+                return reply
+            name = query.name
+            stored = reply[2:12] + name + reply[12 + len(name) :]
+            self.cache.put(folded, Reply(folded, stored, found.owner, found.labels))
         return reply
 
     def _refuse(self, data: bytes, query: Query, limit: int) -> bytes:
@@ -227,7 +259,7 @@ class Responder:
     def _negative(self, data: bytes, query: Query, client: str, limit: int) -> bytes:
         """NXDOMAIN for a name that does not exist (SERVFAIL before the first load)."""
         try:
-            ecs = policy.find_source(None, query, client)[1]
+            ecs = None if query.ecs is None else policy.find_source(None, query, client)[1]
         except wire.FormError:
             return self._template(self.templates.formerr, data, query, None, limit, None)
         template = self.templates.nxdomain if self.ready else self.templates.servfail
@@ -235,7 +267,8 @@ class Responder:
 
     def _template(self, template: Answer, data: bytes, query: Query, ecs: bytes | None, limit: int,
                   cluster: bytes | None) -> bytes:
-        self.stats.answered[(qtype_label(query.qtype), template.labels[1], "cluster" if cluster else "none")] += 1
+        qtype = _QTYPE_LABELS_BY_BYTES.get(query.qtc[:2], "other")
+        self.stats.answered[(qtype, template.labels[1], "cluster" if cluster else "none")] += 1
         return template.reply(data[:2], query, answer.opt_for(query, ecs), limit)
 
     def _count(self, reply: bytes, qtype: str, rcode: Rcode) -> bytes:
