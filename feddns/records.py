@@ -164,14 +164,20 @@ def read_shard(value: Any) -> tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[
 
 
 def _addresses(value: dict[str, Any], plural: str, singular: str) -> tuple[bytes, ...]:
-    if plural in value:
-        items = value[plural]
-        if not isinstance(items, list):
-            raise RecordError(f"{plural} must be a list of IP addresses, not {items!r}")
-    elif value.get(singular) not in (None, ""):
-        items = [value[singular]]
-    else:
-        return ()
+    items = value.get(plural)
+    if items is None and plural not in value:
+        single = value.get(singular)
+        if single is None or single == "":
+            return ()
+        try:
+            return (socket.inet_pton(socket.AF_INET, single),)
+        except (OSError, TypeError, ValueError):
+            packed = pack_ip(single)
+        if packed is None:
+            raise RecordError(f"{plural}: {single!r} is not an IP address")
+        return (packed,)
+    if not isinstance(items, list):
+        raise RecordError(f"{plural} must be a list of IP addresses, not {items!r}")
     out = []
     for item in items:
         packed = pack_ip(item)
@@ -193,15 +199,13 @@ def pack_ip(text: object) -> bytes | None:
     times faster than ``ipaddress.ip_address`` on strings, which counts when a
     first load reads a million records.
     """
-    if not isinstance(text, str):
-        return None
     try:
-        return socket.inet_pton(socket.AF_INET, text)
-    except OSError:
+        return socket.inet_pton(socket.AF_INET, text)  # type: ignore[arg-type]
+    except (OSError, TypeError, ValueError):  # not IPv4 text (TypeError: not a str; ValueError: a NUL in it)
         pass
     try:
-        return socket.inet_pton(socket.AF_INET6, text)
-    except OSError:
+        return socket.inet_pton(socket.AF_INET6, text)  # type: ignore[arg-type]
+    except (OSError, TypeError, ValueError):
         return None
 
 
@@ -211,20 +215,37 @@ def parse_ip(text: object) -> IPAddress | None:
     return None if packed is None else _address(packed)
 
 
+_ONE_PORT: dict[tuple[str, str, int], tuple[Port]] = {}
+"""Single-port lists already checked, shared (records of one service repeat them)."""
+_ONE_PORT_MAX = 4096
+
+
 def _ports(items: Any) -> tuple[Port, ...]:
     if not isinstance(items, list):
         raise RecordError(f"ports must be a list, not {items!r}")
-    ports = []
-    for item in items:
-        if not isinstance(item, dict):
-            raise RecordError(f"ports: {item!r} is not an object")
-        name, number = item.get("name"), item.get("port")
-        protocol = item.get("protocol", "TCP")
-        if not isinstance(name, str) or not names.is_label(name):
-            raise RecordError(f"ports: name {name!r} is not a lowercase DNS label")
-        if protocol not in PROTOCOLS:
-            raise RecordError(f"ports: protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
-        if type(number) is not int or not 1 <= number <= 65535:
-            raise RecordError(f"ports: port {number!r} is not an integer from 1 to 65535")
-        ports.append(Port(name, protocol, number))
-    return tuple(ports)
+    if len(items) == 1 and type(items[0]) is dict:
+        item = items[0]
+        key = (item.get("name"), item.get("protocol", "TCP"), item.get("port"))
+        if type(key[0]) is str and type(key[1]) is str and type(key[2]) is int:
+            known = _ONE_PORT.get(key)  # type: ignore[arg-type]
+            if known is not None:
+                return known
+            checked = (_port(item),)
+            if len(_ONE_PORT) < _ONE_PORT_MAX:
+                _ONE_PORT[key] = checked  # type: ignore[index]
+            return checked
+    return tuple(_port(item) for item in items)
+
+
+def _port(item: Any) -> Port:
+    if not isinstance(item, dict):
+        raise RecordError(f"ports: {item!r} is not an object")
+    name, number = item.get("name"), item.get("port")
+    protocol = item.get("protocol", "TCP")
+    if not isinstance(name, str) or not names.is_label(name):
+        raise RecordError(f"ports: name {name!r} is not a lowercase DNS label")
+    if protocol not in PROTOCOLS:
+        raise RecordError(f"ports: protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    if type(number) is not int or not 1 <= number <= 65535:
+        raise RecordError(f"ports: port {number!r} is not an integer from 1 to 65535")
+    return Port(name, protocol, number)

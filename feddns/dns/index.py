@@ -21,6 +21,7 @@ names that do not exist are never cached.
 
 import logging
 import socket
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -114,6 +115,8 @@ class Shard:
 def _by_version(packed: tuple[bytes, ...]) -> tuple[bytes, bytes]:
     if len(packed) == 1:
         return (packed[0], b"") if len(packed[0]) == 4 else (b"", packed[0])
+    if not packed:
+        return b"", b""
     return b"".join(a for a in packed if len(a) == 4), b"".join(a for a in packed if len(a) == 16)
 
 
@@ -132,14 +135,14 @@ class Federation:
     def __init__(self, name: str) -> None:
         self.name = name
         self.clusters: dict[str, ClusterRecord] = {}
-        self.shard_refs: Counter[str] = Counter()
+        self.shard_refs: dict[str, int] = {}
         self.namespaces: Counter[str] = Counter()
         self.known: dict[bytes, bytes] = {}
         self.cidr_table: list[tuple[int, int, int, int, bytes]] = []
 
     def is_known(self, cluster: str) -> bool:
         """True when ``cluster`` has a cluster record or a shard in this federation."""
-        return cluster in self.clusters or self.shard_refs[cluster] > 0
+        return cluster in self.clusters or cluster in self.shard_refs
 
     def _refresh(self, cluster: str) -> bool:
         """Update ``known`` for ``cluster``; returns False when it is no longer known."""
@@ -310,27 +313,28 @@ class Index:
 
     def _put_shard(self, parts: tuple[str, str, str, str], obj: Any) -> Change:
         cluster_ips, external_ips, ports, ready = read_shard(obj)
-        if ports:
+        if len(ports) > 1:  # one-port tuples are shared already (feddns.records)
             ports = self._port_sets.setdefault(ports, ports)
         shard = Shard(cluster_ips, external_ips, ports, ready)
         if self.invalid:
             self.invalid.pop(self.layout.shard_key_of(parts), None)
-        federation, namespace, service, cluster = parts
-        sid = (federation, namespace, service)
+        sid: ServiceId = parts[:3]  # type: ignore[assignment]
+        cluster = sys.intern(parts[3])  # a million shards name a few clusters
         node = self.by_id.get(sid)
         if node is None:
             node = self._add_service(sid)
-        shards = node.shards
-        assert shards is not None and node.federation is not None
+        shards: dict[str, Shard] = node.shards  # type: ignore[assignment]
         old = shards.get(cluster)
         if old is not None and old == shard:
             return None
         shards[cluster] = shard
         if old is None:
             self._shard_count += 1
-            fed = node.federation
-            fed.shard_refs[cluster] += 1
-            if fed.shard_refs[cluster] == 1:
+            fed: Federation = node.federation  # type: ignore[assignment]
+            refs = fed.shard_refs
+            count = refs.get(cluster, 0) + 1
+            refs[cluster] = count
+            if count == 1:
                 fed._refresh(cluster)
         return ServiceChanged(sid)
 
@@ -429,7 +433,7 @@ def _srv_name(parent: Node, port: bytes, protocol_label: bytes) -> Node | None:
                 port_name=name, protocol=protocol)
 
 
-def _decrement(counter: Counter[Any], key: object) -> None:
+def _decrement(counter: dict[Any, int], key: object) -> None:
     counter[key] -= 1
     if counter[key] <= 0:
         del counter[key]
