@@ -24,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import dns.edns  # noqa: E402
-import dns.exception  # noqa: E402
-import dns.message  # noqa: E402
-import dns.query  # noqa: E402
+import dns.edns
+import dns.exception
+import dns.message
+import dns.query
 
-from tests.support.etcd import EtcdServer  # noqa: E402  (the test suite's etcd runner)
-from tests.support.serve import ServeProcess  # noqa: E402
+from tests.support.etcd import EtcdServer  # the test suite's etcd runner
+from tests.support.serve import ServeProcess
 
 FEDERATION = "bench"
 

@@ -83,7 +83,7 @@ def write_records(path: Path) -> None:
 
 def write_nsd(directory: Path, port: int) -> Path:
     zone = [f"$ORIGIN {ZONE}", "$TTL 30",
-            f"@ IN SOA ns.dns hostmaster 1 7200 1800 86400 30", "@ IN NS ns.dns", "ns.dns IN A 127.0.0.1"]
+            "@ IN SOA ns.dns hostmaster 1 7200 1800 86400 30", "@ IN NS ns.dns", "ns.dns IN A 127.0.0.1"]
     for qname, shards in service_shards().items():
         zone += [f"{qname} IN A {ip}" for ip in answer_for_foo(shards)]
     (directory / "federation.zone").write_text("\n".join(zone) + "\n")

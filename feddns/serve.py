@@ -27,6 +27,7 @@ from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.keys import Layout
 from feddns.observe import ObserveServer
+from feddns.records import IPAddress
 from feddns.store import Feed
 from feddns.store.file import EXAMPLE, FileSource
 
@@ -106,7 +107,7 @@ def tcp_limits_from(args: argparse.Namespace) -> transport.TcpLimits:
     return transport.TcpLimits(idle_timeout=args.tcp_idle_timeout, max_connections=args.max_tcp_connections)
 
 
-def _ns_addresses(given: list[str] | None, listens: list[tuple[str, int]]) -> tuple:
+def _ns_addresses(given: list[str] | None, listens: list[tuple[str, int]]) -> tuple[IPAddress, ...]:
     if given:
         try:
             return tuple(ipaddress.ip_address(a) for a in given)

@@ -123,7 +123,7 @@ class Rotation:
     def arrange(self, tiers: Tiers) -> bytes:
         step = self.step
         self.step = step + 1
-        parts = []
+        parts: list[bytes] = []
         for tier in tiers:
             shift = step % len(tier)
             parts += tier[shift:]
@@ -164,7 +164,7 @@ class Answer(Cached):
     ``fixed`` holds the joined records when every query gets the same order.
     """
 
-    __slots__ = ("rcode", "heads", "tiers", "rest", "fixed", "ordering", "length")
+    __slots__ = ("fixed", "heads", "length", "ordering", "rcode", "rest", "tiers")
 
     def __init__(self, rcode: int, *, authoritative: bool = True, tiers: Tiers = (), authority: Sequence[bytes] = (),
                  additional: Sequence[bytes] = (), ordering: Ordering = FIXED, labels: Labels = ("", "", ""),

@@ -52,7 +52,7 @@ class Cached:
     key of the records it was built from (see :meth:`Cache.drop`).
     """
 
-    __slots__ = ("hits", "seen", "size", "owner", "labels")
+    __slots__ = ("hits", "labels", "owner", "seen", "size")
 
     def __init__(self, size: int, owner: Hashable, labels: Labels) -> None:
         self.hits = 0

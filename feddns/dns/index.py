@@ -130,7 +130,7 @@ class Federation:
     query path names clusters by these bytes).
     """
 
-    __slots__ = ("name", "clusters", "shard_refs", "namespaces", "known", "cidr_table")
+    __slots__ = ("cidr_table", "clusters", "known", "name", "namespaces", "shard_refs")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -281,7 +281,7 @@ class Index:
             parts = self.layout.split(key)
             obj = decode_json(value)
             if len(parts) == 4:
-                return self._put_shard(parts, obj)  # type: ignore[arg-type]
+                return self._put_shard(parts, obj)
             return self._put_cluster(parts[0], parts[1], ClusterRecord.from_json(obj))
         except RecordError as exc:
             reason = str(exc).removeprefix(f"{key}: ")
@@ -302,7 +302,7 @@ class Index:
         except RecordError:
             return None
         if len(parts) == 4:
-            return self._delete_shard(parts)  # type: ignore[arg-type]
+            return self._delete_shard(parts)
         return self._delete_cluster(parts[0], parts[1])
 
     def _federation(self, name: str) -> Federation:
@@ -318,7 +318,7 @@ class Index:
         shard = Shard(cluster_ips, external_ips, ports, ready)
         if self.invalid:
             self.invalid.pop(self.layout.shard_key_of(parts), None)
-        sid: ServiceId = parts[:3]  # type: ignore[assignment]
+        sid: ServiceId = parts[:3]
         cluster = sys.intern(parts[3])  # a million shards name a few clusters
         node = self.by_id.get(sid)
         if node is None:
@@ -402,7 +402,7 @@ class Index:
 
 def _parents(wire: bytes) -> list[bytes]:
     """The names above a service's, up to ``svc``: ``<ns>.<F>.svc``, ``<F>.svc``, ``svc``."""
-    out = []
+    out: list[bytes] = []
     while True:
         wire = wire[wire[0] + 1 :]
         if not wire:

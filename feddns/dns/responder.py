@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 """``--cache-size`` default: 64 MiB."""
 
-_VERSIONS = {QType.A: (4,), QType.AAAA: (6,), QType.ANY: (4, 6)}
+_VERSIONS: dict[int, tuple[int, ...]] = {QType.A: (4,), QType.AAAA: (6,), QType.ANY: (4, 6)}
 _QTYPE_LABELS = {int(t): t.name for t in QType}
 _QTYPE_LABELS_BY_BYTES = {int(t).to_bytes(2, "big"): t.name for t in QType}
 _TRANSFERS = (QType.AXFR, QType.IXFR)
@@ -203,7 +203,7 @@ class Responder:
         not made of well-formed labels) is read again strictly.
         """
         name = query.name
-        limit = 65535 if tcp else (query.payload if query.payload > 512 else 512) if query.edns else 512
+        limit = 65535 if tcp else (max(512, query.payload)) if query.edns else 512
         zone = self.zone
         if not name.endswith(zone) or query.qtc[2:] != _CLASS_IN or query.version:
             if not strict:
@@ -239,7 +239,7 @@ class Responder:
         qname lowercased) repeats, with the qname lowercased: the name was found,
         so the bytes before the packet's first zero byte are exactly its qname."""
         found.hits += 1
-        limit = 65535 if tcp else (query.payload if query.payload > 512 else 512) if query.edns else 512
+        limit = 65535 if tcp else (max(512, query.payload)) if query.edns else 512
         reply = found.reply(data[:2], query, answer.opt_for(query, ecs), limit)
         if folded is not None and found.fixed is not None and not by_address:
             folded = folded or data[2:]

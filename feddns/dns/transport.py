@@ -111,7 +111,7 @@ class TcpConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.client = peer[0] if peer else ""
         high = server.limits.high_water
-        self.transport.set_write_buffer_limits(high=high, low=high // 4)
+        transport.set_write_buffer_limits(high=high, low=high // 4)  # type: ignore[attr-defined]
         loop = asyncio.get_running_loop()
         self.progress = loop.time()
         self.timer = loop.call_later(server.limits.idle_timeout, self._check_deadline)

@@ -233,7 +233,7 @@ def parse_header(data: bytes) -> tuple[int, int, int, int, int, int]:
     """``(id, flags, qdcount, ancount, nscount, arcount)``; raises :class:`ShortHeader`."""
     if len(data) < 12:
         raise ShortHeader()
-    return _HEADER.unpack_from(data)  # type: ignore[return-value]
+    return _HEADER.unpack_from(data)
 
 
 def parse_query(data: bytes, option_code: bytes) -> Query:

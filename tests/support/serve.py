@@ -13,8 +13,8 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
-from tests.support.process import stop_process
 from tests.support.ports import wait_until
+from tests.support.process import stop_process
 
 CLUSTER_OPTION = 65245
 _LISTEN = re.compile(r"listening on udp\+tcp (\S+):(\d+)")
