@@ -188,6 +188,18 @@ def start(cmd: list[str], cwd: Path = ROOT) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
 
 
+def start_feddns(cmd: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start feddns serve on port 0 and read the port it prints (no race for a free port)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        match = re.search(rb"listening on udp\+tcp \S+:(\d+)", line)
+        if match:
+            proc.stderr.close()
+            return proc, int(match.group(1))
+    raise RuntimeError(f"feddns serve exited with {proc.wait()}")
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     try:
@@ -199,7 +211,10 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 def measure(name: str, cmd: list[str], port: int, files: dict[str, Path], args: argparse.Namespace
             ) -> tuple[dict[str, Figure], bytes]:
-    proc = start(cmd)
+    if port == 0:
+        proc, port = start_feddns(cmd)
+    else:
+        proc = start(cmd)
     try:
         reply = wait_answering(port)
         figures = {}
@@ -215,10 +230,9 @@ def measure(name: str, cmd: list[str], port: int, files: dict[str, Path], args: 
 
 def one_round(work: Path, files: dict[str, Path], args: argparse.Namespace) -> dict[str, dict[str, Figure]]:
     records = work / "records.yaml"
-    port = free_port()
-    feddns_cmd = [sys.executable, "-m", "feddns", "serve", "--listen", f"127.0.0.1:{port}",
+    feddns_cmd = [sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0",
                   "--records", str(records), "--log-level", "warning", *shlex.split(args.feddns_args)]
-    feddns, reply = measure("feddns", feddns_cmd, port, files, args)
+    feddns, reply = measure("feddns", feddns_cmd, 0, files, args)
     port = free_port()
     nsd_conf = write_nsd(work, port)
     nsd, _ = measure("nsd", ["nsd", "-d", "-c", str(nsd_conf)], port, files, args)

@@ -61,6 +61,7 @@ def test_cookie_and_case_variants_of_a_40_shard_answer_add_little_memory():
                 name = "".join(c.upper() if rng.random() < 0.5 else c for c in BIG)
                 ask(name if n % 2 else BIG, rng.randbytes(8))
             grown = server.rss() - before
+        print(f"4,000 cookie/case variants of a 40-shard answer: RSS +{grown / MB:.1f} MB")
         assert grown < 20 * MB, f"RSS grew by {grown / MB:.1f} MB"
 
 
@@ -96,6 +97,8 @@ def test_client_that_pipelines_and_never_reads_is_bounded_and_closed(limited):
     finally:
         sock.close()
         other.close()
+    print(f"client that never reads: sent {sent / MB:.1f} MB, RSS +{(peak - before) / MB:.1f} MB at most, "
+          f"closed {closed_after}s after its last progress")
     assert closed_after is not None, f"still open after sending {sent / MB:.0f} MB"
     assert closed_after < 3 + 3, f"closed {closed_after:.1f}s after the last byte it took (idle timeout 3s)"
     assert peak - before < 64 * MB, f"RSS grew by {(peak - before) / MB:.0f} MB"
