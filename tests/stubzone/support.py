@@ -12,7 +12,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from feddns.cli import main as feddns_main
 from tests.support.ports import wait_until
@@ -161,7 +161,7 @@ class StubzoneProcess:
         assert self.stop() == 0, self.lines[-20:]
         self.start()
 
-    def __enter__(self) -> "StubzoneProcess":
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -693,7 +693,7 @@ def service(
     name: str,
     *,
     labels: dict[str, str] | None = None,
-    type: str = "ClusterIP",  # noqa: A002 - the API field's name
+    type: str = "ClusterIP",
     cluster_ip: str | None = None,
     load_balancer_ips: Iterable[str] = (),
     load_balancer_hostnames: Iterable[str] = (),

@@ -25,8 +25,8 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
-from tests.support.process import stop_process
 from tests.support.ports import free_port, wait_until
+from tests.support.process import stop_process
 
 UNBOUND = shutil.which("unbound") or "/usr/sbin/unbound"
 CHECKCONF = shutil.which("unbound-checkconf") or "/usr/sbin/unbound-checkconf"
@@ -103,11 +103,11 @@ class UnboundResolver:
             text = config_text(port=self.port, directory=self.directory, cluster=cluster,
                                stub_zone=stub_zone, stub_port=stub_port, cache_max_ttl=cache_max_ttl)
         self.conf.write_text(text)
-        self.proc: "subprocess.Popen[str] | None" = None
+        self.proc: subprocess.Popen[str] | None = None
         self.log = ""
 
     def start(self, timeout: float = 15.0) -> "UnboundResolver":
-        check = subprocess.run([CHECKCONF, str(self.conf)], capture_output=True, text=True)
+        check = subprocess.run([CHECKCONF, str(self.conf)], capture_output=True, text=True, check=False)
         if check.returncode != 0:
             raise RuntimeError(f"unbound-checkconf refused {self.conf}:\n{check.stdout}{check.stderr}")
         self.proc = subprocess.Popen([UNBOUND, "-d", "-c", str(self.conf)], stdout=subprocess.DEVNULL,
@@ -144,7 +144,8 @@ class UnboundResolver:
 
     def control(self, *command: str) -> str:
         """``unbound-control -c CONF COMMAND``'s output; RuntimeError when it fails."""
-        result = subprocess.run([CONTROL, "-c", str(self.conf), *command], capture_output=True, text=True, timeout=20)
+        result = subprocess.run([CONTROL, "-c", str(self.conf), *command], capture_output=True, text=True, timeout=20,
+                                check=False)
         if result.returncode != 0:
             raise RuntimeError(f"unbound-control {' '.join(command)}: {result.stdout}{result.stderr}")
         return result.stdout
