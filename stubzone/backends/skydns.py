@@ -175,9 +175,10 @@ class SkyDNSEtcd2:
         self.timeout = timeout
         self._current = 0
         self._session: aiohttp.ClientSession | None = None
-        # Writes to one federation from this process take turns; the compare-and-swap
-        # guards below order writers in other processes.
-        self._writing: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # Writes from this process take turns (they are rare: clusters joining); the
+        # compare-and-swap guards order writers in other processes. One lock, not one per
+        # federation: a client posting many names must not grow memory.
+        self._writing = asyncio.Lock()
 
     async def list(self) -> list[StubZone]:
         """Every federation with at least one ``ns*`` key, sorted by name."""
@@ -192,14 +193,14 @@ class SkyDNSEtcd2:
     async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
         """Make F's ``ns*`` keys exactly ``ns1..nsN`` = ``nameservers``; idempotent."""
         desired = self.layout.keys(federation, nameservers)
-        async with self._writing[federation]:
+        async with self._writing:
             found = await self._converge(federation, desired)
         changed = {key: node.value for key, node in found.items()} != desired
         return self.layout.domains.zone(federation, tuple(nameservers)), changed
 
     async def delete(self, federation: str) -> StubZone | None:
         """Remove F's ``ns*`` keys (and its directory when that leaves it empty)."""
-        async with self._writing[federation]:
+        async with self._writing:
             found = await self._converge(federation, {})
             if found:
                 try:

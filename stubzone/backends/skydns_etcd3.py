@@ -11,7 +11,6 @@ keys are written and the stale ones deleted, or nothing changes.
 
 import asyncio
 import logging
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -44,10 +43,11 @@ class SkyDNSEtcd3:
     def __init__(self, urls: list[str], layout: SkyDNSLayout, timeout: float) -> None:
         self.endpoints = Endpoints(urls, timeout=timeout)
         self.layout = layout
-        # Writes to one federation from this process take turns: racing them only to
-        # let the etcd guard below sort them out made concurrent POSTs run out of
-        # retries (503) under load. The guard stays for writers in other processes.
-        self._writing: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # Writes from this process take turns: racing them only to let the etcd guard
+        # below sort them out made concurrent POSTs run out of retries (503) under load.
+        # The guard stays for writers in other processes. One lock, not one per
+        # federation: a client posting many names must not grow memory.
+        self._writing = asyncio.Lock()
 
     async def list(self) -> list[StubZone]:
         """Every programmed federation, sorted by name."""
@@ -63,14 +63,14 @@ class SkyDNSEtcd3:
         """Make ``ns1``..``nsN`` of F exactly ``nameservers``; returns the zone and whether etcd changed."""
         directory = self.layout.directory(federation)
         desired = self.layout.keys(federation, nameservers)
-        async with self._writing[federation]:
+        async with self._writing:
             found = await self._with_client(lambda client: self._converge(client, directory, desired))
         return self.layout.domains.zone(federation, tuple(nameservers)), found != desired
 
     async def delete(self, federation: str) -> StubZone | None:
         """Remove F's ``ns*`` keys; returns what was programmed, ``None`` when nothing was."""
         directory = self.layout.directory(federation)
-        async with self._writing[federation]:
+        async with self._writing:
             removed = await self._with_client(lambda client: self._converge(client, directory, {}))
         return self.layout.zone(federation, removed) if removed else None
 

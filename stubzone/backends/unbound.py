@@ -169,9 +169,8 @@ class UnboundBackend:
         """Make F.conf ``text`` and unbound use it; returns whether anything changed."""
         path = self._path(federation)
         with self._locked():
-            self._control("status")  # unreachable: 503 before anything is written
+            forwards = self._forwards()  # unreachable: 503 before anything is written
             old = _read(path)
-            forwards = self._forwards()
             if old is None and federation in forwards:
                 raise self._not_ours(federation)
             if old == text and federation in forwards:
@@ -184,9 +183,8 @@ class UnboundBackend:
     def _remove(self, federation: str) -> StubZone | None:
         path = self._path(federation)
         with self._locked():
-            self._control("status")
+            forwards = self._forwards()  # unreachable: 503 before anything is written
             old = _read(path)
-            forwards = self._forwards()
             if old is None:
                 if federation in forwards:
                     raise self._not_ours(federation)

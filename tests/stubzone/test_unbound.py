@@ -175,7 +175,7 @@ def test_unbound_control_unreachable_writes_no_file(pki, resolver: UnboundResolv
         resolver.halt()
         answer = server.request("POST", "/federations/fed", {"nameservers": ["192.0.2.2"]})
         assert answer.status == 503 and answer.body["mayHaveApplied"] is False
-        assert answer.body["error"].startswith("unbound-control status failed: ")
+        assert answer.body["error"].startswith("unbound-control list_forwards failed: ")
         assert list((Path(resolver.directory) / "feddns").glob("*.conf")) == []
         resolver.start()
         wait_until(lambda: server.request("GET", "/healthz").status == 200, timeout=10, what="healthz 200")
