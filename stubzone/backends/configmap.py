@@ -147,12 +147,15 @@ class ConfigMapStore:
 
     def _get(self) -> dict[str, Any] | None:
         try:
-            response = self._call(False, self._api.read_namespaced_config_map, self.name, self.namespace)
+            body = self._call(False, self._api.read_namespaced_config_map, self.name, self.namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise self._refused(exc, write=False) from exc
-        obj: dict[str, Any] = json.loads(response.data)
+        try:
+            obj: dict[str, Any] = json.loads(body)
+        except ValueError as exc:
+            raise BackendUnavailable(f"the API server answered {self.where} with something not JSON") from exc
         return obj
 
     def _replace(self, obj: dict[str, Any], data: Data) -> None:
@@ -165,10 +168,15 @@ class ConfigMapStore:
                 "metadata": {"name": self.name, "namespace": self.namespace}, "data": data}
         self._call(True, self._api.create_namespaced_config_map, self.namespace, body)
 
-    def _call(self, write: bool, method: Callable[..., Any], *args: Any) -> Any:
-        """``method(*args)`` with the timeout, raw response; transport errors become :class:`BackendUnavailable`."""
+    def _call(self, write: bool, method: Callable[..., Any], *args: Any) -> bytes:
+        """The body ``method(*args)`` answers, read whole with the timeout (its connection goes back to
+        the pool); transport errors become :class:`BackendUnavailable`, API refusals stay ``ApiException``."""
         try:
-            return method(*args, _preload_content=False, _request_timeout=self.timeout)
+            response = method(*args, _preload_content=False, _request_timeout=self.timeout)
+            try:
+                return bytes(response.data)
+            finally:
+                response.release_conn()
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise _unreachable(self.where, exc, write) from exc
 

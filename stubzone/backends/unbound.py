@@ -211,7 +211,11 @@ class UnboundBackend:
 
     def _verify(self, federation: str, addrs: Sequence[tuple[str, str]]) -> None:
         """Check that unbound now forwards F to ``addrs`` (none: not at all); 503 "may have been applied" if not."""
-        held = self._forwards().get(federation)
+        try:
+            held = self._forwards().get(federation)
+        except BackendUnavailable as exc:  # the reload was sent: unbound may run the new configuration
+            exc.may_have_applied = True
+            raise
         wanted = tuple(ipaddress.ip_address(address) for address, _ in addrs) or None
         if held != wanted:
             raise BackendUnavailable(f"{self.where} forwards {self.domains.stub_domain(federation)} to "

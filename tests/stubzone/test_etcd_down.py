@@ -1,6 +1,9 @@
 """The SkyDNS etcd goes away: every call answers 503 with a reason, nothing is written,
 and the endpoint works again as soon as etcd is back (docs/reference.md section 5)."""
 
+import signal
+import time
+
 import pytest
 
 from tests.stubzone.support import StubzoneProcess, skydns_args
@@ -40,3 +43,23 @@ def test_second_etcd_endpoint_is_used_when_the_first_is_down(pki, etcd, etcd_pre
         answer = server.request("POST", "/federations/fed", {"nameservers": ["192.0.2.1"]})
         assert answer.status == 200, answer
         assert list(keys(etcd_prefix)) == [f"{etcd_prefix}/local/cluster/dns/stub/federation/svc/fed/ns1"]
+
+
+@pytest.mark.parametrize("api", ["v2", "v3"])
+def test_etcd_frozen_answers_503_within_the_timeout_and_recovers(pki, private_etcd, api):
+    """etcd stopped with SIGSTOP accepts connections and never answers: the deadline ends each call."""
+    with StubzoneProcess(pki, *skydns_args(private_etcd.url, "/skydns", "--skydns-etcd-api", api)) as server:
+        assert server.request("POST", "/federations/fed", {"nameservers": ["192.0.2.1"]}).status == 200
+        private_etcd.proc.send_signal(signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            answer = server.request("POST", "/federations/fed", {"nameservers": ["192.0.2.2"]})
+            elapsed = time.monotonic() - start
+        finally:
+            private_etcd.proc.send_signal(signal.SIGCONT)
+        assert answer.status == 503, answer
+        assert answer.body["mayHaveApplied"] is False  # it timed out reading, before any write
+        assert elapsed < 2 * 3 + 3  # --backend-timeout 2, a few calls at most, plus slack for a loaded machine
+        wait_until(lambda: server.request("GET", "/healthz").status == 200, timeout=15, what="healthz 200")
+        assert server.request("POST", "/federations/fed", {"nameservers": ["192.0.2.2"]}).status == 200
+        assert server.request("GET", "/federations/fed").body["nameservers"] == ["192.0.2.2"]
