@@ -1,4 +1,4 @@
-"""``feddns certs``: create a CA and issue server and client certificates (CONTRACTS 6).
+"""``feddns certs``: create a CA and issue server and client certificates (docs/reference.md section 6).
 
 ::
 

@@ -70,7 +70,8 @@ class KubeDNSBackend:
 
         before, _ = await self.store.update(change)
         was = self._zones(before).get(federation)
-        return self.domains.zone(federation, tuple(nameservers)), was is None or list(map(str, was.nameservers)) != entry
+        changed = was is None or [str(ns) for ns in was.nameservers] != entry
+        return self.domains.zone(federation, tuple(nameservers)), changed
 
     async def delete(self, federation: str) -> StubZone | None:
         def change(data: Data) -> Data:

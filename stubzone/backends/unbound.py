@@ -218,9 +218,10 @@ class UnboundBackend:
             raise
         wanted = tuple(ipaddress.ip_address(address) for address, _ in addrs) or None
         if held != wanted:
-            raise BackendUnavailable(f"{self.where} forwards {self.domains.stub_domain(federation)} to "
-                                     f"{list(map(str, held or ()))} after the reload, not {list(map(str, wanted or ()))}: "
-                                     "another forward-zone for it may come first", may_have_applied=True)
+            shown_held, shown_wanted = [str(a) for a in held or ()], [str(a) for a in wanted or ()]
+            raise BackendUnavailable(
+                f"{self.where} forwards {self.domains.stub_domain(federation)} to {shown_held} after the reload, "
+                f"not {shown_wanted}: another forward-zone for it may come first", may_have_applied=True)
 
     def _forwards(self) -> dict[str, tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ...]]:
         """``{federation: addresses}`` of the forward zones unbound holds (``list_forwards``)."""

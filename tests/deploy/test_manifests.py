@@ -264,7 +264,8 @@ def test_skydns_etcd_is_one_member_with_a_volume_serving_v2():
     (container,) = containers([etcd])
     assert "--enable-v2=true" in container.spec["args"]
     (data_dir,) = flag(container.spec["args"], "data-dir")
-    assert container.mount_for(data_dir)["name"] in [t["metadata"]["name"] for t in etcd["spec"]["volumeClaimTemplates"]]
+    claims = [template["metadata"]["name"] for template in etcd["spec"]["volumeClaimTemplates"]]
+    assert container.mount_for(data_dir)["name"] in claims
     for workload in ("skydns", "kube2sky", "feddns-stubzone"):
         assert _service_before_workload(path, "skydns-etcd", workload), workload
 
@@ -273,7 +274,7 @@ def test_skydns_reads_what_the_endpoint_writes():
     path = DEPLOY / "cluster-dns" / "skydns" / "k8s-dns.yaml"
     objects = load(path)
     (skydns,) = containers([find(objects, "Deployment", "kube-system", "skydns")])
-    options = dict(arg.lstrip("-").split("=", 1) if "=" in arg else (arg.lstrip("-"), "") for arg in skydns.spec["args"])
+    options = {arg.lstrip("-").partition("=")[0]: arg.partition("=")[2] for arg in skydns.spec["args"]}
     assert "stubzones" in options and "etcd3" not in options  # released SkyDNS: etcd v2
     stubzone = _stubzone("skydns").spec["args"]
     assert flag(stubzone, "skydns-etcd-api") in ([], ["v2"])

@@ -33,7 +33,8 @@ def test_post_programs_the_skydns_stub_keys_of_section_5(stubzone: StubzoneProce
 
 
 def test_get_and_list_read_back_what_etcd_holds(stubzone: StubzoneProcess, etcd, skydns_prefix):
-    stubzone.request("POST", "/federations/alpha", {"nameservers": ["10.0.0.1:5353", "[2001:db8::1]:5353", "2001:db8::2"]})
+    alpha_nameservers = ["10.0.0.1:5353", "[2001:db8::1]:5353", "2001:db8::2"]
+    stubzone.request("POST", "/federations/alpha", {"nameservers": alpha_nameservers})
     # A key written by someone else (SkyDNS semantics: no port means 53) is read back too.
     etcd.v2_put(f"{skydns_prefix}/local/cluster/dns/stub/federation/svc/beta/ns1", {"host": "192.0.2.7"})
     alpha = stubzone.request("GET", "/federations/alpha")

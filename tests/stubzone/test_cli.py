@@ -61,10 +61,12 @@ BAD = {
                                       "--federation-zone fed.svc.k8s.example. is equal to or under"),
     "zone containing the cluster domain": (lambda pki, tmp: {"federation_zone": "local."}, "contains the cluster"),
     "unknown backend": (lambda pki, tmp: {"backend": "bind"}, "invalid choice: 'bind'"),
-    "coredns without --cluster": (lambda pki, tmp: {"backend": "coredns", "etcd": None},
-                                  "--backend coredns tags queries with this cluster's name: --cluster NAME is required"),
+    "coredns without --cluster": (
+        lambda pki, tmp: {"backend": "coredns", "etcd": None},
+        "--backend coredns tags queries with this cluster's name: --cluster NAME is required"),
     "unbound without --cluster": (lambda pki, tmp: {"backend": "unbound", "etcd": None}, "--cluster NAME is required"),
-    "cluster not a DNS label": (lambda pki, tmp: {"cluster": "Foo_1"}, "--cluster 'Foo_1' is not a lowercase DNS label"),
+    "cluster not a DNS label": (lambda pki, tmp: {"cluster": "Foo_1"},
+                                "--cluster 'Foo_1' is not a lowercase DNS label"),
     "cluster of 64 characters": (lambda pki, tmp: {"cluster": "a" * 64}, "is not a lowercase DNS label"),
     "cluster read as hex by CoreDNS": (lambda pki, tmp: {"backend": "coredns", "etcd": None, "cluster": "0xfeed"},
                                        "CoreDNS reads a value starting with 0x as hex"),
@@ -170,7 +172,8 @@ def test_the_backend_alone_is_imported(pki, tmp_path):
     }
     try:
         for name, (args, imported) in cases.items():
-            result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60, check=False)
+            result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                                    timeout=60, check=False)
             assert result.returncode == 0, (name, result.stderr)
             assert result.stdout.strip() == imported, name
     finally:

@@ -458,8 +458,9 @@ class FakeKube:
     def _write(self, method: str, kind: Kind, namespace: str, name: str | None, body: dict[str, Any]) -> web.Response:
         """Check and store one write, as the real API server would answer it."""
         meta = body.get("metadata") or {}
-        if method != "DELETE" and (meta.get("namespace", namespace) != namespace or body.get("kind", kind.kind) != kind.kind
-                                   or not meta.get("name") or (name is not None and meta["name"] != name)):
+        mismatch = (meta.get("namespace", namespace) != namespace or body.get("kind", kind.kind) != kind.kind
+                    or not meta.get("name") or (name is not None and meta["name"] != name))
+        if method != "DELETE" and mismatch:
             return _status(400, "BadRequest", "the name, namespace or kind of the body does not match the URL")
         if method != "DELETE" and not all(isinstance(v, str) for v in (body.get("data") or {}).values()):
             return _status(422, "Invalid", f'{kind.kind} "{meta.get("name")}" is invalid: data values must be strings')
@@ -475,8 +476,9 @@ class FakeKube:
                 return _status(400, "BadRequest", "resourceVersion should not be set on objects to be created")
             wanted = meta.get("resourceVersion")
             if method == "PUT" and wanted and stored is not None and wanted != stored["metadata"]["resourceVersion"]:
-                return _status(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural} "{key[1]}": the object '
-                               "has been modified; please apply your changes to the latest version and try again")
+                return _status(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural} "{key[1]}": '
+                               "the object has been modified; please apply your changes to the latest version "
+                               "and try again")
             self._version += 1
             if method == "DELETE":
                 old = self._objects[kind.plural].pop(key)
