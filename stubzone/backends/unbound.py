@@ -189,8 +189,12 @@ class UnboundBackend:
                 if federation in forwards:
                     raise self._not_ours(federation)
                 return None
-            zone = self._zone(federation, forwards.get(federation, ()), old)
-            path.unlink()
+            written = tuple(ipaddress.ip_address(address) for address, _ in _FORWARD_ADDR.findall(old))
+            zone = self._zone(federation, forwards.get(federation, written), old)
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise BackendUnavailable(f"{path}: {exc.strerror or exc}") from exc
             self._apply(federation, path, old)
             self._verify(federation, [])
         return zone
