@@ -1,50 +1,44 @@
-"""The stub-zone HTTP API of CONTRACTS 5 on aiohttp (docs/stubzone-openapi.yaml).
+"""The stub-zone HTTP API on aiohttp (docs/reference.md section 5, docs/stubzone-openapi.yaml).
 
 Routes: ``GET /federations``, ``GET|POST|DELETE /federations/{federation}``,
 ``GET /healthz``. One middleware, :func:`guard`, does for every request what
 must never be forgotten by a handler: authorize the client against
 ``--allow`` (403 before any route is looked at, so a stranger learns
 nothing), turn every refusal into ``{"error": "<what and why>"}`` with the
-status of CONTRACTS 5, and log one line with the client identity, the route,
+status of section 5, and log one line with the client identity, the route,
 the status and the reason.
 
 Checks run cheapest first and before anything is written: name (400),
 content type (415), size (413, aiohttp stops reading past 64 KiB), JSON and
-fields (400), then the store (503 when etcd cannot be reached).
+fields (400), then the backend (503 when its store cannot be reached, with
+``mayHaveApplied`` saying whether a write may have landed; 409 when the
+backend holds the stub domain somewhere the endpoint does not write). This
+module knows no backend: only :class:`stubzone.backends.Backend`.
 """
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
 from feddns.names import check_label
 from stubzone.auth import AllowList, ClientIdentity
-from stubzone.skydns import Nameserver, StoreUnavailable, StubZone
+from stubzone.backends import Backend, BackendUnavailable, NotWrittenHere, TooManyNameservers, check_count
+from stubzone.model import Nameserver, StubZone
 from stubzone.tls import peer_text
 
 log = logging.getLogger("stubzone")
 
 MAX_BODY_BYTES = 64 * 1024
-"""Largest request body accepted (CONTRACTS 5: 413 above)."""
+"""Largest request body accepted (section 5: 413 above)."""
 MAX_NAMESERVERS = 16
 FIELDS = frozenset({"nameservers"})
 """The fields of a POST body; any other is refused (400)."""
 MAX_LOGGED = 200
 """Characters of a client-supplied path or name kept in logs and error messages."""
-
-
-class StubStore(Protocol):
-    """A backend that programs stub domains (:class:`stubzone.skydns.SkyDNSStubs`)."""
-
-    async def list(self) -> list[StubZone]: ...
-    async def get(self, federation: str) -> StubZone | None: ...
-    async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]: ...
-    async def delete(self, federation: str) -> StubZone | None: ...
-    async def ping(self) -> int: ...
 
 
 class Metrics:
@@ -61,7 +55,7 @@ class Metrics:
         )
 
 
-STORE = web.AppKey("store", StubStore)
+BACKEND = web.AppKey("backend", Backend)
 ALLOW = web.AppKey("allow", AllowList)
 METRICS = web.AppKey("metrics", Metrics)
 REASON = web.RequestKey("reason", str)
@@ -76,10 +70,14 @@ class ApiError(Exception):
         self.reason = reason
 
 
-def make_app(store: StubStore, allow: AllowList, metrics: Metrics) -> web.Application:
-    """The aiohttp application; serve it only over :mod:`stubzone.tls` (client certificates)."""
+def make_app(backend: Backend, allow: AllowList, metrics: Metrics) -> web.Application:
+    """The aiohttp application; serve it only over :mod:`stubzone.tls` (client certificates).
+
+    The backend is closed when the application is cleaned up.
+    """
     app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[guard])
-    app[STORE], app[ALLOW], app[METRICS] = store, allow, metrics
+    app[BACKEND], app[ALLOW], app[METRICS] = backend, allow, metrics
+    app.on_cleanup.append(_close_backend)
     app.router.add_get("/federations", list_federations)
     # Anything after /federations/ is the name, then checked: an empty name or
     # one with "/" gets 400 naming the problem, not aiohttp's bare 404.
@@ -89,6 +87,10 @@ def make_app(store: StubStore, allow: AllowList, metrics: Metrics) -> web.Applic
     app.router.add_delete(federation, delete_federation)
     app.router.add_get("/healthz", healthz)
     return app
+
+
+async def _close_backend(app: web.Application) -> None:
+    await app[BACKEND].close()
 
 
 def _answer(request: web.Request, body: dict[str, Any], reason: str, status: int = 200) -> web.Response:
@@ -124,8 +126,10 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPException as exc:  # aiohttp's own: 404 no route, 405, 413
         reason = _describe(exc, request)
         response = _refusal(exc.status, reason, exc.headers.get("Allow"))
-    except StoreUnavailable as exc:
-        response, reason = _refusal(503, str(exc)), str(exc)
+    except BackendUnavailable as exc:
+        response, reason = _unavailable(request, exc)
+    except NotWrittenHere as exc:
+        response, reason = _refusal(409, str(exc)), str(exc)
     except Exception:  # the boundary: a bug answers 500 JSON and is logged, never a traceback to the client
         log.exception("%s %s: internal error", request.method, _clip(request.raw_path))
         response, reason = _refusal(500, "internal error"), "internal error (logged)"
@@ -136,6 +140,25 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 def _refusal(status: int, reason: str, allow: str | None = None) -> web.Response:
     headers = {"Allow": allow} if allow is not None else None
     return web.json_response({"error": reason}, status=status, headers=headers)
+
+
+RETRY_AFTER_SECONDS = 1
+"""``Retry-After`` of a 503: the store is usually back within seconds (a restart, a leader election)."""
+
+
+def _unavailable(request: web.Request, exc: BackendUnavailable) -> tuple[web.Response, str]:
+    """503 with ``{"error", "mayHaveApplied"}``: the reason says whether the write may have landed."""
+    writes = request.method in ("POST", "DELETE")
+    if exc.may_have_applied:
+        outcome = f"the {request.method} may have been applied; it is idempotent, so retry it"
+    elif writes:
+        outcome = f"nothing was changed; {request.method} is idempotent, so retry it"
+    else:
+        outcome = "nothing was changed"
+    reason = f"{exc}; {outcome}"
+    body = {"error": reason, "mayHaveApplied": exc.may_have_applied}
+    response = web.json_response(body, status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return response, reason
 
 
 def _describe(exc: web.HTTPException, request: web.Request) -> str:
@@ -180,14 +203,14 @@ def _found(federation: str, zone: StubZone | None) -> StubZone:
 
 async def list_federations(request: web.Request) -> web.Response:
     """``GET /federations``: every programmed federation."""
-    zones = await request.app[STORE].list()
+    zones = await request.app[BACKEND].list()
     return _answer(request, {"federations": [zone.to_json() for zone in zones]}, f"{len(zones)} federations")
 
 
 async def get_federation(request: web.Request) -> web.Response:
     """``GET /federations/F``: F's stub zone, 404 when not programmed."""
     federation = _federation(request)
-    zone = _found(federation, await request.app[STORE].get(federation))
+    zone = _found(federation, await request.app[BACKEND].get(federation))
     return _answer(request, zone.to_json(), f"{len(zone.nameservers)} nameservers")
 
 
@@ -195,7 +218,12 @@ async def post_federation(request: web.Request) -> web.Response:
     """``POST /federations/F`` ``{"nameservers": [...]}``: program F's stub zone."""
     federation = _federation(request)
     nameservers = parse_body(await _json_body(request))
-    zone, changed = await request.app[STORE].put(federation, nameservers)
+    backend = request.app[BACKEND]
+    try:
+        check_count(backend, nameservers)
+    except TooManyNameservers as exc:
+        raise ApiError(400, str(exc)) from exc
+    zone, changed = await backend.put(federation, nameservers)
     listed = ", ".join(map(str, zone.nameservers))
     return _answer(request, zone.to_json(), f"{zone.stub_domain} -> {listed}" + ("" if changed else " (unchanged)"))
 
@@ -203,14 +231,15 @@ async def post_federation(request: web.Request) -> web.Response:
 async def delete_federation(request: web.Request) -> web.Response:
     """``DELETE /federations/F``: remove F's stub zone; answers what was removed."""
     federation = _federation(request)
-    zone = _found(federation, await request.app[STORE].delete(federation))
+    zone = _found(federation, await request.app[BACKEND].delete(federation))
     return _answer(request, zone.to_json(), f"removed {zone.stub_domain}")
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """``GET /healthz``: 200 with the etcd revision when the store answers, else 503."""
-    revision = await request.app[STORE].ping()
-    return _answer(request, {"status": "ok", "revision": revision}, "store reachable")
+    """``GET /healthz``: 200 ``{"status": "ok", "backend", "store"}`` when the store answers, else 503."""
+    backend = request.app[BACKEND]
+    store = await backend.ping()
+    return _answer(request, {"status": "ok", "backend": backend.name, "store": store}, f"store reachable: {store}")
 
 
 async def _json_body(request: web.Request) -> Any:
@@ -228,7 +257,7 @@ def parse_body(body: Any) -> list[Nameserver]:
     """The nameservers of a POST body; raises :class:`ApiError` 400 naming what is wrong.
 
     ``body`` must be ``{"nameservers": [...]}`` with 1 to 16 distinct IP
-    addresses, each with an optional port (CONTRACTS 5).
+    addresses, each with an optional port (section 5).
     """
     if not isinstance(body, dict):
         raise ApiError(400, f"body must be a JSON object, not {type(body).__name__}")

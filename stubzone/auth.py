@@ -1,4 +1,4 @@
-"""Who a verified client is, and whether ``--allow`` lets it in (CONTRACTS 5).
+"""Who a verified client is, and whether ``--allow`` lets it in (docs/reference.md section 5).
 
 TLS has already checked the chain against ``--client-ca`` (and OpenSSL the
 ``clientAuth`` purpose); this module only authorizes. A client is identified by

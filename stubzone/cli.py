@@ -1,9 +1,10 @@
-"""``feddns stubzone``: the stub-zone HTTPS endpoint of a cluster's DNS pod (CONTRACTS 5 and 6).
+"""``feddns stubzone``: the stub-zone HTTPS endpoint next to a cluster's DNS (docs/reference.md sections 5, 6).
 
-Every flag is checked, the certificates loaded and the etcd URLs parsed
-before a socket is opened; a bad one exits 2 with one line. Then the server
-listens, logs ``listening on https://HOST:PORT`` (the bound port, so
-``--listen 127.0.0.1:0`` works), and serves until SIGTERM or SIGINT.
+Every flag is checked, the certificates loaded and the backend's flags
+checked before a socket is opened; a bad one exits 2 with one line. Then the
+server listens, logs ``listening on https://HOST:PORT`` (the bound port, so
+``--listen 127.0.0.1:0`` works), and serves until SIGTERM or SIGINT. Only the
+chosen backend's module is imported (:mod:`stubzone.backends`).
 """
 
 import argparse
@@ -20,17 +21,28 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from feddns.errors import ConfigError
-from feddns.etcd import Endpoints
 from feddns.hostport import parse_hostport
 from feddns.observe import ObserveServer
 from stubzone import tls
 from stubzone.app import Metrics, make_app
 from stubzone.auth import AllowList
-from stubzone.skydns import SkyDNSLayout, SkyDNSStubs
+from stubzone.backends import BACKENDS, Backend, load
+from stubzone.model import StubDomains, check_cluster
 
 log = logging.getLogger("stubzone")
 
-DEFAULT_ETCD = "http://127.0.0.1:2379"
+BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
+    "configmap": ("coredns", "kube-dns"),
+    "kubeconfig": ("coredns", "kube-dns"),
+    "kube_context": ("coredns", "kube-dns"),
+    "etcd": ("skydns",),
+    "etcd_prefix": ("skydns",),
+    "skydns_etcd_api": ("skydns",),
+    "unbound_config": ("unbound",),
+    "unbound_control": ("unbound",),
+    "unbound_checkconf": ("unbound",),
+}
+"""Flags that only some backends take: given with another, they are refused (a typo in --backend)."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -42,15 +54,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client-ca", type=Path, required=True, help="CA that signs client certificates, PEM")
     parser.add_argument("--allow", action="append", default=[], metavar="NAME",
                         help="client identity let in: a certificate CN or SAN (repeatable; at least one)")
-    parser.add_argument("--etcd", action="append", metavar="URL",
-                        help=f"the cluster's SkyDNS etcd (repeatable; default {DEFAULT_ETCD})")
-    parser.add_argument("--etcd-prefix", default="/skydns",
-                        help="'/' + SkyDNS's -path-prefix (default /skydns)")
-    parser.add_argument("--etcd-timeout", type=float, default=5.0, metavar="SECONDS",
-                        help="deadline of each etcd call (default 5)")
-    parser.add_argument("--skydns-domain", default="cluster.local.", help="SkyDNS's -domain (default cluster.local.)")
+    parser.add_argument("--backend", choices=sorted(BACKENDS), required=True,
+                        help="the cluster DNS to program: " + "; ".join(
+                            f"{name}: {kind.summary}" for name, kind in sorted(BACKENDS.items())))
+    parser.add_argument("--cluster", metavar="NAME",
+                        help="this cluster's name, sent in EDNS0 option 0xFEDD (required by coredns and unbound)")
+    parser.add_argument("--cluster-domain", "--skydns-domain", dest="cluster_domain", default="cluster.local.",
+                        help="the cluster DNS's own domain, SkyDNS's -domain (default cluster.local.)")
     parser.add_argument("--federation-zone", default="federation.",
                         help="zone of the stub domains F.svc.ZONE (default federation.)")
+    parser.add_argument("--backend-timeout", "--etcd-timeout", dest="backend_timeout", type=float, default=5.0,
+                        metavar="SECONDS", help="deadline of each call to the backend's store (default 5)")
+    kube = parser.add_argument_group("coredns and kube-dns: the Kubernetes API")
+    kube.add_argument("--configmap", metavar="NS/NAME",
+                      help="the ConfigMap written (default kube-system/coredns-feddns; kube-dns: kube-system/kube-dns)")
+    kube.add_argument("--kubeconfig", type=Path, metavar="FILE",
+                      help="kubeconfig of the API server (default: the pod's service account)")
+    kube.add_argument("--kube-context", metavar="NAME", help="context of --kubeconfig (default: its current one)")
+    etcd = parser.add_argument_group("skydns: SkyDNS's etcd")
+    etcd.add_argument("--etcd", action="append", metavar="URL",
+                      help="the cluster's SkyDNS etcd (repeatable; default http://127.0.0.1:2379)")
+    etcd.add_argument("--etcd-prefix", help="'/' + SkyDNS's -path-prefix (default /skydns)")
+    etcd.add_argument("--skydns-etcd-api", choices=("v2", "v3"),
+                      help="the etcd API SkyDNS reads: v2 (released SkyDNS, default) or v3 (builds with -etcd3)")
+    unbound = parser.add_argument_group("unbound")
+    unbound.add_argument("--unbound-config", type=Path, metavar="FILE",
+                         help="unbound.conf of the running unbound; it includes DIR/feddns/*.conf (DIR: its directory)")
+    unbound.add_argument("--unbound-control", metavar="PATH", help="unbound-control program (default: from PATH)")
+    unbound.add_argument("--unbound-checkconf", metavar="PATH", help="unbound-checkconf program (default: from PATH)")
     parser.add_argument("--tls-handshake-timeout", type=float, default=tls.HANDSHAKE_TIMEOUT, metavar="SECONDS",
                         help=f"time a client has to finish the TLS handshake (default {tls.HANDSHAKE_TIMEOUT:g})")
     parser.add_argument("--metrics", metavar="HOST:PORT",
@@ -64,29 +95,44 @@ class Settings:
     listen: tuple[str, int]
     context: ssl.SSLContext
     allow: AllowList
-    store: SkyDNSStubs
+    backend: Backend
     metrics_listen: str | None
     handshake_timeout: float
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
-    """Check the flags; raises :class:`ConfigError` naming the first bad one."""
-    if not args.etcd_prefix.startswith("/"):
-        raise ConfigError(f"--etcd-prefix {args.etcd_prefix!r} must start with '/'")
-    for flag, seconds in (("--etcd-timeout", args.etcd_timeout), ("--tls-handshake-timeout", args.tls_handshake_timeout)):
+def check_flags(args: argparse.Namespace) -> StubDomains:
+    """The checks that read no file: names, zones, timeouts, addresses, flags of the chosen backend.
+
+    Returns the stub domains; raises :class:`ConfigError` naming the first bad flag.
+    """
+    for flag, seconds in (("--backend-timeout", args.backend_timeout),
+                          ("--tls-handshake-timeout", args.tls_handshake_timeout)):
         if not seconds > 0:
             raise ConfigError(f"{flag} must be more than 0 seconds")
-    try:
-        layout = SkyDNSLayout(args.etcd_prefix, args.skydns_domain, args.federation_zone)
-    except ValueError as exc:
-        raise ConfigError(f"--skydns-domain/--federation-zone: {exc}") from exc
+    if args.cluster is not None:
+        check_cluster(args.cluster)
+    elif BACKENDS[args.backend].tags:
+        raise ConfigError(f"--backend {args.backend} tags queries with this cluster's name: --cluster NAME is required")
+    for dest, backends in BACKEND_FLAGS.items():
+        if getattr(args, dest) is not None and args.backend not in backends:
+            flag = "--" + dest.replace("_", "-")
+            raise ConfigError(f"{flag} is for --backend {' or '.join(backends)}, not {args.backend}")
+    parse_hostport(args.listen)
     if args.metrics:
         parse_hostport(args.metrics)
+    AllowList(args.allow)
+    return StubDomains(args.federation_zone, args.cluster_domain)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Check the flags, load the certificates, make the backend; raises :class:`ConfigError`."""
+    domains = check_flags(args)
+    context = tls.server_context(args.cert, args.key, args.client_ca)
     return Settings(
         listen=parse_hostport(args.listen),
-        context=tls.server_context(args.cert, args.key, args.client_ca),
+        context=context,
         allow=AllowList(args.allow),
-        store=SkyDNSStubs(Endpoints(args.etcd or [DEFAULT_ETCD], timeout=args.etcd_timeout), layout),
+        backend=load(args, domains),
         metrics_listen=args.metrics,
         handshake_timeout=args.tls_handshake_timeout,
     )
@@ -101,7 +147,7 @@ async def serve(settings: Settings) -> int:
     """Serve the API over TLS on ``settings.listen`` until a signal; returns 0."""
     registry = CollectorRegistry()
     metrics = Metrics(registry)
-    runner = web.AppRunner(make_app(settings.store, settings.allow, metrics), access_log=None, handle_signals=False)
+    runner = web.AppRunner(make_app(settings.backend, settings.allow, metrics), access_log=None, handle_signals=False)
     await runner.setup()
     handshakes: set[asyncio.Task[None]] = set()
 
@@ -116,6 +162,7 @@ async def serve(settings: Settings) -> int:
         assert http is not None, "runner.setup() makes it"
         server = await _listen(settings, lambda: tls.TLSAcceptor(
             http, settings.context, refused, handshakes, settings.handshake_timeout))
+        log.info("backend %s", settings.backend.name)
         observe = _observe(settings.metrics_listen, registry)
         await _until_signal()
         log.info("stopping")

@@ -47,7 +47,7 @@ class Validity:
         """``days`` (> 0) from ``not_before`` (default: now minus :data:`CLOCK_SKEW`)."""
         if days <= 0:
             raise ConfigError(f"--days must be more than 0 (got {days})")
-        start = not_before or datetime.datetime.now(datetime.timezone.utc) - CLOCK_SKEW
+        start = not_before or datetime.datetime.now(datetime.UTC) - CLOCK_SKEW
         start = start.replace(microsecond=0)  # X.509 times have whole seconds (RFC 5280 4.1.2.5)
         return cls(start, start + datetime.timedelta(seconds=round(days * 86400)))
 

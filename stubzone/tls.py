@@ -1,4 +1,4 @@
-"""Server TLS for the stub-zone endpoint: the context of CONTRACTS 5, and refused handshakes logged.
+"""Server TLS for the stub-zone endpoint: the context of docs/reference.md section 5, and refused handshakes logged.
 
 The context is TLS 1.2 or later with ``CERT_REQUIRED`` against ``--client-ca``:
 a client without a certificate the CA signed (and still valid, and made for

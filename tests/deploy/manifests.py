@@ -1,10 +1,13 @@
 """Loading the manifests in deploy/ and walking their pods, for the manifest tests.
 
 The manifests are plain YAML (one directory per federation, docs/choices.md), so
-"rendering" is reading every document of every file.
+"rendering" is reading every document of every file. Files named
+``*.patch.yaml`` are strategic merge patches of a cluster's own objects (the
+stock CoreDNS Deployment): :func:`strategic_merge` applies them to the stock
+objects in tests/deploy/stock/ the way ``kubectl patch`` does.
 """
 
-import shlex
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +23,62 @@ WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 Obj = dict[str, Any]
 
 
+STOCK = Path(__file__).parent / "stock"
+PATCH_SUFFIX = ".patch.yaml"
+MERGE_KEYS = {"containers": "name", "initContainers": "name", "volumes": "name", "env": "name",
+              "volumeMounts": "mountPath", "ports": "containerPort"}
+"""The patch merge keys of the lists a Deployment patch touches (Kubernetes API, ``x-kubernetes-patch-merge-key``)."""
+
+
 def manifest_files() -> list[Path]:
-    """Every ``*.yaml`` under deploy/, sorted."""
-    return sorted(DEPLOY.rglob("*.yaml"))
+    """Every ``*.yaml`` under deploy/ that is a whole manifest (not a patch), sorted."""
+    return sorted(path for path in DEPLOY.rglob("*.yaml") if not path.name.endswith(PATCH_SUFFIX))
+
+
+def patch_files() -> list[Path]:
+    """Every strategic merge patch under deploy/, sorted."""
+    return sorted(DEPLOY.rglob("*" + PATCH_SUFFIX))
+
+
+def strategic_merge(base: Any, patch: Any, field: str = "") -> Any:
+    """``base`` with ``patch`` merged in: maps recursively, lists of :data:`MERGE_KEYS` item by item."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        merged = dict(base)
+        for key, value in patch.items():
+            merged[key] = strategic_merge(base[key], value, key) if key in base else value
+        return merged
+    if isinstance(base, list) and isinstance(patch, list) and field in MERGE_KEYS:
+        key = MERGE_KEYS[field]
+        merged_list = list(base)
+        for item in patch:
+            index = next((i for i, old in enumerate(merged_list) if old.get(key) == item.get(key)), None)
+            if index is None:
+                merged_list.append(item)
+            else:
+                merged_list[index] = strategic_merge(merged_list[index], item)
+        return merged_list
+    return patch
+
+
+VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def service_variables(objects: list[Obj], ns: str) -> dict[str, str]:
+    """The ``<NAME>_SERVICE_HOST``/``_PORT`` variables Kubernetes gives pods for the Services of ``ns``
+    (headless Services get none); the address is made up."""
+    found = {}
+    for obj in objects:
+        if obj["kind"] == "Service" and namespace(obj) == ns and obj["spec"].get("clusterIP") != "None":
+            prefix = obj["metadata"]["name"].upper().replace("-", "_")
+            found[f"{prefix}_SERVICE_HOST"] = "10.96.0.10"
+            found[f"{prefix}_SERVICE_PORT"] = str(obj["spec"]["ports"][0]["port"])
+    return found
+
+
+def expand(text: str, variables: dict[str, str]) -> tuple[str, list[str]]:
+    """``text`` with ``$(VAR)`` replaced as the kubelet does; also the names it could not replace."""
+    missing = [name for name in VARIABLE.findall(text) if name not in variables]
+    return VARIABLE.sub(lambda m: variables.get(m.group(1), m.group(0)), text), missing
 
 
 def load(path: Path) -> list[Obj]:
@@ -94,7 +150,3 @@ def dockerfile_instruction(name: str) -> list[str]:
     assert lines, f"Dockerfile has no {name}"
     return list(yaml.safe_load(lines[-1][len(name) + 1:]))
 
-
-def corefile_lines(corefile: str) -> list[list[str]]:
-    """The Corefile's lines as words (comments and blank lines dropped)."""
-    return [shlex.split(line, comments=True) for line in corefile.splitlines() if line.split("#")[0].strip()]

@@ -1,6 +1,7 @@
 """The manifests in deploy/: valid Kubernetes objects whose parts agree with each other
-and with the ``feddns`` command line (issue 6)."""
+and with the ``feddns`` command line."""
 
+import posixpath
 from pathlib import Path
 
 import kubernetes_validate
@@ -9,17 +10,24 @@ import yaml
 
 from controller.config import parse_config
 from feddns.cli import build_parser
+from stubzone.backends.corefile import parse as parse_corefile
+from stubzone.cli import check_flags
 from tests.deploy.manifests import (
+    DEPLOY,
+    STOCK,
     Container,
     all_objects,
     containers,
-    corefile_lines,
     dockerfile_instruction,
+    expand,
     find,
     flag,
     load,
     manifest_files,
     namespace,
+    patch_files,
+    service_variables,
+    strategic_merge,
 )
 
 KUBERNETES_VERSION = "1.30.0"
@@ -30,7 +38,9 @@ FEDDNS_CONTAINERS = [c for c in containers(OBJECTS) if c.is_feddns]
 def test_there_is_a_manifest_for_each_part():
     kinds = {(obj["kind"], obj["metadata"]["name"]) for obj in OBJECTS}
     assert {("Deployment", "feddns"), ("StatefulSet", "feddns-etcd"), ("Service", "feddns"),
-            ("Deployment", "kube-dns"), ("ConfigMap", "coredns")} <= kinds
+            ("Deployment", "feddns-stubzone"), ("ConfigMap", "coredns-feddns"), ("Deployment", "skydns"),
+            ("StatefulSet", "skydns-etcd"), ("Deployment", "kube2sky")} <= kinds
+    assert {path.parent.name for path in (DEPLOY / "cluster-dns").rglob("*.yaml")} == {"coredns", "kube-dns", "skydns"}
     commands = {c.spec["args"][0] for c in FEDDNS_CONTAINERS}
     assert commands == {"serve", "controller", "stubzone"}
 
@@ -46,6 +56,25 @@ def test_feddns_arguments_parse(container: Container):
     args = list(container.spec["args"])
     parsed = build_parser(args).parse_args(args)
     assert parsed.command == args[0]
+    if parsed.command == "stubzone":  # names, zones and the backend's flags, as at start (files aside)
+        check_flags(parsed)
+
+
+@pytest.mark.parametrize("container", list(containers(OBJECTS)), ids=lambda c: c.where)
+def test_variables_in_arguments_are_ones_kubernetes_defines(container: Container):
+    defined = {env["name"] for env in container.spec.get("env", [])}
+    pod = container.workload["spec"]["template"]["spec"]
+    if pod.get("enableServiceLinks", True):
+        defined |= set(service_variables(OBJECTS, namespace(container.workload)))
+    for arg in container.spec.get("args", []):
+        _, missing = expand(arg, {name: "x" for name in defined})
+        assert not missing, f"{container.where}: {arg} uses undefined {missing}"
+
+
+def _service_before_workload(path: Path, service: str, workload: str) -> bool:
+    names = [(obj["kind"], obj["metadata"]["name"]) for obj in load(path)]
+    return names.index(("Service", service)) < min(i for i, (kind, name) in enumerate(names) if name == workload
+                                                    and kind in ("Deployment", "StatefulSet"))
 
 
 def test_the_image_runs_feddns_and_its_default_command_parses():
@@ -171,15 +200,87 @@ def test_controller_config_is_valid_and_uses_the_same_etcd_as_serve(tmp_path):
     assert config.federation == "myfederation"
 
 
-def test_each_member_cluster_has_a_coredns_block_tagging_its_name(tmp_path):
-    clusters = [c["name"] for c in _controller_config(tmp_path)["clusters"]]
-    tagged = {}
-    for path, obj in all_objects():
-        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == "coredns":
-            lines = corefile_lines(obj["data"]["Corefile"])
-            assert ["myfederation.svc.federation.:53", "{"] in lines, path
-            (rewrite,) = [w for w in lines if w[:4] == ["rewrite", "edns0", "local", "set"]]
-            assert int(rewrite[4], 16) == 65245
-            assert any(w[:2] == ["forward", "."] for w in lines)
-            tagged[rewrite[5]] = path
-    assert sorted(tagged) == sorted(clusters)
+def _stubzone(backend: str) -> Container:
+    (container,) = [c for c in FEDDNS_CONTAINERS if c.spec["args"][0] == "stubzone"
+                    and f"--backend={backend}" in c.spec["args"]]
+    return container
+
+
+def _patched_coredns() -> tuple[dict, str]:
+    """The stock CoreDNS Deployment with deploy's patch applied, and the stock Corefile with the import line."""
+    stock = load(STOCK / "coredns.yaml")
+    (patch_path,) = patch_files()
+    deployment = strategic_merge(find(stock, "Deployment", "kube-system", "coredns"), load(patch_path)[0])
+    line = (DEPLOY / "cluster-dns" / "coredns" / "corefile-import.txt").read_text()
+    return deployment, line + find(stock, "ConfigMap", "kube-system", "coredns")["data"]["Corefile"]
+
+
+def test_coredns_patch_applies_to_the_stock_deployment_and_validates():
+    deployment, _ = _patched_coredns()
+    kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/etc/coredns", "/etc/coredns/feddns"]
+    assert container["image"].startswith("registry.k8s.io/coredns/coredns:")  # the rest is as it was
+
+
+def test_corefile_imports_the_configmap_the_endpoint_writes():
+    deployment, corefile = _patched_coredns()
+    parsed = parse_corefile(corefile)
+    (pattern,) = parsed.imports
+    assert pattern.endswith("/*.server") and parsed.blocks[0].directive("reload")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == posixpath.dirname(pattern)]
+    (volume,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+    assert volume["configMap"]["optional"] is True and "items" not in volume["configMap"]
+    (written,) = flag(_stubzone("coredns").spec["args"], "configmap")
+    assert written == f"kube-system/{volume['configMap']['name']}"
+    assert find(OBJECTS, "ConfigMap", "kube-system", volume["configMap"]["name"])
+
+
+@pytest.mark.parametrize("backend", ["coredns", "kube-dns"])
+def test_stubzone_may_get_and_update_only_the_configmap_it_writes(backend):
+    objects = load(DEPLOY / "cluster-dns" / backend / "stubzone.yaml")
+    (container,) = [c for c in containers(objects) if c.spec["args"][0] == "stubzone"]
+    (written,) = flag(container.spec["args"], "configmap")
+    account = container.workload["spec"]["template"]["spec"]["serviceAccountName"]
+    (binding,) = [o for o in objects if o["kind"] == "RoleBinding"
+                  and {"kind": "ServiceAccount", "name": account, "namespace": "kube-system"} in o["subjects"]]
+    role = find(objects, "Role", "kube-system", binding["roleRef"]["name"])
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": [written.split("/")[1]], "verbs": ["get", "update"]}]
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+
+
+def test_coredns_tags_with_a_cluster_of_the_federation(tmp_path):
+    (cluster,) = flag(_stubzone("coredns").spec["args"], "cluster")
+    assert cluster in [c["name"] for c in _controller_config(tmp_path)["clusters"]]
+
+
+def test_skydns_etcd_is_one_member_with_a_volume_serving_v2():
+    path = DEPLOY / "cluster-dns" / "skydns" / "k8s-dns.yaml"
+    objects = load(path)
+    etcd = find(objects, "StatefulSet", "kube-system", "skydns-etcd")
+    assert etcd["spec"]["replicas"] == 1
+    (container,) = containers([etcd])
+    assert "--enable-v2=true" in container.spec["args"]
+    (data_dir,) = flag(container.spec["args"], "data-dir")
+    claims = [template["metadata"]["name"] for template in etcd["spec"]["volumeClaimTemplates"]]
+    assert container.mount_for(data_dir)["name"] in claims
+    for workload in ("skydns", "kube2sky", "feddns-stubzone"):
+        assert _service_before_workload(path, "skydns-etcd", workload), workload
+
+
+def test_skydns_reads_what_the_endpoint_writes():
+    path = DEPLOY / "cluster-dns" / "skydns" / "k8s-dns.yaml"
+    objects = load(path)
+    (skydns,) = containers([find(objects, "Deployment", "kube-system", "skydns")])
+    options = {arg.lstrip("-").partition("=")[0]: arg.partition("=")[2] for arg in skydns.spec["args"]}
+    assert "stubzones" in options and "etcd3" not in options  # released SkyDNS: etcd v2
+    stubzone = _stubzone("skydns").spec["args"]
+    assert flag(stubzone, "skydns-etcd-api") in ([], ["v2"])
+    assert flag(stubzone, "etcd-prefix") == ["/" + options["path-prefix"]]
+    assert flag(stubzone, "cluster-domain") == [options["domain"]]
+    (kube2sky,) = containers([find(objects, "Deployment", "kube-system", "kube2sky")])
+    assert options["machines"] == flag(stubzone, "etcd")[0] == flag(kube2sky.spec["args"], "etcd-server")[0]
+    assert find(objects, "Deployment", "kube-system", "skydns")["spec"]["template"]["metadata"]["labels"][
+        "k8s-app"] == "kube-dns"  # the cluster's kube-dns Service sends it the queries

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.stubzone.support import Pki, StubzoneProcess, make_pki
+from tests.stubzone.support import Pki, StubzoneProcess, make_pki, skydns_args
 from tests.support.etcd import EtcdServer
 
 
@@ -23,13 +23,6 @@ def skydns_prefix() -> str:
 
 @pytest.fixture(scope="module")
 def stubzone(pki: Pki, etcd: EtcdServer, skydns_prefix: str) -> Iterator[StubzoneProcess]:
-    """The real `feddns stubzone` command against the session etcd."""
-    server = StubzoneProcess(pki, etcd.url, skydns_prefix)
-    server.start()
-    yield server
-    if server.proc is not None and server.proc.poll() is None:
-        try:
-            assert server.stop() == 0, server.lines[-20:]
-        finally:
-            if server.proc.poll() is None:
-                server.proc.kill()
+    """The real `feddns stubzone --backend skydns` against the session etcd's v2 key space."""
+    with StubzoneProcess(pki, *skydns_args(etcd.url, skydns_prefix)) as server:
+        yield server

@@ -12,7 +12,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from feddns.cli import main as feddns_main
 from tests.support.ports import wait_until
@@ -102,25 +102,36 @@ def request(port: int, context: ssl.SSLContext, method: str, path: str, body: An
         connection.close()
 
 
-class StubzoneProcess:
-    """``python -m feddns stubzone`` on 127.0.0.1 (port chosen by the OS) with ``pki``'s certificates."""
+def skydns_args(etcd_url: str, prefix: str, *extra: str) -> list[str]:
+    """The flags of ``--backend skydns`` (etcd v2 unless ``extra`` says ``--skydns-etcd-api v3``)."""
+    return ["--backend", "skydns", "--etcd", etcd_url, "--etcd-prefix", prefix, *extra]
 
-    def __init__(self, pki: Pki, etcd_url: str, prefix: str, *extra: str) -> None:
+
+class StubzoneProcess:
+    """``python -m feddns stubzone`` on 127.0.0.1 (port chosen by the OS) with ``pki``'s certificates.
+
+    ``backend_args`` are the ``--backend`` flags and any other; the backend's
+    calls time out after 2 seconds.
+    """
+
+    def __init__(self, pki: Pki, *backend_args: str) -> None:
         self.pki = pki
         self.args = [
             sys.executable, "-m", "feddns", "stubzone", "--listen", "127.0.0.1:0",
             "--cert", pki.cert("server")[0], "--key", pki.cert("server")[1], "--client-ca", pki.ca,
-            "--allow", ALLOWED, "--allow", ALLOWED_DNS, "--etcd", etcd_url, "--etcd-prefix", prefix,
-            "--etcd-timeout", "2", *extra,
+            "--allow", ALLOWED, "--allow", ALLOWED_DNS, "--backend-timeout", "2", *backend_args,
         ]
         self.lines: list[str] = []
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, text=True)
+        self.port = 0
+        begin = len(self.lines)
+        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, text=True,
+                                     env={k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")})
         threading.Thread(target=self._read_log, daemon=True).start()
-        line = self.wait_for_log(r"listening on https://127\.0\.0\.1:\d+", timeout=20)
+        line = self.wait_for_log(r"listening on https://127\.0\.0\.1:\d+", timeout=20, start=begin)
         self.port = int(line.rsplit(":", 1)[1])
 
     def _read_log(self) -> None:
@@ -144,6 +155,23 @@ class StubzoneProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=15)
+
+    def restart(self) -> None:
+        """Stop cleanly (exit 0) and start again; the new process gets a new port."""
+        assert self.stop() == 0, self.lines[-20:]
+        self.start()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                assert self.stop() == 0, self.lines[-20:]
+            finally:
+                if self.proc.poll() is None:
+                    self.proc.kill()
 
     def request(self, method: str, path: str, body: Any = None, *, cert: str | None = "client", **kw: Any) -> Answer:
         return request(self.port, client_context(self.pki, cert), method, path, body, **kw)

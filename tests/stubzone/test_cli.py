@@ -1,4 +1,4 @@
-"""`feddns stubzone` flags: a bad one exits 2 with one line, before any socket (CONTRACTS 6)."""
+"""`feddns stubzone` flags: a bad one exits 2 with one line, before any socket (docs/reference.md section 6)."""
 
 import socket
 import subprocess
@@ -8,7 +8,8 @@ import urllib.request
 import pytest
 
 from feddns.cli import main
-from tests.stubzone.support import ALLOWED, StubzoneProcess
+from tests.stubzone.support import ALLOWED, StubzoneProcess, skydns_args
+from tests.support.fakekube import FakeKube
 from tests.support.ports import free_port
 
 
@@ -16,7 +17,7 @@ def flags(pki, **overrides: str | None) -> list[str]:
     """`feddns stubzone` arguments with ``overrides`` (``None`` drops the flag)."""
     values: dict[str, str | None] = {
         "--listen": "127.0.0.1:0", "--cert": pki.cert("server")[0], "--key": pki.cert("server")[1],
-        "--client-ca": pki.ca, "--allow": ALLOWED, "--etcd": "http://127.0.0.1:2379",
+        "--client-ca": pki.ca, "--allow": ALLOWED, "--backend": "skydns", "--etcd": "http://127.0.0.1:2379",
     }
     values.update({f"--{name.replace('_', '-')}": value for name, value in overrides.items()})
     args = ["stubzone"]
@@ -24,6 +25,14 @@ def flags(pki, **overrides: str | None) -> list[str]:
         if value is not None:
             args += [flag, value]
     return args
+
+
+def unbound_conf(tmp_path, include: str | None = None) -> str:
+    """An unbound.conf in ``tmp_path``, by default including ``tmp_path/feddns/*.conf``."""
+    path = tmp_path / "unbound.conf"
+    line = f'include-toplevel: "{tmp_path}/feddns/*.conf"' if include is None else include
+    path.write_text(f"server:\n    verbosity: 1\n{line}\n")
+    return str(path)
 
 
 def garbage(tmp_path, name: str = "garbage.pem") -> str:
@@ -44,7 +53,45 @@ BAD = {
     "bad --listen": (lambda pki, tmp: {"listen": "127.0.0.1"}, "has no port"),
     "https etcd": (lambda pki, tmp: {"etcd": "https://127.0.0.1:2379"}, "only http://"),
     "bad federation zone": (lambda pki, tmp: {"federation_zone": "fed_zone."}, "--federation-zone"),
-    "bad skydns domain": (lambda pki, tmp: {"skydns_domain": "."}, "--skydns-domain"),
+    "bad skydns domain": (lambda pki, tmp: {"skydns_domain": "."}, "--cluster-domain '.'"),
+    "zone equal to the cluster domain": (lambda pki, tmp: {"federation_zone": "cluster.local"},
+                                         "is equal to or under the cluster domain cluster.local."),
+    "zone under the cluster domain": (lambda pki, tmp: {"federation_zone": "fed.svc.k8s.example",
+                                                        "cluster_domain": "K8S.example."},
+                                      "--federation-zone fed.svc.k8s.example. is equal to or under"),
+    "zone containing the cluster domain": (lambda pki, tmp: {"federation_zone": "local."}, "contains the cluster"),
+    "unknown backend": (lambda pki, tmp: {"backend": "bind"}, "invalid choice: 'bind'"),
+    "coredns without --cluster": (
+        lambda pki, tmp: {"backend": "coredns", "etcd": None},
+        "--backend coredns tags queries with this cluster's name: --cluster NAME is required"),
+    "unbound without --cluster": (lambda pki, tmp: {"backend": "unbound", "etcd": None}, "--cluster NAME is required"),
+    "cluster not a DNS label": (lambda pki, tmp: {"cluster": "Foo_1"},
+                                "--cluster 'Foo_1' is not a lowercase DNS label"),
+    "cluster of 64 characters": (lambda pki, tmp: {"cluster": "a" * 64}, "is not a lowercase DNS label"),
+    "cluster read as hex by CoreDNS": (lambda pki, tmp: {"backend": "coredns", "etcd": None, "cluster": "0xfeed"},
+                                       "CoreDNS reads a value starting with 0x as hex"),
+    "etcd flag with coredns": (lambda pki, tmp: {"backend": "coredns", "cluster": "foo"},
+                               "--etcd is for --backend skydns, not coredns"),
+    "configmap flag with skydns": (lambda pki, tmp: {"configmap": "kube-system/x"},
+                                   "--configmap is for --backend coredns or kube-dns, not skydns"),
+    "bad --configmap": (lambda pki, tmp: {"backend": "kube-dns", "etcd": None, "configmap": "kube-dns"},
+                        "--configmap 'kube-dns' must be NAMESPACE/NAME"),
+    "missing kubeconfig": (lambda pki, tmp: {"backend": "kube-dns", "etcd": None, "kubeconfig": str(tmp / "nope")},
+                           "--kubeconfig "),
+    "no kubeconfig outside a pod": (lambda pki, tmp: {"backend": "kube-dns", "etcd": None},
+                                    "--kubeconfig (not given, and not in a pod)"),
+    "unbound without its config": (lambda pki, tmp: {"backend": "unbound", "etcd": None, "cluster": "foo"},
+                                   "--backend unbound needs --unbound-config FILE"),
+    "unbound config missing": (lambda pki, tmp: {"backend": "unbound", "etcd": None, "cluster": "foo",
+                                                 "unbound_config": str(tmp / "unbound.conf")}, "--unbound-config "),
+    "unbound config without the include": (lambda pki, tmp: {"backend": "unbound", "etcd": None, "cluster": "foo",
+                                                             "unbound_config": unbound_conf(tmp, "")},
+                                           'does not include the stub zones: add the line include-toplevel: "'),
+    "unbound-control missing": (lambda pki, tmp: {"backend": "unbound", "etcd": None, "cluster": "foo",
+                                                  "unbound_config": unbound_conf(tmp), "unbound_control": "nope-ctl"},
+                                "--unbound-control nope-ctl: no such program"),
+    "bad etcd API": (lambda pki, tmp: {"skydns_etcd_api": "v4"}, "invalid choice: 'v4'"),
+    "zero backend timeout": (lambda pki, tmp: {"backend_timeout": "0"}, "--backend-timeout must be"),
     "relative etcd prefix": (lambda pki, tmp: {"etcd_prefix": "skydns"}, "must start with '/'"),
     "bad --metrics": (lambda pki, tmp: {"metrics": "nowhere"}, "has no port"),
     "zero handshake timeout": (lambda pki, tmp: {"tls_handshake_timeout": "0"}, "--tls-handshake-timeout must be"),
@@ -52,9 +99,14 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", list(BAD))
-def test_bad_flag_exits_2_with_one_line(pki, tmp_path, capsys, case):
+def test_bad_flag_exits_2_with_one_line(pki, tmp_path, capsys, monkeypatch, case):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     make, words = BAD[case]
-    assert main(flags(pki, **make(pki, tmp_path))) == 2
+    try:
+        status = main(flags(pki, **make(pki, tmp_path)))
+    except SystemExit as exc:  # argparse's own refusals
+        status = exc.code
+    assert status == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert err[0].startswith("feddns stubzone: error: ")
@@ -63,7 +115,7 @@ def test_bad_flag_exits_2_with_one_line(pki, tmp_path, capsys, case):
 
 def test_missing_required_flag_is_an_argparse_error(pki):
     result = subprocess.run([sys.executable, "-m", "feddns", *flags(pki, client_ca=None)],
-                            capture_output=True, text=True, timeout=60)
+                            capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].endswith("the following arguments are required: --client-ca")
 
@@ -80,7 +132,7 @@ def test_port_in_use_exits_2(pki, capsys):
 
 def test_sigterm_stops_cleanly_and_metrics_count_requests(pki, etcd, etcd_prefix):
     metrics_port = free_port()
-    server = StubzoneProcess(pki, etcd.url, etcd_prefix, "--metrics", f"127.0.0.1:{metrics_port}")
+    server = StubzoneProcess(pki, *skydns_args(etcd.url, etcd_prefix), "--metrics", f"127.0.0.1:{metrics_port}")
     server.start()
     try:
         assert server.request("GET", "/federations").status == 200
@@ -95,3 +147,34 @@ def test_sigterm_stops_cleanly_and_metrics_count_requests(pki, etcd, etcd_prefix
     finally:
         assert server.stop() == 0
     server.wait_for_log("stopping")
+
+
+def test_the_backend_alone_is_imported(pki, tmp_path):
+    """`--backend skydns` starts without importing kubernetes (about a second) or aetcd (v3 only)."""
+    fake = FakeKube("imports")
+    fake.start()
+    kubeconfig = fake.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    script = (
+        "import sys\n"
+        "from feddns.cli import build_parser\n"
+        "from stubzone.cli import settings_from\n"
+        "args = sys.argv[1:]\n"
+        "settings_from(build_parser(args).parse_args(args))\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'kubernetes', 'aetcd', 'grpc'}))\n"
+    )
+    base = flags(pki, etcd=None, backend=None)
+    cases = {
+        "skydns": ([*base, "--backend", "skydns"], "[]"),
+        "skydns v3": ([*base, "--backend", "skydns", "--skydns-etcd-api", "v3"], "['aetcd', 'grpc']"),
+        "unbound": ([*base, "--backend", "unbound", "--cluster", "foo", "--unbound-config", unbound_conf(tmp_path)],
+                    "[]"),
+        "coredns": ([*base, "--backend", "coredns", "--cluster", "foo", "--kubeconfig", kubeconfig], "['kubernetes']"),
+    }
+    try:
+        for name, (args, imported) in cases.items():
+            result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                                    timeout=60, check=False)
+            assert result.returncode == 0, (name, result.stderr)
+            assert result.stdout.strip() == imported, name
+    finally:
+        fake.close()

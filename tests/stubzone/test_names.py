@@ -6,7 +6,8 @@ from cryptography.hazmat.primitives import serialization
 from feddns.errors import ConfigError
 from stubzone import pki
 from stubzone.auth import AllowList, ClientIdentity
-from stubzone.skydns import Nameserver, SkyDNSLayout
+from stubzone.backends.skydns import SkyDNSLayout, from_skydns, skydns_value
+from stubzone.model import Nameserver, StubDomains
 
 
 def identity(cn: str, dns: list[str] = (), ips: list[str] = (), uris: list[str] = ()) -> ClientIdentity:
@@ -55,25 +56,25 @@ NAMESERVERS = [
 def test_nameserver_forms(text, canonical, value):
     nameserver = Nameserver.parse(text)
     assert str(nameserver) == canonical
-    assert nameserver.skydns_value() == value
-    assert Nameserver.from_skydns(value) == nameserver
+    assert skydns_value(nameserver) == value
+    assert from_skydns(value) == nameserver
 
 
 @pytest.mark.parametrize("value", [b'{"host":"ns.example.com"}', b'{"host":"1.2.3.4","port":70000}', b"[]", b"{"])
 def test_values_skydns_would_skip_are_refused(value):
     with pytest.raises(ValueError):
-        Nameserver.from_skydns(value)
+        from_skydns(value)
 
 
 def test_port_0_or_missing_means_53_as_in_skydns():
-    assert Nameserver.from_skydns(b'{"host":"1.2.3.4","port":0}').port == 53
-    assert Nameserver.from_skydns(b'{"host":"1.2.3.4"}').port == 53
+    assert from_skydns(b'{"host":"1.2.3.4","port":0}').port == 53
+    assert from_skydns(b'{"host":"1.2.3.4"}').port == 53
 
 
-def test_layout_of_contracts_5():
-    layout = SkyDNSLayout()
+def test_layout_of_section_5():
+    layout = SkyDNSLayout(StubDomains())
     assert layout.directory("myfederation") == "/skydns/local/cluster/dns/stub/federation/svc/myfederation/"
-    assert layout.stub_domain("myfederation") == "myfederation.svc.federation."
+    assert layout.domains.stub_domain("myfederation") == "myfederation.svc.federation."
     root = "/skydns/local/cluster/dns/stub/federation/svc/"
     assert layout.split(root + "myfederation/ns1") == ("myfederation", "ns1")
     assert layout.split(root + "myfederation/note") is None
@@ -85,3 +86,32 @@ def test_layout_of_contracts_5():
 def test_bad_allow_lists(entries):
     with pytest.raises(ConfigError):
         AllowList(entries)
+
+
+# (federation zone, cluster domain, refused?)
+ZONES = [
+    ("federation.", "cluster.local.", False),
+    ("cluster.local.", "cluster.local.", True),            # equal
+    ("fed.cluster.local", "cluster.local", True),          # under
+    ("FED.Cluster.Local.", "cluster.local.", True),        # under, any case
+    ("local.", "cluster.local.", True),                    # contains it
+    ("cluster.local.example.", "cluster.local.", False),   # only shares labels
+    ("xcluster.local.", "cluster.local.", False),          # a suffix of text, not of labels
+]
+
+
+@pytest.mark.parametrize(("zone", "domain", "refused"), ZONES)
+def test_federation_zone_against_the_cluster_domain(zone, domain, refused):
+    if refused:
+        with pytest.raises(ConfigError, match="--federation-zone"):
+            StubDomains(zone, domain)
+    else:
+        assert StubDomains(zone, domain).stub_domain("f") == f"f.svc.{zone.lower().rstrip('.')}."
+
+
+@pytest.mark.parametrize(("domain", "federation"), [
+    ("f.svc.federation.", "f"), ("F.SVC.Federation", "f"), ("x.f.svc.federation.", None),
+    ("f.svc.other.", None), ("f_x.svc.federation.", None), ("svc.federation.", None),
+])
+def test_stub_domain_back_to_its_federation(domain, federation):
+    assert StubDomains().federation(domain) == federation

@@ -34,7 +34,7 @@ def test_schemathesis_finds_no_5xx_and_no_schema_violation(stubzone: StubzonePro
         "--request-cert", cert, "--request-cert-key", key, "--tls-verify", pki.ca,
         "--checks", CHECKS, "--max-examples", "40", "--seed", "20240601", "--workers", "1",
     ]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
     answered = [line for line in stubzone.lines[log_start:] if 'client="CN=federation-controller"' in line]
     statuses = {int(match.group(1)) for line in answered if (match := re.search(r" status=(\d+) ", line))}

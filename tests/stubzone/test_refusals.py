@@ -1,5 +1,5 @@
-"""Bad input over real TLS: each gets the status of CONTRACTS 5 and a reason, is logged,
-and leaves etcd exactly as it was (same keys, same values, same revision)."""
+"""Bad input over real TLS: each gets the status of docs/reference.md section 5 and a reason, is
+logged, and leaves etcd exactly as it was (same keys, same values, same index)."""
 
 import json
 import re
@@ -35,7 +35,16 @@ CASES = [
     ("port 0", "POST", "/federations/fed", body(["192.0.2.1:0"]), "application/json", 400, "port must be from 1"),
     ("port too big", "POST", "/federations/fed", body(["[2001:db8::1]:65536"]), "application/json", 400, "65536"),
     ("IPv6 zone", "POST", "/federations/fed", body(["fe80::1%eth0"]), "application/json", 400, "not a unicast"),
-    ("unspecified", "POST", "/federations/fed", body(["0.0.0.0"]), "application/json", 400, "not a unicast"),
+    ("IPv6 zone, global", "POST", "/federations/fed", body(["2001:db8::1%eth0"]), "application/json", 400,
+     "with a zone"),
+    ("unspecified", "POST", "/federations/fed", body(["0.0.0.0"]), "application/json", 400, "is unspecified"),
+    ("unspecified v6", "POST", "/federations/fed", body(["[::]:53"]), "application/json", 400, "is unspecified"),
+    ("broadcast", "POST", "/federations/fed", body(["255.255.255.255"]), "application/json", 400,
+     "is the broadcast address"),
+    ("multicast", "POST", "/federations/fed", body(["224.0.0.251"]), "application/json", 400, "is multicast"),
+    ("multicast v6", "POST", "/federations/fed", body(["ff02::fb"]), "application/json", 400, "is multicast"),
+    ("link-local", "POST", "/federations/fed", body(["169.254.169.254"]), "application/json", 400, "is link-local"),
+    ("link-local v6", "POST", "/federations/fed", body(["[fe80::1]:5353"]), "application/json", 400, "is link-local"),
     ("non-ASCII port digits", "POST", "/federations/fed", body(["192.0.2.1:\u0665\u0663"]), "application/json", 400,
      "with an optional port (ASCII)"),
     ("colon without port", "POST", "/federations/fed", body(["192.0.2.1:"]), "application/json", 400,
@@ -79,13 +88,13 @@ def seeded(stubzone: StubzoneProcess, etcd, skydns_prefix) -> str:
 def test_bad_input_is_refused_logged_and_changes_nothing(
     stubzone: StubzoneProcess, etcd, seeded, method, path, raw, content_type, status, words,
 ):
-    before, revision, log_start = etcd.get_prefix(seeded), etcd.revision(), len(stubzone.lines)
+    before, index, log_start = etcd.v2_leaves(seeded), etcd.v2_index(), len(stubzone.lines)
     answer = stubzone.request(method, path, raw=raw, content_type=content_type)
     assert answer.status == status, answer
     assert list(answer.body) == ["error"], answer
     assert words in answer.body["error"]
-    assert etcd.get_prefix(seeded) == before
-    assert etcd.revision() == revision
+    assert etcd.v2_leaves(seeded) == before
+    assert etcd.v2_index() == index
     stubzone.wait_for_log(
         rf'{method} \S+ client="CN=federation-controller" peer=127\.0\.0\.1:\d+ status={status} '
         rf'reason=".*{re.escape(words)}',

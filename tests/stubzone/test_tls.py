@@ -1,4 +1,4 @@
-"""Who may talk to the endpoint (CONTRACTS 5): TLS 1.2+ with a client certificate of
+"""Who may talk to the endpoint (docs/reference.md section 5): TLS 1.2+ with a client certificate of
 `--client-ca` (refused in the handshake, and logged), then the `--allow` list (403)."""
 
 import re
@@ -7,7 +7,7 @@ import ssl
 
 import pytest
 
-from tests.stubzone.support import StubzoneProcess, client_context, request
+from tests.stubzone.support import StubzoneProcess, client_context, request, skydns_args
 
 ATTEMPT = (b'POST /federations/fed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n'
            b'Content-Length: 30\r\nConnection: close\r\n\r\n{"nameservers": ["192.0.2.1"]}')
@@ -99,7 +99,7 @@ def test_a_dns_san_in_the_allow_list_lets_the_client_in(stubzone: StubzoneProces
 
 
 def test_a_stalled_handshake_times_out_without_holding_up_others(pki, etcd, etcd_prefix):
-    server = StubzoneProcess(pki, etcd.url, etcd_prefix, "--tls-handshake-timeout", "0.5")
+    server = StubzoneProcess(pki, *skydns_args(etcd.url, etcd_prefix), "--tls-handshake-timeout", "0.5")
     server.start()
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as stalled:
@@ -114,7 +114,7 @@ def test_a_stalled_handshake_times_out_without_holding_up_others(pki, etcd, etcd
 
 
 def test_a_port_probe_is_not_a_refusal(pki, etcd, etcd_prefix):
-    server = StubzoneProcess(pki, etcd.url, etcd_prefix, "--log-level", "debug")
+    server = StubzoneProcess(pki, *skydns_args(etcd.url, etcd_prefix), "--log-level", "debug")
     server.start()
     try:
         probe = socket.create_connection(("127.0.0.1", server.port), timeout=10)  # kubelet tcpSocket

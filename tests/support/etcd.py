@@ -4,6 +4,10 @@
 with a throw-away data directory. ``stop()``/``start()`` simulate an outage with
 the data kept. The client side talks to etcd's JSON gateway (``/v3/kv/...``,
 base64 keys and values), so tests need no event loop to put and read keys.
+
+etcd 3.4 also serves its v2 key space (``/v2/keys/...``, what released SkyDNS
+and kube2sky use) when started with ``--enable-v2``, which ``EtcdServer`` does
+unless told otherwise; the ``v2_*`` methods read and write it.
 """
 
 import base64
@@ -13,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -32,7 +37,8 @@ def _prefix_end(prefix: str) -> str:
 class EtcdServer:
     """One etcd member on 127.0.0.1; ``url`` is its client URL."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, enable_v2: bool = True) -> None:
+        self.enable_v2 = enable_v2
         self.data_dir = tempfile.mkdtemp(prefix="feddns-etcd-")
         self.client_port = free_port()
         self.peer_port = free_port()
@@ -54,6 +60,7 @@ class EtcdServer:
                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", f"test={peer}", "--logger", "zap", "--log-level", "error",
+                *(["--enable-v2"] if self.enable_v2 else []),
             ],
             stdout=log, stderr=log,
         )
@@ -130,3 +137,48 @@ class EtcdServer:
     def compact(self, revision: int) -> None:
         """Compact history up to ``revision`` (physical, so old revisions are gone)."""
         self.call("/v3/kv/compaction", {"revision": revision, "physical": True})
+
+    # -- the v2 key space (--enable-v2) ---------------------------------------------------
+
+    def v2_call(self, method: str, key: str, params: dict[str, str] | None = None,
+                timeout: float = 5.0) -> tuple[int, dict[str, Any], int]:
+        """``(status, JSON body, X-Etcd-Index)`` of one v2 request; form ``params`` for PUT."""
+        url = f"{self.url}/v2/keys{urllib.parse.quote(key)}"
+        data = urllib.parse.urlencode(params or {}).encode() if method == "PUT" else None
+        if method != "PUT" and params:
+            url += "?" + urllib.parse.urlencode(params)
+        request = urllib.request.Request(url, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/x-www-form-urlencoded")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, json.loads(response.read()), int(response.headers["X-Etcd-Index"])
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}"), int(exc.headers.get("X-Etcd-Index") or 0)
+
+    def v2_put(self, key: str, value: str | dict[str, Any]) -> int:
+        """Put one v2 key (a dict is JSON-encoded); returns its modifiedIndex."""
+        text = json.dumps(value) if isinstance(value, dict) else value
+        status, body, _ = self.v2_call("PUT", key, {"value": text})
+        assert status in (200, 201), body
+        return int(body["node"]["modifiedIndex"])
+
+    def v2_leaves(self, prefix: str) -> dict[str, str]:
+        """Every v2 leaf key under the directory ``prefix`` with its value ({} when it does not exist)."""
+        status, body, _ = self.v2_call("GET", prefix.rstrip("/") or "/", {"recursive": "true"})
+        leaves: dict[str, str] = {}
+
+        def walk(node: dict[str, Any]) -> None:
+            if node.get("dir"):
+                for child in node.get("nodes", []):
+                    walk(child)
+            else:
+                leaves[node["key"]] = node["value"]
+
+        if status == 200:
+            walk(body["node"])
+        return leaves
+
+    def v2_index(self) -> int:
+        """The v2 store's current index (moves with every v2 write)."""
+        return self.v2_call("GET", "/")[2]

@@ -25,7 +25,19 @@ about the protocol (Kubernetes API concepts, "Efficient detection of changes"):
   ``Expired``, or with ``gone_as_status=True`` the HTTP status 410);
   ``expire_watches()`` sends that error to every open watch;
 * ``stop()`` takes the server off the network (connections refused) and
-  ``start()`` brings it back on the same port, with its objects.
+  ``start()`` brings it back on the same port, with its objects;
+* single objects of kind ConfigMap (the stub-zone endpoint's store):
+  ``GET``, ``PUT`` (replace) and ``DELETE`` on
+  ``/api/v1/namespaces/NS/configmaps/NAME``, ``POST`` (create) on
+  ``/api/v1/namespaces/NS/configmaps``. A replace whose
+  ``metadata.resourceVersion`` is not the stored one gets ``409 Conflict``
+  (one without it is unconditional, as the real server allows for
+  ConfigMaps); a create of an existing name gets ``409 AlreadyExists``.
+  ``before_next_write(fn)`` runs ``fn`` just before the next write is
+  handled (a writer racing in between a client's GET and PUT),
+  ``fail_next_write(status)`` refuses it, ``drop_after_next_write()`` applies
+  it and then cuts the connection without an answer; ``writes`` lists the
+  writes handled.
 
 Objects are defaulted like the real API server does it (uid,
 resourceVersion, creationTimestamp; a Service's type, clusterIP(s) from
@@ -71,8 +83,11 @@ KINDS = {
         Kind("", "v1", "Service", "services"),
         Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
         Kind("multicluster.x-k8s.io", "v1alpha1", "ServiceExport", "serviceexports", builtin=False),
+        Kind("", "v1", "ConfigMap", "configmaps"),
     )
 }
+WRITABLE = frozenset({"configmaps"})
+"""Kinds the fake lets clients write (GET/PUT/POST/DELETE of one object)."""
 _BY_KIND = {k.kind: k for k in KINDS.values()}
 
 Key = tuple[str, str]
@@ -167,6 +182,8 @@ class FakeKube:
         self._snapshots: dict[str, list[dict[str, Any]]] = {}
         self._watchers: set[_Watcher] = set()
         self._errors: deque[int] = deque()
+        self._write_hooks: deque[Any] = deque()
+        self.writes: list[tuple[str, str, int]] = []
         self._held = False
         self._ips = ipaddress.ip_network(service_cidr).hosts()
         next(self._ips)  # .1 is the kubernetes Service's
@@ -318,6 +335,19 @@ class FakeKube:
         with self._lock:
             self._errors.extend([status] * times)
 
+    def before_next_write(self, hook: Any) -> None:
+        """Call ``hook()`` (from the server's thread) just before the next write is handled."""
+        with self._lock:
+            self._write_hooks.append(hook)
+
+    def fail_next_write(self, status: int) -> None:
+        """Answer the next write with HTTP ``status`` (nothing stored)."""
+        self.before_next_write(("fail", status))
+
+    def drop_after_next_write(self) -> None:
+        """Store the next write, then close its connection without an answer (the client cannot know)."""
+        self.before_next_write(("drop", 0))
+
     def watch_count(self, plural: str | None = None) -> int:
         with self._lock:
             return sum(1 for w in self._watchers if plural in (None, w.plural) and w.end is None)
@@ -369,9 +399,14 @@ class FakeKube:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
         self.requests.append((request.path, query))
+        single = _object_route(request.path)
+        if single is not None and single[0].plural in WRITABLE:
+            return await self._object(request, *single)
         route = _route(request.path)
         if route is None:
             return _status(404, "NotFound", f"the server could not find the requested resource ({request.path})")
+        if request.method == "POST" and route[0].plural in WRITABLE and route[1] is not None:
+            return await self._object(request, route[0], route[1], None)
         if request.method != "GET":
             return _status(405, "MethodNotAllowed", "the fake serves list and watch only")
         with self._lock:
@@ -386,6 +421,78 @@ class FakeKube:
         if query.get("watch") in ("true", "1"):
             return await self._watch(request, kind, namespace, selector)
         return self._list(kind, namespace, selector, query)
+
+    async def _object(self, request: web.Request, kind: Kind, namespace: str, name: str | None) -> web.StreamResponse:
+        """One object: GET, PUT (replace), DELETE; POST (create) on the collection (``name`` None)."""
+        if request.method == "GET" and name is not None:
+            with self._lock:
+                obj = self._objects[kind.plural].get((namespace, name))
+            if obj is None:
+                return _status(404, "NotFound", f'{kind.plural} "{name}" not found')
+            return web.json_response(_as_event_object(kind, obj))
+        if request.method not in ("PUT", "POST", "DELETE"):
+            return _status(405, "MethodNotAllowed", f"{request.method} is not allowed on one {kind.kind}")
+        body: dict[str, Any] = {}
+        if request.method != "DELETE":
+            try:
+                body = await request.json()
+            except ValueError:
+                return _status(400, "BadRequest", "the body is not JSON")
+        action = self._next_write_action()
+        if action[0] == "fail":
+            return _status(action[1], "InternalError", "injected failure")
+        response = self._write(request.method, kind, namespace, name, body)
+        if action[0] == "drop" and request.transport is not None:
+            request.transport.abort()
+        return response
+
+    def _next_write_action(self) -> tuple[str, int]:
+        """Run the queued hook of this write: a callable runs now; a ("fail"|"drop", status) is returned."""
+        with self._lock:
+            hook = self._write_hooks.popleft() if self._write_hooks else None
+        if callable(hook):
+            hook()
+            return ("store", 0)
+        return hook or ("store", 0)
+
+    def _write(self, method: str, kind: Kind, namespace: str, name: str | None, body: dict[str, Any]) -> web.Response:
+        """Check and store one write, as the real API server would answer it."""
+        meta = body.get("metadata") or {}
+        mismatch = (meta.get("namespace", namespace) != namespace or body.get("kind", kind.kind) != kind.kind
+                    or not meta.get("name") or (name is not None and meta["name"] != name))
+        if method != "DELETE" and mismatch:
+            return _status(400, "BadRequest", "the name, namespace or kind of the body does not match the URL")
+        if method != "DELETE" and not all(isinstance(v, str) for v in (body.get("data") or {}).values()):
+            return _status(422, "Invalid", f'{kind.kind} "{meta.get("name")}" is invalid: data values must be strings')
+        key = (namespace, name or meta["name"])
+        with self._lock:
+            stored = self._objects[kind.plural].get(key)
+            self.writes.append((method, key[1], self._version))
+            if method == "POST" and stored is not None:
+                return _status(409, "AlreadyExists", f'{kind.plural} "{key[1]}" already exists')
+            if method != "POST" and stored is None:
+                return _status(404, "NotFound", f'{kind.plural} "{key[1]}" not found')
+            if method == "POST" and meta.get("resourceVersion"):
+                return _status(400, "BadRequest", "resourceVersion should not be set on objects to be created")
+            wanted = meta.get("resourceVersion")
+            if method == "PUT" and wanted and stored is not None and wanted != stored["metadata"]["resourceVersion"]:
+                return _status(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural} "{key[1]}": '
+                               "the object has been modified; please apply your changes to the latest version "
+                               "and try again")
+            self._version += 1
+            if method == "DELETE":
+                old = self._objects[kind.plural].pop(key)
+                self._publish(_Event(self._version, kind.plural, "DELETED", old, old))
+                return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Success"})
+            new = copy.deepcopy(body)
+            new["kind"] = kind.kind
+            new.setdefault("metadata", {})["namespace"] = namespace
+            self._default(kind, new, stored)
+            new["metadata"]["resourceVersion"] = str(self._version)
+            self._objects[kind.plural][key] = new
+            self._publish(_Event(self._version, kind.plural, "MODIFIED" if stored else "ADDED", stored, new))
+            shown = _as_event_object(kind, new)
+        return web.json_response(shown, status=201 if method == "POST" else 200)
 
     def _list(self, kind: Kind, namespace: str | None, selector: Any, query: dict[str, str]) -> web.Response:
         limit = int(query.get("limit") or 0)
@@ -518,6 +625,15 @@ def _route(path: str) -> tuple[Kind, str | None] | None:
     return kind, namespace
 
 
+def _object_route(path: str) -> tuple[Kind, str, str] | None:
+    """``(kind, namespace, name)`` for the path of one namespaced object, or ``None``."""
+    parts = path.strip("/").split("/")
+    if len(parts) != 6 or parts[:3] != ["api", "v1", "namespaces"]:
+        return None
+    kind = KINDS.get(parts[4])
+    return (kind, parts[3], parts[5]) if kind is not None and kind.group == "" else None
+
+
 def _for_watcher(kind: Kind, watcher: _Watcher, event: _Event) -> dict[str, Any] | None:
     """How ``event`` shows on ``watcher``'s stream (selector transitions included), or ``None``."""
     obj = event.new or event.old
@@ -579,7 +695,7 @@ def service(
     name: str,
     *,
     labels: dict[str, str] | None = None,
-    type: str = "ClusterIP",  # noqa: A002 - the API field's name
+    type: str = "ClusterIP",
     cluster_ip: str | None = None,
     load_balancer_ips: Iterable[str] = (),
     load_balancer_hostnames: Iterable[str] = (),

@@ -1,0 +1,120 @@
+"""The backends of the stub-zone API: one module per cluster DNS, behind one Protocol.
+
+Like CoreDNS plugins, each backend is one module that knows one store and
+nothing of HTTP; the HTTP layer (:mod:`stubzone.app`) knows only
+:class:`Backend`. Each module provides ``make(args, domains) -> Backend``
+(checking its flags, raising :class:`feddns.errors.ConfigError`, opening
+nothing). :func:`load` imports only the chosen module, so ``--backend skydns``
+never imports ``kubernetes`` (about a second of start-up) and ``--backend
+coredns`` never imports ``aetcd``.
+
+==========  ===========================================  ===========
+backend     where the stub zone is kept                  tags 0xFEDD
+==========  ===========================================  ===========
+coredns     ConfigMap key ``F.server`` (a server block)  yes
+kube-dns    ``stubDomains`` of ConfigMap ``kube-dns``    no
+skydns      SkyDNS's etcd, v2 API (v3 with a flag)       no
+unbound     ``<dir>/feddns/F.conf`` + unbound-control    yes
+==========  ===========================================  ===========
+
+The rules every backend keeps (docs/reference.md section 5): reads go to the
+store every time (nothing is cached), a write is all or nothing, entries the
+endpoint did not write are never touched, and a failed write says whether it
+may have been applied.
+"""
+
+import argparse
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from feddns.errors import FeddnsError
+from stubzone.model import Nameserver, StubDomains, StubZone
+
+
+class BackendUnavailable(FeddnsError):
+    """The store could not be reached or kept changing (HTTP 503).
+
+    ``may_have_applied`` is true when a write was sent but its outcome is
+    unknown (the connection dropped after the request); POST is idempotent, so
+    the client retries either way.
+    """
+
+    def __init__(self, message: str, *, may_have_applied: bool = False) -> None:
+        super().__init__(message)
+        self.may_have_applied = may_have_applied
+
+
+class NotWrittenHere(FeddnsError):
+    """The backend holds the federation's stub domain, but not in the place this endpoint writes (HTTP 409).
+
+    It is left alone: the endpoint never touches what it did not write.
+    """
+
+
+class TooManyNameservers(FeddnsError):
+    """The backend cannot forward to that many nameservers (HTTP 400)."""
+
+
+class Backend(Protocol):
+    """A cluster DNS whose stub domains the API programs.
+
+    Every method raises :class:`BackendUnavailable` when the store cannot be
+    reached; ``put`` and ``delete`` may raise :class:`NotWrittenHere`.
+    """
+
+    name: str
+    """The ``--backend`` value."""
+    max_nameservers: int
+    """The most nameservers one stub domain may have in this cluster DNS."""
+
+    async def list(self) -> list[StubZone]:
+        """Every programmed federation, sorted by name."""
+
+    async def get(self, federation: str) -> StubZone | None:
+        """F's stub zone as the store holds it, ``None`` when F is not programmed."""
+
+    async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
+        """Program F; returns the stored zone and whether the store changed (idempotent)."""
+
+    async def delete(self, federation: str) -> StubZone | None:
+        """Remove F; returns what was programmed, ``None`` when nothing was."""
+
+    async def ping(self) -> str:
+        """A short description of the store's state (a revision, a version); proves it answers."""
+
+    async def close(self) -> None:
+        """Release connections; called once at shutdown."""
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """One ``--backend`` choice: the module that implements it and whether it tags queries."""
+
+    module: str
+    tags: bool
+    summary: str
+
+
+BACKENDS: dict[str, BackendKind] = {
+    "coredns": BackendKind("stubzone.backends.coredns", True,
+                           "a CoreDNS server block per federation in a ConfigMap the Corefile imports"),
+    "kube-dns": BackendKind("stubzone.backends.kubedns", False, "stubDomains in the kube-dns ConfigMap"),
+    "skydns": BackendKind("stubzone.backends.skydns", False, "SkyDNS stub keys in its etcd (v2 API; v3 with a flag)"),
+    "unbound": BackendKind("stubzone.backends.unbound", True, "a forward-zone file and unbound-control reload"),
+}
+
+
+def load(args: argparse.Namespace, domains: StubDomains) -> Backend:
+    """The backend ``args.backend`` made from the flags; imports that backend's module only."""
+    module = importlib.import_module(BACKENDS[args.backend].module)
+    backend: Backend = module.make(args, domains)
+    return backend
+
+
+def check_count(backend: Backend, nameservers: Sequence[Nameserver]) -> None:
+    """Raise :class:`TooManyNameservers` when ``backend`` cannot take that many."""
+    if len(nameservers) > backend.max_nameservers:
+        raise TooManyNameservers(f"'nameservers' has {len(nameservers)} entries; the {backend.name} backend "
+                                 f"forwards to at most {backend.max_nameservers}")

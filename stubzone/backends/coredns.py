@@ -1,0 +1,108 @@
+"""``--backend coredns``: one CoreDNS server block per federation in a ConfigMap (docs/stubzone.md).
+
+Federation F is the key ``F.server`` of ConfigMap ``kube-system/coredns-feddns``
+(``--configmap``), holding the block rendered by
+:func:`stubzone.backends.corefile.render`: forward ``F.svc.<zone>`` to the
+nameservers, tagging each query with EDNS0 option 0xFEDD = ``--cluster``.
+The CoreDNS pods mount that ConfigMap at ``/etc/coredns/feddns`` and their
+Corefile has one more line, ``import /etc/coredns/feddns/*.server``; the
+``reload`` plugin re-reads the Corefile with its imports and applies a
+change without a restart (deploy/cluster-dns/coredns/).
+
+Keys not named ``<label>.server`` are never touched; every write is a
+``resourceVersion``-guarded replace of the whole ConfigMap
+(:mod:`stubzone.backends.configmap`), so a concurrent writer's keys survive.
+GET reads the ConfigMap and parses the blocks back: what CoreDNS would load.
+"""
+
+import argparse
+import logging
+from collections.abc import Sequence
+
+from feddns import names
+from feddns.errors import ConfigError
+from stubzone.backends import Backend
+from stubzone.backends.configmap import ConfigMapStore, Data, client_configuration, parse_reference
+from stubzone.backends.corefile import CorefileError, forward_targets, parse, render
+from stubzone.model import Nameserver, StubDomains, StubZone
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONFIGMAP = "kube-system/coredns-feddns"
+MAX_NAMESERVERS = 15
+"""CoreDNS's forward plugin takes at most 15 upstreams."""
+SUFFIX = ".server"
+
+
+def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
+    """The backend of ``--backend coredns``; loads the kubeconfig (or the service account) now."""
+    cluster = str(args.cluster)
+    if cluster.startswith("0x"):
+        raise ConfigError(f"--cluster {cluster!r}: CoreDNS reads a value starting with 0x as hex; rename the cluster")
+    namespace, name = parse_reference(args.configmap or DEFAULT_CONFIGMAP)
+    configuration = client_configuration(args.kubeconfig, args.kube_context)
+    return CoreDNSBackend(ConfigMapStore(namespace, name, configuration, args.backend_timeout), domains, cluster)
+
+
+class CoreDNSBackend:
+    """Server blocks ``F.server`` in one ConfigMap, tagged with ``cluster``."""
+
+    name = "coredns"
+    max_nameservers = MAX_NAMESERVERS
+
+    def __init__(self, store: ConfigMapStore, domains: StubDomains, cluster: str) -> None:
+        self.store = store
+        self.domains = domains
+        self.cluster = cluster
+        self.where = store.where
+
+    async def list(self) -> list[StubZone]:
+        data, _ = await self.store.read()
+        return [self._zone(key[: -len(SUFFIX)], text) for key, text in sorted(data.items()) if _federation(key)]
+
+    async def get(self, federation: str) -> StubZone | None:
+        data, _ = await self.store.read()
+        text = data.get(federation + SUFFIX)
+        return self._zone(federation, text) if text is not None else None
+
+    async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
+        key = federation + SUFFIX
+        text = render(federation, self.domains.stub_domain(federation), self.cluster, tuple(nameservers))
+
+        def change(data: Data) -> Data:
+            return {**data, key: text}
+
+        before, _ = await self.store.update(change)
+        return self.domains.zone(federation, tuple(nameservers)), before.get(key) != text
+
+    async def delete(self, federation: str) -> StubZone | None:
+        key = federation + SUFFIX
+
+        def change(data: Data) -> Data:
+            return {k: v for k, v in data.items() if k != key}
+
+        before, _ = await self.store.update(change)
+        return self._zone(federation, before[key]) if key in before else None
+
+    async def ping(self) -> str:
+        _, version = await self.store.read()
+        return f"{self.where} resourceVersion {version}" if version else f"{self.where} not created yet"
+
+    async def close(self) -> None:
+        self.store.close()
+
+    def _zone(self, federation: str, text: str) -> StubZone:
+        """F's zone from its block; a block that does not parse as ours shows no nameservers (and is logged)."""
+        try:
+            (block,) = parse(text).blocks
+            if block.keys != (self.domains.stub_domain(federation) + ":53",):
+                raise ValueError(f"server block keys {' '.join(block.keys)} are not {federation}'s stub domain")
+            nameservers = forward_targets(block)
+        except (CorefileError, ValueError) as exc:
+            log.warning("%s key %s%s is not a block feddns stubzone writes: %s", self.where, federation, SUFFIX, exc)
+            nameservers = ()
+        return self.domains.zone(federation, nameservers)
+
+
+def _federation(key: str) -> bool:
+    return key.endswith(SUFFIX) and names.is_label(key[: -len(SUFFIX)])

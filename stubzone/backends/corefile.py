@@ -1,0 +1,188 @@
+"""CoreDNS server blocks: rendered from a template, and read back with a small Corefile parser.
+
+The block the ``coredns`` backend writes for federation F (docs/reference.md
+section 5)::
+
+    F.svc.federation.:53 {
+        errors
+        rewrite edns0 local set 0xfedd <cluster>
+        forward . <nameservers>
+        cache 30
+    }
+
+The parser knows the part of the Corefile grammar (CoreDNS's fork of the
+Caddyfile) that such files use: tokens separated by blanks, ``#`` comments,
+double-quoted tokens, one directive per line, ``{`` ending the line that
+opens a block and ``}`` alone on the line that closes it, and top-level
+``import PATTERN`` lines. It is strict where CoreDNS would be lenient, so
+what it accepts CoreDNS accepts too. It is used to read back what a
+ConfigMap holds (GET) and, in tests, to check that every rendered block and
+the shipped Corefile change parse.
+"""
+
+from dataclasses import dataclass
+from string import Template
+
+from feddns.errors import FeddnsError
+from stubzone.model import Nameserver
+
+TAG_OPTION = 0xFEDD
+"""EDNS0 option code carrying the asking cluster's name (docs/reference.md section 3)."""
+
+TEMPLATE = Template("""\
+# Written by feddns stubzone for cluster $cluster; each POST /federations/$federation rewrites it.
+$stub_domain:53 {
+    errors
+    rewrite edns0 local set 0x$option $cluster
+    forward . $nameservers
+    cache 30
+}
+""")
+
+
+class CorefileError(FeddnsError, ValueError):
+    """Text that is not a Corefile; the message names the line."""
+
+
+def render(federation: str, stub_domain: str, cluster: str, nameservers: tuple[Nameserver, ...]) -> str:
+    """F's server block; ``cluster`` is a DNS label (never starting with ``0x``: CoreDNS would read hex)."""
+    return TEMPLATE.substitute(federation=federation, stub_domain=stub_domain, cluster=cluster,
+                               option=f"{TAG_OPTION:x}", nameservers=" ".join(ns.host_port() for ns in nameservers))
+
+
+@dataclass(frozen=True)
+class Directive:
+    """One directive line: its name, its arguments and, when it opens one, its block."""
+
+    name: str
+    args: tuple[str, ...]
+    block: tuple["Directive", ...] | None
+    line: int
+
+
+@dataclass(frozen=True)
+class ServerBlock:
+    """A server block: its keys (``zone:port``, ...) and its directives in order."""
+
+    keys: tuple[str, ...]
+    directives: tuple[Directive, ...]
+
+    def directive(self, name: str) -> list[Directive]:
+        """The directives called ``name``, in order."""
+        return [directive for directive in self.directives if directive.name == name]
+
+
+@dataclass(frozen=True)
+class Corefile:
+    """The server blocks of a Corefile, and the patterns of its top-level ``import`` lines."""
+
+    blocks: tuple[ServerBlock, ...]
+    imports: tuple[str, ...]
+
+
+Line = tuple[int, list[str]]
+
+
+def tokenize(text: str) -> list[Line]:
+    """``[(line number, tokens)]`` for each line with tokens (``{`` and ``}`` are blank-separated tokens).
+
+    Raises :class:`CorefileError` for an unterminated quote.
+    """
+    lines: list[Line] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        tokens = _line_tokens(raw, number)
+        if tokens:
+            lines.append((number, tokens))
+    return lines
+
+
+def _line_tokens(raw: str, number: int) -> list[str]:
+    tokens: list[str] = []
+    current: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(raw):
+        char = raw[i]
+        if quoted:
+            if char == "\\" and i + 1 < len(raw):
+                i += 1
+                current.append(raw[i])
+            elif char == '"':
+                quoted = False
+            else:
+                current.append(char)
+        elif char == '"':
+            quoted = True
+        elif char == "#" and not current:
+            break
+        elif char.isspace():
+            _flush(current, tokens)
+        else:
+            current.append(char)
+        i += 1
+    if quoted:
+        raise CorefileError(f"line {number}: unterminated quote")
+    _flush(current, tokens)
+    return tokens
+
+
+def _flush(current: list[str], tokens: list[str]) -> None:
+    if current:
+        tokens.append("".join(current))
+        current.clear()
+
+
+def parse(text: str) -> Corefile:
+    """The server blocks of ``text``; raises :class:`CorefileError` naming the first bad line."""
+    lines = tokenize(text)
+    blocks: list[ServerBlock] = []
+    imports: list[str] = []
+    position = 0
+    while position < len(lines):
+        number, tokens = lines[position]
+        if tokens[0] == "import":
+            if len(tokens) != 2:
+                raise CorefileError(f"line {number}: import takes one file or glob pattern")
+            imports.append(tokens[1])
+            position += 1
+            continue
+        if tokens[-1] != "{" or len(tokens) < 2:
+            raise CorefileError(f"line {number}: expected server block keys followed by '{{'")
+        keys = tuple(key for token in tokens[:-1] for key in token.split(",") if key)
+        _check_braces(number, tokens[:-1])
+        directives, position = _parse_block(lines, position + 1, number)
+        blocks.append(ServerBlock(keys, tuple(directives)))
+    return Corefile(tuple(blocks), tuple(imports))
+
+
+def _parse_block(lines: list[Line], position: int, opened: int) -> tuple[list[Directive], int]:
+    """The directives from ``position`` up to the matching ``}``; returns them and the position after it."""
+    directives: list[Directive] = []
+    while position < len(lines):
+        number, tokens = lines[position]
+        if tokens == ["}"]:
+            return directives, position + 1
+        if "}" in tokens:
+            raise CorefileError(f"line {number}: '}}' must be alone on its line")
+        if tokens[-1] == "{":
+            _check_braces(number, tokens[:-1])
+            inner, position = _parse_block(lines, position + 1, number)
+            directives.append(Directive(tokens[0], tuple(tokens[1:-1]), tuple(inner), number))
+            continue
+        _check_braces(number, tokens)
+        directives.append(Directive(tokens[0], tuple(tokens[1:]), None, number))
+        position += 1
+    raise CorefileError(f"line {opened}: '{{' is never closed")
+
+
+def _check_braces(number: int, tokens: list[str]) -> None:
+    if "{" in tokens or "}" in tokens:
+        raise CorefileError(f"line {number}: '{{' must end its line and '}}' stand alone (one directive per line)")
+
+
+def forward_targets(block: ServerBlock) -> tuple[Nameserver, ...]:
+    """The nameservers of the block's ``forward . TO...`` line; raises ``ValueError`` when it has none."""
+    forwards = [d for d in block.directive("forward") if d.args[:1] == (".",)]
+    if len(forwards) != 1 or len(forwards[0].args) < 2:
+        raise ValueError("no single 'forward . TO...' line")
+    return tuple(Nameserver.parse(target.removeprefix("dns://")) for target in forwards[0].args[1:])

@@ -1,0 +1,353 @@
+"""``--backend skydns``: SkyDNS stub keys in its etcd, over etcd's v2 API (docs/stubzone.md).
+
+SkyDNS started with ``-stubzones`` reads every key under
+``/<path-prefix>/<reversed domain>/dns/stub/`` as a nameserver
+``{"host": IP, "port": N}`` (port 0 or missing means 53, non-IP hosts are
+skipped) of the stub domain named by the key's directory, and watches that
+prefix. For cluster domain ``cluster.local.`` and federation zone
+``federation.``, federation F's nameservers are the keys
+``/skydns/local/cluster/dns/stub/federation/svc/F/ns<i>`` (docs/reference.md
+section 5). Released SkyDNS images and kube2sky read and write etcd's **v2**
+key space, which etcd 3.x serves when started with ``--enable-v2``; this
+module speaks it as plain HTTP (``PUT``/``GET``/``DELETE /v2/keys/...``).
+:mod:`stubzone.backends.skydns_etcd3` writes the v3 key space instead, for
+SkyDNS builds with ``-etcd3`` (``--skydns-etcd-api v3``).
+
+etcd v2 has no multi-key transaction, so a change is a sequence of
+compare-and-swap writes, each guarded by the ``modifiedIndex`` read just
+before (``prevIndex``; ``prevExist=false`` to create). ``ns1`` is written
+last, always, as the commit: when another writer committed in between, that
+compare fails, the change is read again and redone. So when concurrent
+writers are done, F holds exactly one writer's list, never a mix. A failure in
+the middle can leave some keys written: the answer is 503 saying so, and
+the client's retry (POST is idempotent) completes the change.
+"""
+
+import argparse
+import asyncio
+import ipaddress
+import json
+import logging
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from feddns import names
+from feddns.errors import ConfigError
+from feddns.hostport import parse_etcd_url
+from stubzone.backends import Backend, BackendUnavailable
+from stubzone.model import DEFAULT_PORT, Nameserver, StubDomains, StubZone
+
+log = logging.getLogger(__name__)
+
+MAX_NAMESERVERS = 16
+CONFLICT_RETRIES = 8
+"""How often a change is read again and redone when another writer changed F meanwhile."""
+DEFAULT_ETCD = "http://127.0.0.1:2379"
+
+_NS_KEY = re.compile(r"^ns(\d*)$")
+
+
+def _reversed_labels(zone: str) -> str:
+    return "/".join(reversed(zone.rstrip(".").split(".")))
+
+
+class SkyDNSLayout:
+    """Key paths of the stub domains of ``domains`` for a SkyDNS whose ``-domain`` is the cluster domain.
+
+    ``prefix`` is ``/`` plus SkyDNS's ``-path-prefix`` (default ``/skydns``).
+    """
+
+    def __init__(self, domains: StubDomains, prefix: str = "/skydns") -> None:
+        self.domains = domains
+        self.stub_root = f"{prefix.rstrip('/')}/{_reversed_labels(domains.cluster_domain)}/dns/stub/"
+        self.federations_dir = f"{self.stub_root}{_reversed_labels(domains.federation_zone)}/svc/"
+
+    def directory(self, federation: str) -> str:
+        """``.../dns/stub/federation/svc/F/``: the directory of F's ``ns*`` keys."""
+        return f"{self.federations_dir}{federation}/"
+
+    def keys(self, federation: str, nameservers: Sequence[Nameserver]) -> dict[str, bytes]:
+        """``{".../F/ns1": value, ...}``: the keys that program F with ``nameservers``, in order."""
+        directory = self.directory(federation)
+        return {f"{directory}ns{i}": skydns_value(ns) for i, ns in enumerate(nameservers, 1)}
+
+    def split(self, key: str) -> tuple[str, str] | None:
+        """``(federation, leaf)`` for a nameserver key ``<federations_dir>F/ns<i>``, else ``None``.
+
+        Keys deeper down are other stub domains (``x.F.svc...``), and leaves not
+        named ``ns`` plus digits are not ours; both are ``None``.
+        """
+        if not key.startswith(self.federations_dir):
+            return None
+        parts = key[len(self.federations_dir):].split("/")
+        if len(parts) != 2 or not names.is_label(parts[0]):
+            return None
+        return (parts[0], parts[1]) if _NS_KEY.match(parts[1]) else None
+
+    def zone(self, federation: str, found: dict[str, bytes]) -> StubZone:
+        """F's zone from its ``ns*`` keys, in ``ns`` number order; values SkyDNS would skip are skipped."""
+        nameservers = []
+        for key in sorted(found, key=leaf_order):
+            try:
+                nameservers.append(from_skydns(found[key]))
+            except ValueError as exc:
+                log.warning("%s: value %r skipped (SkyDNS skips it too): %s", key, found[key][:200], exc)
+        return self.domains.zone(federation, tuple(nameservers))
+
+    def zones(self, found: dict[str, bytes]) -> list[StubZone]:
+        """Every federation among ``found``'s keys, sorted by name."""
+        by_federation: defaultdict[str, dict[str, bytes]] = defaultdict(dict)
+        for key, value in found.items():
+            if (split := self.split(key)) is not None:
+                by_federation[split[0]][key] = value
+        return [self.zone(federation, by_federation[federation]) for federation in sorted(by_federation)]
+
+
+def leaf_order(key: str) -> tuple[int, str]:
+    """``ns2`` before ``ns10``: by the number after ``ns``, then by name."""
+    digits = _NS_KEY.match(key.rsplit("/", 1)[-1])
+    number = digits.group(1) if digits else ""
+    return (int(number) if number else 0, key)
+
+
+def skydns_value(nameserver: Nameserver) -> bytes:
+    """The etcd value SkyDNS reads (its ``msg.Service``): ``{"host":"1.2.3.4","port":53}``."""
+    return json.dumps({"host": str(nameserver.address), "port": nameserver.port}, separators=(",", ":")).encode()
+
+
+def from_skydns(value: bytes) -> Nameserver:
+    """Parse a stub key's value as SkyDNS does; raises ``ValueError`` when SkyDNS would skip it."""
+    service = json.loads(value)
+    if not isinstance(service, dict) or not isinstance(service.get("host"), str):
+        raise ValueError("not a JSON object with a string 'host'")  # noqa: TRY004 - SkyDNS skips it: a value error
+    port = service.get("port") or DEFAULT_PORT
+    if not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"port {port!r} is not 1-65535")
+    return Nameserver(ipaddress.ip_address(service["host"]), port)
+
+
+def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
+    """The backend of ``--backend skydns``: v2 unless ``--skydns-etcd-api v3``."""
+    prefix = args.etcd_prefix or "/skydns"
+    if not prefix.startswith("/"):
+        raise ConfigError(f"--etcd-prefix {prefix!r} must start with '/'")
+    urls = args.etcd or [DEFAULT_ETCD]
+    layout = SkyDNSLayout(domains, prefix)
+    if args.skydns_etcd_api == "v3":
+        from stubzone.backends import skydns_etcd3  # aetcd and gRPC only for this choice
+
+        return skydns_etcd3.SkyDNSEtcd3(urls, layout, args.backend_timeout)
+    return SkyDNSEtcd2(urls, layout, args.backend_timeout)
+
+
+class CompareFailed(Exception):
+    """A guarded v2 write found another value than the one read (etcd error 101, 105, or 100)."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One v2 leaf: its value and ``modifiedIndex``."""
+
+    value: bytes
+    index: int
+
+
+class SkyDNSEtcd2:
+    """Reads and programs SkyDNS stub domains through etcd's v2 HTTP API.
+
+    ``urls`` are ``http://host:port`` client URLs, each tried once per call in
+    turn; ``timeout`` (seconds) bounds each HTTP request.
+    """
+
+    name = "skydns"
+    max_nameservers = MAX_NAMESERVERS
+
+    def __init__(self, urls: list[str], layout: SkyDNSLayout, timeout: float) -> None:
+        self.endpoints = [f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+                          for host, port in map(parse_etcd_url, urls)]
+        self.layout = layout
+        self.timeout = timeout
+        self._current = 0
+        self._session: aiohttp.ClientSession | None = None
+        # Writes from this process take turns (they are rare: clusters joining); the
+        # compare-and-swap guards order writers in other processes. One lock, not one per
+        # federation: a client posting many names must not grow memory.
+        self._writing = asyncio.Lock()
+
+    async def list(self) -> list[StubZone]:
+        """Every federation with at least one ``ns*`` key, sorted by name."""
+        _, tree = await self._get(self.layout.federations_dir, recursive=True)
+        return self.layout.zones({key: node.value for key, node in tree.items()})
+
+    async def get(self, federation: str) -> StubZone | None:
+        """F's zone, read from etcd, or ``None`` when F has no ``ns*`` key."""
+        found = await self._read(federation)
+        return self.layout.zone(federation, {k: n.value for k, n in found.items()}) if found else None
+
+    async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
+        """Make F's ``ns*`` keys exactly ``ns1..nsN`` = ``nameservers``; idempotent."""
+        desired = self.layout.keys(federation, nameservers)
+        async with self._writing:
+            found = await self._converge(federation, desired)
+        changed = {key: node.value for key, node in found.items()} != desired
+        return self.layout.domains.zone(federation, tuple(nameservers)), changed
+
+    async def delete(self, federation: str) -> StubZone | None:
+        """Remove F's ``ns*`` keys (and its directory when that leaves it empty)."""
+        async with self._writing:
+            found = await self._converge(federation, {})
+            if found:
+                try:
+                    await self._remove_empty_directory(federation)
+                except BackendUnavailable as exc:  # the keys are gone; an empty directory is harmless
+                    log.info("directory of %s not removed: %s", federation, exc)
+        return self.layout.zone(federation, {k: n.value for k, n in found.items()}) if found else None
+
+    async def ping(self) -> str:
+        """``etcd v2 index N``, read with the federations' directory."""
+        index, _ = await self._get(self.layout.federations_dir, recursive=False)
+        return f"etcd v2 index {index}"
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _read(self, federation: str) -> dict[str, Node]:
+        """F's ``ns*`` leaves (not deeper keys) with their indexes."""
+        _, tree = await self._get(self.layout.directory(federation), recursive=False)
+        return {key: node for key, node in tree.items() if self.layout.split(key) is not None}
+
+    async def _get(self, directory: str, *, recursive: bool) -> tuple[int, dict[str, Node]]:
+        """``(etcd index, {key: Node})`` of the leaves under ``directory`` (empty when it does not exist)."""
+        params = {"recursive": "true"} if recursive else {}
+        status, body, index = await self._request("GET", directory, params, write=False)
+        if status == 404:
+            return index, {}
+        if status != 200:
+            raise BackendUnavailable(f"etcd answered GET {directory} with {status}: {_message(body)}")
+        leaves: dict[str, Node] = {}
+        _collect(body.get("node", {}), leaves)
+        return index, leaves
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _converge(self, federation: str, desired: dict[str, bytes]) -> dict[str, Node]:
+        """Make F's ``ns*`` keys ``desired`` (see the module doc); returns what was found before."""
+        commit = f"{self.layout.directory(federation)}ns1"
+        wrote = False
+        for _ in range(CONFLICT_RETRIES):
+            found = await self._read(federation)
+            if {key: node.value for key, node in found.items()} == desired:
+                return found
+            try:
+                for key, node in found.items():
+                    if key not in desired and key != commit:
+                        wrote = True
+                        await self._delete(key, node.index)
+                for key, value in desired.items():
+                    if key != commit and (key not in found or found[key].value != value):
+                        wrote = True
+                        await self._put(key, value, found.get(key))
+                wrote = True
+                if commit in desired:
+                    await self._put(commit, desired[commit], found.get(commit))
+                elif commit in found:
+                    await self._delete(commit, found[commit].index)
+                return found
+            except CompareFailed:
+                log.info("%s changed while it was written; reading it again", self.layout.directory(federation))
+            except BackendUnavailable as exc:
+                exc.may_have_applied = exc.may_have_applied or wrote
+                raise
+        raise BackendUnavailable(f"{self.layout.directory(federation)} kept changing under concurrent writers",
+                                 may_have_applied=wrote)
+
+    async def _put(self, key: str, value: bytes, previous: Node | None) -> None:
+        guard = {"prevIndex": str(previous.index)} if previous else {"prevExist": "false"}
+        status, body, _ = await self._request("PUT", key, guard, write=True, value=value)
+        _check_write(status, body, f"PUT {key}")
+
+    async def _delete(self, key: str, index: int) -> None:
+        status, body, _ = await self._request("DELETE", key, {"prevIndex": str(index)}, write=True)
+        _check_write(status, body, f"DELETE {key}")
+
+    async def _remove_empty_directory(self, federation: str) -> None:
+        """Delete F's directory if it is empty now (etcd refuses otherwise: someone else's keys stay)."""
+        status, body, _ = await self._request("DELETE", self.layout.directory(federation).rstrip("/"),
+                                              {"dir": "true"}, write=True)
+        if status not in (200, 403, 404):  # 403: not empty (error 108)
+            log.info("directory of %s not removed: %s", federation, _message(body))
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    async def _request(self, method: str, key: str, params: dict[str, str], *, write: bool,
+                       value: bytes | None = None) -> tuple[int, dict[str, Any], int]:
+        """``(status, JSON body, X-Etcd-Index)`` from the first endpoint that answers.
+
+        A request that may have reached etcd (a write sent, then the connection
+        dropped or timed out) is not tried on another endpoint: it raises
+        :class:`BackendUnavailable` with ``may_have_applied``.
+        """
+        failure = ""
+        for _ in self.endpoints:
+            url = f"{self.endpoints[self._current]}/v2/keys{quote(key)}"
+            data = {"value": value.decode()} if value is not None else None
+            try:
+                async with self._client().request(method, url, params=params, data=data) as response:
+                    body = await response.json(content_type=None)
+                    index = int(response.headers.get("X-Etcd-Index", "0"))
+                    return response.status, body if isinstance(body, dict) else {}, index
+            except aiohttp.ClientConnectorError as exc:  # never connected: nothing sent
+                failure = str(exc)
+            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                if write:
+                    raise BackendUnavailable(f"etcd {self.endpoints[self._current]}: {method} {key}: "
+                                             f"{_describe(exc)}", may_have_applied=True) from exc
+                failure = _describe(exc)
+            log.warning("etcd %s: %s", self.endpoints[self._current], failure)
+            self._current = (self._current + 1) % len(self.endpoints)
+        raise BackendUnavailable(f"etcd cannot be reached: {failure}")
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            # A new connection per request: no stale keep-alive connection after an etcd restart.
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True),
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+            )
+        return self._session
+
+
+def _collect(node: dict[str, Any], leaves: dict[str, Node]) -> None:
+    """Add the leaves of a v2 ``node`` (recursively) to ``leaves``."""
+    if node.get("dir"):
+        for child in node.get("nodes", []):
+            _collect(child, leaves)
+    elif isinstance(node.get("key"), str) and isinstance(node.get("value"), str):
+        leaves[node["key"]] = Node(node["value"].encode(), int(node.get("modifiedIndex", 0)))
+
+
+def _check_write(status: int, body: dict[str, Any], what: str) -> None:
+    """Raise :class:`CompareFailed` for a failed guard, :class:`BackendUnavailable` for any other refusal."""
+    if status in (200, 201):
+        return
+    if body.get("errorCode") in (100, 101, 105):  # not found, compare failed, already exists
+        raise CompareFailed(_message(body))
+    raise BackendUnavailable(f"etcd refused {what} with {status}: {_message(body)}", may_have_applied=False)
+
+
+def _message(body: dict[str, Any]) -> str:
+    return f"{body.get('message', 'no message')} ({body.get('cause', '')})"
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,147 @@
+"""``--backend skydns --skydns-etcd-api v3``: the SkyDNS stub keys in etcd's v3 key space.
+
+For SkyDNS builds started with ``-etcd3`` (the fork inside kube-dns; released
+SkyDNS images read v2, :mod:`stubzone.backends.skydns`). Same keys and values.
+
+Each request opens an etcd client, reads, and (for a change) commits one
+transaction guarded by the directory's revision, so a failed or concurrent
+request never leaves a mix of two configurations: either all of a POST's
+keys are written and the stale ones deleted, or nothing changes.
+"""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import aetcd
+
+from feddns.etcd import Endpoints, EtcdError, prefix_range_end
+from stubzone.backends import BackendUnavailable
+from stubzone.backends.skydns import MAX_NAMESERVERS, SkyDNSLayout
+from stubzone.model import Nameserver, StubZone
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CONFLICT_RETRIES = 5
+"""How often a change is re-read and retried when another writer changed the directory meanwhile."""
+
+
+class SkyDNSEtcd3:
+    """Reads and programs stub domains in the cluster's SkyDNS etcd v3 key space.
+
+    ``urls`` are the etcd client URLs, each tried once per call; ``timeout``
+    (seconds) bounds each etcd call. Every method raises
+    :class:`BackendUnavailable` when no endpoint answers.
+    """
+
+    name = "skydns"
+    max_nameservers = MAX_NAMESERVERS
+
+    def __init__(self, urls: list[str], layout: SkyDNSLayout, timeout: float) -> None:
+        self.endpoints = Endpoints(urls, timeout=timeout)
+        self.layout = layout
+        # Writes from this process take turns: racing them only to let the etcd guard
+        # below sort them out made concurrent POSTs run out of retries (503) under load.
+        # The guard stays for writers in other processes. One lock, not one per
+        # federation: a client posting many names must not grow memory.
+        self._writing = asyncio.Lock()
+
+    async def list(self) -> list[StubZone]:
+        """Every programmed federation, sorted by name."""
+        _, found = await self._with_client(lambda client: self._read(client, self.layout.federations_dir))
+        return self.layout.zones(found)
+
+    async def get(self, federation: str) -> StubZone | None:
+        """F's stub zone, or ``None`` when F has no ``ns*`` key."""
+        _, found = await self._with_client(lambda client: self._read(client, self.layout.directory(federation)))
+        return self.layout.zone(federation, found) if found else None
+
+    async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
+        """Make ``ns1``..``nsN`` of F exactly ``nameservers``; returns the zone and whether etcd changed."""
+        directory = self.layout.directory(federation)
+        desired = self.layout.keys(federation, nameservers)
+        async with self._writing:
+            found = await self._with_client(lambda client: self._converge(client, directory, desired))
+        return self.layout.domains.zone(federation, tuple(nameservers)), found != desired
+
+    async def delete(self, federation: str) -> StubZone | None:
+        """Remove F's ``ns*`` keys; returns what was programmed, ``None`` when nothing was."""
+        directory = self.layout.directory(federation)
+        async with self._writing:
+            removed = await self._with_client(lambda client: self._converge(client, directory, {}))
+        return self.layout.zone(federation, removed) if removed else None
+
+    async def ping(self) -> str:
+        """``etcd revision N``, read with the federations' range."""
+        revision, _ = await self._with_client(lambda client: self._read(client, self.layout.federations_dir))
+        return f"etcd revision {revision}"
+
+    async def close(self) -> None:
+        """Nothing to release: each call has its own client."""
+
+    async def _with_client(self, operation: Callable[[aetcd.Client], Awaitable[T]]) -> T:
+        """Run ``operation`` with a fresh client, trying each endpoint once.
+
+        A fresh client per request keeps no state across requests and skips
+        gRPC's reconnect back-off after an etcd outage (up to 120 s). A
+        transaction either committed or did not: when the connection fails
+        while one is in flight, the answer says it may have been applied.
+        """
+        failure: Exception | None = None
+        for _ in self.endpoints.addresses:
+            try:
+                async with self.endpoints.client() as client:
+                    return await operation(client)
+            except EtcdError as exc:
+                failure = exc
+                log.warning("etcd %s: %s", self.endpoints.current, exc)
+                self.endpoints.failover()
+        raise BackendUnavailable(f"etcd cannot be reached: {failure}")
+
+    async def _read(self, client: aetcd.Client, prefix: str) -> tuple[int, dict[str, bytes]]:
+        """``(revision, {key: value})`` of the nameserver keys under ``prefix``.
+
+        A key that is not UTF-8 is nobody's nameserver here (and could not be
+        deleted by its decoded name), so it is left out.
+        """
+        start = prefix.encode()
+        response = await client.get_range(start, prefix_range_end(start))
+        found = {}
+        for kv in response.kvs:
+            try:
+                key = kv.key.decode()
+            except UnicodeDecodeError:
+                continue
+            if self.layout.split(key):
+                found[key] = kv.value
+        return response.header.revision, found
+
+    async def _converge(self, client: aetcd.Client, directory: str, desired: dict[str, bytes]) -> dict[str, bytes]:
+        """Make F's ``ns*`` keys ``desired`` in one transaction; returns the keys found before.
+
+        The transaction only commits when no key under ``directory`` changed
+        since the read (every ``mod_revision`` at most the read's revision);
+        otherwise it re-reads, up to :data:`CONFLICT_RETRIES` times.
+        """
+        for _ in range(CONFLICT_RETRIES):
+            revision, found = await self._read(client, directory)
+            if found == desired:
+                return found
+            start = directory.encode()
+            guard = client.transactions.mod(start, prefix_range_end(start)) < revision + 1
+            stale = [key for key in found if key not in desired]
+            operations = [client.transactions.delete(key.encode()) for key in stale]
+            operations += [client.transactions.put(key.encode(), value) for key, value in desired.items()]
+            try:
+                succeeded, _ = await client.transaction(compare=[guard], success=operations, failure=[])
+            except EtcdError as exc:
+                raise BackendUnavailable(f"etcd {self.endpoints.current}: transaction on {directory}: {exc}",
+                                         may_have_applied=True) from exc
+            if succeeded:
+                log.debug("%s: %d keys written, %d deleted", directory, len(desired), len(stale))
+                return found
+            log.info("%s changed since revision %d; reading it again", directory, revision)
+        raise BackendUnavailable(f"{directory} kept changing under concurrent writers")

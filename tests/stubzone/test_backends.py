@@ -1,0 +1,147 @@
+"""What every backend does (docs/reference.md section 5), against the real store behind it.
+
+coredns and kube-dns: the fake API server (ConfigMaps, resourceVersion);
+skydns: a real etcd 3.4, v2 and v3 key spaces; unbound: a real unbound
+programmed through unbound-control. Each test reads the store directly
+(tests/stubzone/stores.py), never through the endpoint alone.
+"""
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from tests.stubzone.stores import BACKENDS, Store, make_store
+from tests.stubzone.support import StubzoneProcess
+from tests.support.ports import wait_until
+
+FIRST = ["192.0.2.1", "192.0.2.2:5353", "[2001:db8::1]:5353"]
+SECOND = ["198.51.100.7"]
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
+    made = make_store(request.param, tmp_path)
+    yield made
+    made.close()
+
+
+def post(server: StubzoneProcess, federation: str, nameservers: list[str]) -> int:
+    answer = server.request("POST", f"/federations/{federation}", {"nameservers": nameservers})
+    assert answer.status == 200, answer
+    return answer.status
+
+
+def test_post_get_list_delete_read_back_from_the_store(pki, store: Store):
+    with StubzoneProcess(pki, *store.args()) as server:
+        answer = server.request("POST", "/federations/myfederation", {"nameservers": FIRST})
+        assert answer.status == 200, answer
+        assert answer.body == {"federation": "myfederation", "stubDomain": "myfederation.svc.federation.",
+                               "nameservers": FIRST}
+        assert store.stored("myfederation") == FIRST
+        assert server.request("GET", "/federations/myfederation").body == answer.body
+        post(server, "other", SECOND)
+        listed = server.request("GET", "/federations").body["federations"]
+        assert [(zone["federation"], zone["nameservers"]) for zone in listed] == [
+            ("myfederation", FIRST), ("other", SECOND)]
+        deleted = server.request("DELETE", "/federations/myfederation")
+        assert deleted.status == 200 and deleted.body["nameservers"] == FIRST
+        assert store.stored("myfederation") is None
+        assert store.stored("other") == SECOND
+        assert server.request("GET", "/federations/myfederation").status == 404
+        assert server.request("DELETE", "/federations/myfederation").status == 404
+        health = server.request("GET", "/healthz")
+        assert health.status == 200 and health.body["backend"] == store.name.split("-v")[0]
+
+
+def test_post_is_idempotent(pki, store: Store):
+    with StubzoneProcess(pki, *store.args()) as server:
+        post(server, "same", FIRST)
+        version = store.version()
+        log_start = len(server.lines)
+        post(server, "same", FIRST)
+        assert store.version() == version
+        server.wait_for_log(r"POST /federations/same .*status=200 .*\(unchanged\)", start=log_start)
+        post(server, "same", SECOND)
+        assert store.version() != version and store.stored("same") == SECOND
+
+
+def test_get_reads_the_store_not_a_copy(pki, store: Store):
+    """A second endpoint's change shows at once in the first one's GET."""
+    with StubzoneProcess(pki, *store.args()) as first, StubzoneProcess(pki, *store.args()) as second:
+        post(first, "fed", FIRST)
+        post(second, "fed", SECOND)
+        assert first.request("GET", "/federations/fed").body["nameservers"] == SECOND
+        assert second.request("DELETE", "/federations/fed").status == 200
+        assert first.request("GET", "/federations/fed").status == 404
+
+
+def test_state_survives_restarts_of_the_endpoint_and_the_cluster_dns(pki, store: Store):
+    with StubzoneProcess(pki, *store.args()) as server:
+        post(server, "kept", FIRST)
+        store.stop()
+        store.start()
+        server.restart()
+        assert store.stored("kept") == FIRST
+        answer = server.request("GET", "/federations/kept")
+        assert answer.status == 200 and answer.body["nameservers"] == FIRST
+
+
+def test_unreachable_store_gives_503_and_changes_nothing(pki, store: Store):
+    with StubzoneProcess(pki, *store.args()) as server:
+        post(server, "fed", FIRST)
+        store.stop()
+        try:
+            for method, path in (("POST", "/federations/fed"), ("POST", "/federations/new"),
+                                 ("DELETE", "/federations/fed"), ("GET", "/federations"), ("GET", "/healthz")):
+                answer = server.request(method, path, {"nameservers": SECOND})
+                assert answer.status == 503, (method, answer)
+                assert answer.body["mayHaveApplied"] is False, answer
+                assert answer.body["error"].endswith("nothing was changed" + (
+                    f"; {method} is idempotent, so retry it" if method != "GET" else ""))
+        finally:
+            store.start()
+        assert store.stored("fed") == FIRST
+        assert store.stored("new") is None
+        wait_until(lambda: server.request("GET", "/healthz").status == 200, timeout=10, what="healthz 200")
+        post(server, "fed", SECOND)
+        assert store.stored("fed") == SECOND
+
+
+def test_entries_the_endpoint_did_not_write_are_kept(pki, store: Store):
+    with StubzoneProcess(pki, *store.args()) as server:
+        post(server, "shared", FIRST)
+        store.add_foreign()
+        post(server, "shared", SECOND)
+        post(server, "another", FIRST)
+        assert server.request("DELETE", "/federations/another").status == 200
+        assert store.foreign_kept()
+        assert [zone["federation"] for zone in server.request("GET", "/federations").body["federations"]] == ["shared"]
+
+
+def test_two_endpoint_processes_posting_at_once_lose_nothing(pki, store: Store):
+    """Two replicas, 16 concurrent POSTs: every federation is stored, and the one both
+    programmed holds exactly one of the lists they sent."""
+    lists = {name: [f"192.0.2.{i}", f"198.51.100.{i}:5353"] for i, name in enumerate("abcdefgh", 1)}
+    contested = [[f"203.0.113.{i}"] * 1 + [f"203.0.113.{i + 100}"] for i in range(1, 7)]
+    with StubzoneProcess(pki, *store.args()) as one, StubzoneProcess(pki, *store.args()) as two:
+        statuses: list[int] = []
+
+        def send(server: StubzoneProcess, federation: str, nameservers: list[str]) -> None:
+            body = {"nameservers": nameservers}
+            statuses.append(server.request("POST", f"/federations/{federation}", body).status)
+
+        jobs = [(one if i % 2 else two, name, ns) for i, (name, ns) in enumerate(lists.items())]
+        jobs += [(one if i % 2 else two, "contested", ns) for i, ns in enumerate(contested)]
+        threads = [threading.Thread(target=send, args=job) for job in jobs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert statuses == [200] * len(jobs)
+        for name, nameservers in lists.items():
+            assert store.stored(name) == nameservers, name
+        assert store.stored("contested") in contested
+        listed = {zone["federation"] for zone in two.request("GET", "/federations").body["federations"]}
+        assert listed == {*lists, "contested"}
+
