@@ -39,8 +39,9 @@ SYNCED = {
     "myns/myservice/foo": MYSERVICE_FOO,
     "myns/myservice/bar": MYSERVICE_BAR,
     "shop/cart/bar": CART_BAR,
-    "_clusters/foo": {"zone": "us-central1-a", "region": "us-central1", "cidrs": ["10.0.0.0/14"]},
-    "_clusters/bar": {"zone": "us-central1-b", "region": "us-central1"},
+    "_clusters/foo": {"zone": "us-central1-a", "region": "us-central1", "cidrs": ["10.0.0.0/14"],
+                      "podNetwork": "isolated"},
+    "_clusters/bar": {"zone": "us-central1-b", "region": "us-central1", "podNetwork": "isolated"},
 }
 
 
