@@ -24,7 +24,7 @@ from feddns import names
 from feddns.errors import ConfigError
 from feddns.etcd import Endpoints
 from feddns.keys import Layout
-from feddns.records import ClusterRecord, IPNetwork
+from feddns.records import POD_NETWORKS, ClusterRecord, IPNetwork
 
 DEFAULT_LABEL = "federation.feddns.io/name"
 DEFAULT_RESYNC_SECONDS = 300.0
@@ -33,7 +33,7 @@ MIN_LEASE_SECONDS = 2
 """etcd refuses shorter lease TTLs with its default election timeout."""
 
 _TOP_KEYS = ("federation", "etcd", "clusters", "selector", "resyncSeconds", "leaseSeconds", "external")
-_CLUSTER_KEYS = ("name", "kubeconfig", "context", "zone", "region", "cidrs")
+_CLUSTER_KEYS = ("name", "kubeconfig", "context", "zone", "region", "cidrs", "podNetwork")
 # A Kubernetes label key: an optional DNS subdomain prefix and "/", then a name
 # of up to 63 characters (k8s.io/apimachinery validation.IsQualifiedName).
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -46,7 +46,10 @@ class ClusterConfig:
 
     ``kubeconfig`` is a path, or ``None`` to run in-cluster (the pod's service
     account); ``context`` a context of that kubeconfig (``None``: its
-    current-context). ``zone``/``region``/``cidrs`` go to the cluster record.
+    current-context). ``zone``/``region``/``cidrs``/``pod_network`` go to the
+    cluster record; ``pod_network`` is ``"routable"`` when other clusters can
+    reach this cluster's pod IPs (then they are answered its headless Services'
+    endpoints), else ``"isolated"``.
     """
 
     name: str
@@ -55,10 +58,11 @@ class ClusterConfig:
     zone: str | None = None
     region: str | None = None
     cidrs: tuple[IPNetwork, ...] = ()
+    pod_network: str = "isolated"
 
     def record(self) -> ClusterRecord:
-        """The cluster record written at ``P/F/_clusters/C`` (CONTRACTS 4)."""
-        return ClusterRecord(zone=self.zone, region=self.region, cidrs=self.cidrs)
+        """The cluster record written at ``P/F/_clusters/C`` (docs/reference.md section 4)."""
+        return ClusterRecord(zone=self.zone, region=self.region, cidrs=self.cidrs, pod_network=self.pod_network)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +264,14 @@ def _cluster(raw: object, where: str) -> ClusterConfig:
         zone=_optional_string(item, "zone", where),
         region=_optional_string(item, "region", where),
         cidrs=_cidrs(item.get("cidrs", []), f"{where}.cidrs"),
+        pod_network=_pod_network(item.get("podNetwork", "isolated"), f"{where}.podNetwork"),
     )
+
+
+def _pod_network(raw: object, where: str) -> str:
+    if raw not in POD_NETWORKS:
+        raise ConfigError(f"{where}: must be one of {', '.join(POD_NETWORKS)}, not {_kind(raw)}")
+    return str(raw)
 
 
 def _cidrs(raw: object, where: str) -> tuple[IPNetwork, ...]:
