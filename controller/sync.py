@@ -253,7 +253,9 @@ class Syncer:
         """The record to write for ``key`` in ``view``'s cluster: its own, with the
         default policy when the service's shards set different policies."""
         record = view.shard(key)
-        if record is None or record.policy is DEFAULT_POLICY or self._agreed(key):
+        if record is None:
+            return None
+        if self._agreed(key) or record.policy == DEFAULT_POLICY:  # agreement looked at always: it may have changed
             return record
         return replace(record, policy=DEFAULT_POLICY)
 

@@ -25,7 +25,7 @@ from feddns.dns import answer
 from feddns.dns.answer import Tiers
 from feddns.dns.index import Federation, Node, NodeKind, ServiceId, Shard, pack_client
 from feddns.dns.weights import Draw
-from feddns.dns.wire import FormError, Query
+from feddns.dns.wire import MAX_NAME_BYTES, FormError, Query
 from feddns.records import DEFAULT_POLICY, FAILOVER, LOCALITY_WEIGHTED, WEIGHTED, Policy
 
 Source = tuple[bytes | None, bytes | None, bool]
@@ -312,6 +312,8 @@ def srv_answer(node: Node, source: str | None, base: bytes, ttl: int) -> Arrange
                 targets = [(bytes((len(name),)) + name.encode("ascii") + cluster_target, a4, a6, weight)
                            for name, (a4, a6) in shard.endpoints.names.items()]
             for target, a4, a6, srv_weight in targets:
+                if len(target) > MAX_NAME_BYTES:  # a name DNS cannot carry (RFC 1035 3.1)
+                    continue
                 record = answer.srv_rr(priority, srv_weight, port.port, target, ttl)
                 tier_units.append(([record], srv_weight or 1))
                 extra += _address_records(a4, 4, target, ttl) + _address_records(a6, 6, target, ttl)

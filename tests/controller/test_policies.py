@@ -112,6 +112,9 @@ def test_shards_that_disagree_get_the_default_logged_once_and_counted(etcd, etcd
         wait_shard(etcd, etcd_prefix, f"myns/myservice/{cluster}", lambda r: r.get("policy") == "failover")
     wait_answer(serve, QNAME, ["104.32.64.130", "10.0.3.64"], cluster="foo")
     assert controller.metric("feddns_controller_policy_conflicts_total") == 1
+    annotate(bar, "myservice", {})  # bar back to the default: foo's shard must lose its policy too
+    wait_shard(etcd, etcd_prefix, "myns/myservice/foo", lambda r: "policy" not in r)
+    assert controller.metric("feddns_controller_policy_conflicts_total") == 2
 
 
 @pytest.mark.parametrize(("annotations", "words"), [

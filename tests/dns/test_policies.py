@@ -11,7 +11,7 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
-from tests.dns.tables import Ask, a, check_groups, lines, over_network, srv
+from tests.dns.tables import Ask, a, check_groups, in_process, lines, make_responder, over_network, srv
 
 Z = "pol.svc.federation."
 
@@ -180,3 +180,15 @@ def test_srv_past_the_largest_tcp_message_keeps_what_fits(policy_server):
     assert len(reply.to_wire()) <= 65535
     udp = over_network(policy_server, False)(f"_http._tcp.{BIG}", "SRV", "a")
     assert udp.flags & dns.flags.TC
+
+
+def test_srv_targets_longer_than_a_dns_name_are_left_out():
+    """<hostname>.<cluster>.<svc>.<ns>.F.svc.Z of four 63-byte labels is past 255 bytes (RFC 1035 3.1)."""
+    long, cluster = "x" * 63, "c" * 63
+    records = (f"/f/{long}/{long}/{cluster}: {{endpoints: [{{ip: 10.0.0.1, hostname: {long}}}, {{ip: 10.0.0.2}}], "
+               f"ports: [{{name: http, port: 80}}]}}\n")
+    ask = in_process(make_responder(records), False)
+    service = f"{long}.{long}.f.svc.federation."
+    reply = ask(f"_http._tcp.{service}", "SRV", cluster)
+    assert lines(reply.answer) == [f"_http._tcp.{service} 30 IN SRV 0 1 80 10-0-0-2.{cluster}.{service}"]
+    assert sorted(rd.address for rd in ask(service, "A", cluster).answer[0]) == ["10.0.0.1", "10.0.0.2"]
