@@ -36,6 +36,8 @@ WEIGHTED = """
 /pol/prod/wt-down/a: {clusterIP: 10.3.1.1, externalIP: 3.3.1.1, policy: weighted, weight: 3, ready: 0}
 /pol/prod/wt-down/b: {clusterIP: 10.3.1.2, externalIP: 3.3.1.2, policy: weighted, weight: 1}
 /pol/prod/wt-down/d: {clusterIP: 10.3.1.4, externalIP: 3.3.1.4, policy: weighted, weight: 2}
+/pol/prod/wt6/a: {clusterIPs: [10.3.2.1, "fd00::3:1"], externalIPs: [3.3.2.1, "2001:db8::3:1"], policy: weighted, weight: 2}
+/pol/prod/wt6/b: {clusterIPs: [10.3.2.2, "fd00::3:2"], externalIPs: [3.3.2.2, "2001:db8::3:2"], policy: weighted, weight: 1}
 """
 
 LOCALITY_WEIGHTED = """

@@ -56,6 +56,12 @@ CASES = {
                                                          [a(WT, "3.3.0.1", "3.3.0.2", "3.3.0.4")]),
     "weighted external": (WT, "A", None, "NOERROR", [a(WT, "3.3.0.1", "3.3.0.2", "3.3.0.4")]),
     "weighted down": (WT_DOWN, "A", "a", "NOERROR", [a(WT_DOWN, "3.3.1.2", "3.3.1.4")]),
+    "weighted AAAA": (f"wt6.prod.{Z}", "AAAA", "a", "NOERROR",
+                      [[f"wt6.prod.{Z} 30 IN AAAA fd00::3:1", f"wt6.prod.{Z} 30 IN AAAA 2001:db8::3:2"]]),
+    "weighted ANY: IPv4 drawn, then IPv6 drawn": (
+        f"wt6.prod.{Z}", "ANY", None, "NOERROR",
+        [a(f"wt6.prod.{Z}", "3.3.2.1", "3.3.2.2"),
+         [f"wt6.prod.{Z} 30 IN AAAA 2001:db8::3:1", f"wt6.prod.{Z} 30 IN AAAA 2001:db8::3:2"]]),
     "weighted: weight 0 named explicitly": (f"c.{WT}", "A", None, "NOERROR", [a(f"c.{WT}", "3.3.0.3")]),
     "weighted SRV: priority 0, the weights": (
         f"_http._tcp.{WT}", "SRV", None, "NOERROR",
