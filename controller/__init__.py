@@ -2,14 +2,14 @@
 
 Modules, from the clusters to etcd (docs/controller.md):
 
-- ``config``: the config file (CONTRACTS 7), validated before anything connects;
+- ``config``: the config file (docs/reference.md section 7), validated before anything connects;
 - ``watch``: list, then watch, one resource of one cluster in a thread (410, backoff);
 - ``shards``: Kubernetes objects shrunk to shard records (pure functions);
 - ``view``: the in-memory view of one cluster, fed by its watches;
 - ``sync``: the writer: compare before put, resync, delete what is stale;
 - ``leader`` and ``store``: etcd lease election and leader-guarded transactions;
 - ``app``: the wiring; ``cli``: ``feddns controller``; ``metrics``: Prometheus;
-- ``external``: publishing LoadBalancer IPs to an external DNS provider (interface B).
+- ``external``: publishing LoadBalancer IPs to an external DNS provider (docs/external-dns.md).
 
 ``controller`` imports from ``feddns``, never from ``stubzone``.
 """

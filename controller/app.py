@@ -1,6 +1,6 @@
 """The FederatedDNSController: member clusters in, etcd records out.
 
-Design ("DNS Record Creation" of the design document; CONTRACTS 4 and 7)::
+Design ("DNS Record Creation" of the design document; docs/reference.md sections 4 and 7)::
 
     watch threads (per cluster x resource)        event loop
     ---------------------------------------        ------------------------------------------
@@ -143,7 +143,7 @@ class Controller:
     def _publisher(self) -> Publisher | None:
         if self._publisher_override is not None or self.config.external is None:
             return self._publisher_override
-        from controller import external  # interface B; imported only when configured
+        from controller import external  # imported only when configured
 
         publisher: Publisher = external.Publisher(self.config.external, self.config.federation, self.registry)
         return publisher

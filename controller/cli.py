@@ -1,4 +1,4 @@
-"""``feddns controller --config FILE [--metrics HOST:PORT]`` (CONTRACTS 6 and 7).
+"""``feddns controller --config FILE [--metrics HOST:PORT]`` (docs/reference.md sections 6 and 7).
 
 The config file is validated in full, and the metrics address parsed, before
 anything connects; a bad one is a :class:`~feddns.errors.ConfigError` (one
@@ -27,7 +27,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add the controller's flags."""
     parser.add_argument(
         "--config", required=True, metavar="FILE",
-        help="the controller config file (YAML; CONTRACTS 7, docs/controller.md)",
+        help="the controller config file (YAML; docs/reference.md section 7, docs/controller.md)",
     )
     parser.add_argument(
         "--metrics", metavar="HOST:PORT",

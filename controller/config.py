@@ -1,13 +1,13 @@
-"""The controller's config file (CONTRACTS 7), validated in full before anything connects.
+"""The controller's config file (docs/reference.md section 7), validated in full before anything connects.
 
 The file is YAML. Every key is checked here, unknown keys and duplicate keys
 are errors, and each error is one line naming the key path
 (``clusters[1].zone: must be a string``), which ``feddns controller`` prints
-before exiting with status 2 (CONTRACTS 6). Kubeconfig files are read and their
+before exiting with status 2 (docs/reference.md section 6). Kubeconfig files are read and their
 contexts checked, but nothing is contacted: exec credential plugins and
 in-cluster tokens are only used when the controller starts watching.
 
-Extensions to CONTRACTS 7 (documented in docs/controller.md): ``leaseSeconds``
+Extensions to docs/reference.md section 7 (documented in docs/controller.md): ``leaseSeconds``
 (the leader election lease TTL).
 """
 
@@ -325,7 +325,7 @@ def _is_label_key(text: str) -> bool:
 
 
 def _external(raw: object) -> Any:
-    """Parse ``external`` with the publisher's own parser (interface B)."""
+    """Parse ``external`` with the publisher's own parser (controller.external)."""
     try:
         from controller import external
     except ImportError as exc:

@@ -6,7 +6,7 @@ controller also programs the federation's registered domain, so that
 shard. This module holds the provider-neutral part:
 
 - :class:`ExternalConfig` and :func:`parse_external_config`: the ``external``
-  section of CONTRACTS 7.
+  section of docs/reference.md section 7.
 - :class:`Provider`: the seam to a DNS provider (read the names in the zone,
   look one up, apply one conditional change). ``controller.external_rfc2136``
   implements it with RFC 2136 updates signed with TSIG (RFC 8945).
@@ -54,12 +54,12 @@ ServiceKey = tuple[str, str]  # (namespace, service)
 Desired = Mapping[ServiceKey, Sequence[IPAddress]]
 
 
-# -- config (CONTRACTS 7) ----------------------------------------------------------
+# -- config (docs/reference.md section 7) -------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ExternalConfig:
-    """The ``external`` section of the controller config (CONTRACTS 7)."""
+    """The ``external`` section of the controller config (docs/reference.md section 7)."""
 
     provider: str
     """Provider kind; only ``"rfc2136"`` for now."""
@@ -320,7 +320,7 @@ class _Metrics:
 class Publisher:
     """Keeps the provider's A/AAAA RRsets equal to the desired LoadBalancer IPs.
 
-    Interface B of the helpers' interfaces: the controller calls :meth:`resync`
+    The controller calls :meth:`resync`
     at start and every resync period, :meth:`publish` after changes, and
     :meth:`close` at shutdown. Neither call waits for the provider: the work
     runs in one task that this object owns, one change at a time.

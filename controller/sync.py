@@ -63,7 +63,7 @@ class Leadership(Protocol):
 
 
 class Publisher(Protocol):
-    """The external DNS publisher (interface B, ``controller.external.Publisher``)."""
+    """The external DNS publisher (``controller.external.Publisher``)."""
 
     async def publish(self, desired: Mapping[Key, Sequence[IPAddress]]) -> None: ...
 
@@ -396,7 +396,7 @@ class Syncer:
     # -- external publisher --------------------------------------------------------------
 
     def external_desired(self) -> dict[Key, list[IPAddress]]:
-        """(namespace, service) -> externalIPs of its ready LoadBalancer shards (interface B).
+        """(namespace, service) -> externalIPs of its ready LoadBalancer shards (docs/external-dns.md).
 
         A cluster not listed yet contributes the shards etcd still holds for it."""
         desired: dict[Key, list[IPAddress]] = {}

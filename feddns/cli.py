@@ -1,4 +1,4 @@
-"""The ``feddns`` console script: one command, four subcommands (CONTRACTS 6).
+"""The ``feddns`` console script: one command, its subcommands (docs/reference.md section 6).
 
 Each subcommand lives in its own module, which provides::
 

@@ -13,12 +13,12 @@ class ConfigError(FeddnsError, ValueError):
     """A flag, config file or records file is invalid.
 
     The message is one line naming what is wrong; commands print it and exit
-    with status 2 before opening any socket (CONTRACTS 6).
+    with status 2 before opening any socket (docs/reference.md section 6).
     """
 
 
 class RecordError(FeddnsError, ValueError):
-    """An etcd key or value does not follow the layout of CONTRACTS 4.
+    """An etcd key or value does not follow the layout of docs/reference.md section 4.
 
     ``key`` is the offending key (str), or ``None`` when the value is checked
     on its own. Readers skip such a record, log it once and count it.

@@ -1,4 +1,4 @@
-"""The etcd key layout of CONTRACTS 4; the only module that knows it.
+"""The etcd key layout of docs/reference.md section 4; the only module that knows it.
 
 With prefix P (``--etcd-prefix``, default empty):
 

@@ -89,7 +89,7 @@ class ShardRecord:
 
     ``cluster_ips`` and ``external_ips`` are tuples of addresses (IPv4 and IPv6
     mixed, in record order); ``ready`` is the ready endpoint count or ``None``
-    when the record does not say (then the shard counts as ready, CONTRACTS 2).
+    when the record does not say (then the shard counts as ready, docs/reference.md section 2).
     """
 
     cluster_ips: tuple[IPAddress, ...] = ()

@@ -1,4 +1,4 @@
-"""The feddns command line (CONTRACTS 6): bad flags and files exit 2 with one line."""
+"""The feddns command line (docs/reference.md section 6): bad flags and files exit 2 with one line."""
 
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""The record model and key layout of CONTRACTS 4."""
+"""The record model and key layout of docs/reference.md section 4."""
 
 import pytest
 

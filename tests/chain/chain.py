@@ -1,4 +1,4 @@
-"""One federation end to end on loopback: the whole chain of issue 6, for the test and the demo.
+"""One federation end to end on loopback: the whole deployed chain, for the test and the demo.
 
     FakeKube foo, bar --list/watch--> feddns controller --> etcd --> feddns serve
                                                                       ^   stub zone
@@ -8,7 +8,7 @@
 Every part is the real program but the member clusters' API servers
 (tests/support/fakekube.py). Clusters foo (us-central1-a) and bar
 (us-central1-b) are in one region, so each sees its own clusterIP first and the
-other's externalIP second (CONTRACTS 2).
+other's externalIP second (docs/reference.md section 2).
 """
 
 import os
@@ -106,7 +106,7 @@ class Chain:
         return self
 
     def controller_config(self) -> dict[str, Any]:
-        """The controller's config file (CONTRACTS 7) for the two fake clusters."""
+        """The controller's config file (docs/reference.md section 7) for the two fake clusters."""
         clusters = [
             {"name": name, "kubeconfig": fake.write_kubeconfig(str(self.directory / f"{name}.kubeconfig")),
              "zone": CLUSTERS[name]["zone"], "region": CLUSTERS[name]["region"]}

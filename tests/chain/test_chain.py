@@ -1,4 +1,4 @@
-"""The whole chain through real resolvers (issue 6): fake clusters -> feddns controller ->
+"""The whole chain through real resolvers: fake clusters -> feddns controller ->
 etcd -> feddns serve -> unbound per cluster (stub zone + 0xfedd tag) -> the asking pod."""
 
 import re

@@ -42,7 +42,7 @@ def cluster_entry(fake: FakeKube, directory: Path, **extra: Any) -> dict[str, An
 
 
 def config_raw(etcd_url: str, prefix: str, clusters: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    """The config file contents (CONTRACTS 7) as a dict."""
+    """The config file contents (docs/reference.md section 7) as a dict."""
     return {
         "federation": FEDERATION,
         "etcd": {"endpoints": [etcd_url], "prefix": prefix},

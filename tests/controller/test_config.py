@@ -1,4 +1,4 @@
-"""The config file (CONTRACTS 7): every key checked before anything connects; bad files exit 2."""
+"""The config file (docs/reference.md section 7): every key checked before anything connects; bad files exit 2."""
 
 import subprocess
 import sys

@@ -154,7 +154,7 @@ def test_service_exports_select_services_without_the_label(etcd, etcd_prefix, fo
 
 
 class RecordingPublisher:
-    """A Publisher (interface B) that remembers the desired states it was handed."""
+    """A Publisher (controller.external.Publisher) that remembers the desired states it was handed."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict]] = []

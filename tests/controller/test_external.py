@@ -1,4 +1,4 @@
-"""The external-DNS publisher against a real BIND 9, checked with dig (issue 5).
+"""The external-DNS publisher against a real BIND 9, checked with dig (docs/external-dns.md).
 
 Each test starts its own ``named`` with a dynamic zone ``example.com.`` and a
 TSIG key, drives ``Publisher`` with the desired mapping (what the controller

@@ -1,4 +1,4 @@
-"""The ``external`` section of the controller config (CONTRACTS 7), as parse_external_config reads it."""
+"""The ``external`` section of the controller config (docs/reference.md section 7), as parse_external_config reads it."""
 
 import base64
 import os
@@ -32,7 +32,7 @@ def test_defaults() -> None:
         tsig_name=None, tsig_algorithm="hmac-sha256", tsig_secret=None)
 
 
-def test_the_contracts_example(secret_file: str) -> None:
+def test_the_reference_example(secret_file: str) -> None:
     config = parse_external_config({
         "provider": "rfc2136", "server": "203.0.113.53:5353", "zone": "example.com.", "ttl": 120,
         "tsig": {"name": "FedDNS", "algorithm": "hmac-sha512", "secretFile": secret_file}})

@@ -1,4 +1,4 @@
-"""What the controller writes is what ``feddns serve`` answers (CONTRACTS 1 and 2)."""
+"""What the controller writes is what ``feddns serve`` answers (docs/reference.md sections 1 and 2)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""What Federated-DNS answers (CONTRACTS 1 and 2), as a table of cases.
+"""What Federated-DNS answers (docs/reference.md sections 1 and 2), as a table of cases.
 
 Each case: qname, qtype, the asking cluster (EDNS0 option 65245), the rcode,
 and the answer section as zone-file text, in order.

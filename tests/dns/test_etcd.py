@@ -46,7 +46,7 @@ def dig(port: int, *args: str) -> list[str]:
 
 
 def test_dig_with_cluster_option_gets_own_clusterip_first(design_server):
-    # the command: payload 666f6f is "foo"
+    # the documented command: payload 666f6f is "foo"
     answer = dig(design_server.port, QNAME, "+ednsopt=65245:666f6f")
     assert answer[0] == "10.0.3.64"
     assert answer[1:] == ["104.32.64.130", "108.120.45.12"]  # bar shares foo's region, baz does not

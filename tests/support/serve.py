@@ -79,7 +79,7 @@ class ServeProcess:
 
     def query(self, qname: str, qtype: str = "A", cluster: str | None = None, tcp: bool = False,
               timeout: float = 2.0, **make_query_args: object) -> dns.message.Message:
-        """Ask the server; ``cluster`` adds EDNS0 option 65245 with that name (CONTRACTS 3)."""
+        """Ask the server; ``cluster`` adds EDNS0 option 65245 with that name (docs/reference.md section 3)."""
         options = list(make_query_args.pop("options", []))  # type: ignore[arg-type]
         if cluster is not None:
             options.append(dns.edns.GenericOption(CLUSTER_OPTION, cluster.encode()))
@@ -120,7 +120,7 @@ class ServeProcess:
 
 
 def write_records(text: str) -> str:
-    """Write a YAML records file (CONTRACTS 6) to a temporary path and return it."""
+    """Write a YAML records file (docs/reference.md section 6) to a temporary path and return it."""
     handle, path = tempfile.mkstemp(suffix=".yaml", prefix="feddns-records-")
     with os.fdopen(handle, "w") as out:
         out.write(text)

@@ -2,7 +2,7 @@
 
 Each resolver stands in for one cluster's DNS pod: a stub zone sends the
 federation's domain to ``feddns serve``, and ``edns-client-string`` tags those
-queries with the cluster's name in EDNS0 option 65245 (CONTRACTS 3, rule 1), as
+queries with the cluster's name in EDNS0 option 65245 (docs/reference.md section 3, rule 1), as
 CoreDNS's ``rewrite edns0 local set 0xfedd C`` does in deploy/. Upstream order is
 kept (``rrset-roundrobin: no``) so that what Federated-DNS ordered reaches the pod.
 
