@@ -2,22 +2,22 @@
 
 The config file is validated in full, and the metrics address parsed, before
 anything connects; a bad one is a :class:`~feddns.errors.ConfigError` (one
-line, exit status 2). Then the controller runs until SIGINT or SIGTERM, when
-it stops its watches and gives up leadership so that another replica takes
-over at once.
+line, exit status 2), as is a ``--metrics`` address that cannot be bound. Then
+the controller runs until SIGINT or SIGTERM, when it stops its watches and
+gives up leadership so that another replica takes over at once; the stop is
+logged.
 """
 
 import argparse
 import asyncio
 import logging
-import signal
 
 from prometheus_client import CollectorRegistry
 
 from controller.app import Controller
 from controller.config import load_config
-from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
+from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.observe import ObserveServer
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     controller = Controller(config, registry)
     observe = _observe(args.metrics, registry, controller) if args.metrics else None
     try:
-        asyncio.run(_main(controller))
+        asyncio.run(_main(controller, observe))
     finally:
         if observe is not None:
             observe.stop()
@@ -56,20 +56,29 @@ def _observe(listen: str, registry: CollectorRegistry, controller: Controller) -
     try:
         observe.start()
     except OSError as exc:
-        raise ConfigError(f"--metrics {listen}: cannot listen: {exc.strerror}") from exc
-    host, _ = parse_hostport(listen)
-    log.info("metrics on http://%s:%d/metrics", host, observe.port)
+        raise cannot_listen("--metrics", listen, exc) from exc
     return observe
 
 
-async def _main(controller: Controller) -> None:
+async def _main(controller: Controller, observe: ObserveServer | None) -> None:
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    signals = StopSignals()
+    if observe is not None:
+        log.info("metrics on %s/metrics", observe.url)
+
+    async def wait_for_signal() -> None:
+        log.info("stopping (%s)", await signals.wait())
+        stop.set()
+
+    waiter = asyncio.create_task(wait_for_signal())
     log.info(
         "federation %s: %d clusters, etcd %s prefix %r",
         controller.config.federation, len(controller.config.clusters),
         ", ".join(controller.config.etcd_endpoints), controller.config.etcd_prefix,
     )
-    await controller.run(stop)
+    try:
+        await controller.run(stop)
+    finally:
+        waiter.cancel()
+        signals.close()
+    log.info("stopped")

@@ -16,6 +16,7 @@ import logging
 import sys
 from typing import NoReturn
 
+from feddns import __version__
 from feddns.errors import ConfigError
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -38,6 +39,7 @@ class Parser(argparse.ArgumentParser):
 def build_parser(argv: list[str]) -> Parser:
     """The parser for ``argv``: every subcommand listed, the chosen one configured."""
     parser = Parser(prog="feddns", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"feddns {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, (module_name, help_text) in SUBCOMMANDS.items():

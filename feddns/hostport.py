@@ -69,3 +69,4 @@ def parse_etcd_url(text: str) -> tuple[str, int]:
     if not parts.hostname:
         raise ConfigError(f"etcd URL {text!r} has no host")
     return parts.hostname, port
+

@@ -22,7 +22,7 @@ Check = Callable[[], bool]
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib's parameter name
         pass
 
 
@@ -46,7 +46,8 @@ def make_app(registry: CollectorRegistry, health: Check, ready: Check) -> Callab
             start_response(status, [("Content-Type", "text/plain")])
             return [b"ok\n" if ok else b"not ready\n"]
         if path == "/metrics":
-            return metrics(environ, start_response)
+            body: Iterable[bytes] = metrics(environ, start_response)
+            return body
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found\n"]
 
@@ -61,11 +62,14 @@ class ObserveServer:
     """
 
     def __init__(self, listen: str, registry: CollectorRegistry, health: Check, ready: Check) -> None:
+        self.listen = listen
+        """The ``HOST:PORT`` given (for messages)."""
         self._address = parse_hostport(listen)
         self._app = make_app(registry, health, ready)
         self._server: WSGIServer | None = None
 
     def start(self) -> None:
+        """Bind and serve in a daemon thread; raises ``OSError`` when the address cannot be bound."""
         host, port = self._address
         server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
         self._server = make_server(host, port, self._app, server_class, _QuietHandler)
@@ -83,6 +87,8 @@ class ObserveServer:
         return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        """Stop serving and close the socket (nothing when not started)."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()

@@ -1,9 +1,13 @@
 """``feddns serve``: the Federated-DNS server (docs/reference.md sections 1-4 and 6).
 
 Flags are checked, and the records file read, before any socket opens: a bad
-one exits 2 with one line. Then it listens on UDP and TCP on every
-``--listen`` address, loads records from etcd (or the records file) and keeps
-them in step, on one asyncio loop (uvloop where installed).
+one exits 2 with one line. The records come from etcd (``--etcd``), a records
+file (``--records``) or the built-in example (``--example``), chosen
+explicitly. Then it binds UDP and TCP on every ``--listen`` address and the
+``--metrics`` address, and only once all are bound says where it listens (a
+bind failure names the flag and the address and exits 2); it loads records
+and keeps them in step, on one asyncio loop (uvloop where installed), until
+SIGTERM or SIGINT, logging the stop.
 """
 
 import argparse
@@ -11,10 +15,10 @@ import asyncio
 import ipaddress
 import logging
 import re
-import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -26,6 +30,7 @@ from feddns.dns.responder import Responder, Settings
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.keys import Layout
+from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.observe import ObserveServer
 from feddns.records import IPAddress
 from feddns.store import Feed
@@ -45,7 +50,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="SOA minimum: TTL of NXDOMAIN and NODATA answers in seconds (default 30)")
     add("--etcd", action="append", metavar="URL", help="etcd client URL (repeatable), e.g. http://127.0.0.1:2379")
     add("--etcd-prefix", default="", help="key prefix P of docs/reference.md section 4 (default empty)")
-    add("--records", metavar="FILE", help="YAML records file, used without --etcd (default: the example federation)")
+    add("--records", metavar="FILE",
+        help="serve a YAML records file instead of etcd (keys and values of docs/reference.md section 4; "
+             "reloaded when it changes)")
+    add("--example", action="store_true",
+        help="serve the built-in example federation (clusters foo, bar, baz with made-up addresses), to try feddns")
     add("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics, /health and /ready here")
     add("--order", choices=("rotate", "stable"), default="rotate",
         help="order within a tier: rotate from query to query (default) or stable")
@@ -148,22 +157,43 @@ def _ns_addresses(given: list[str] | None, listens: list[tuple[str, int]]) -> tu
     return tuple(out)
 
 
+CHOOSE_SOURCE = ("choose where the records come from: --etcd URL (Federated-DNS's etcd), --records FILE "
+                 "(a YAML records file) or --example (the built-in example federation)")
+
+
+def check_source(args: argparse.Namespace) -> str:
+    """Which source the flags choose: ``"etcd"``, ``"records"`` or ``"example"``.
+
+    Exactly one of ``--etcd``, ``--records`` and ``--example`` must be given
+    (docs/reference.md section 6); raises :class:`ConfigError` saying how to choose.
+    """
+    chosen = [name for name, given in (("etcd", args.etcd), ("records", args.records), ("example", args.example))
+              if given]
+    if len(chosen) != 1:
+        given = " and ".join(f"--{name}" for name in chosen)
+        raise ConfigError(f"{given} together: {CHOOSE_SOURCE}" if chosen else CHOOSE_SOURCE)
+    return chosen[0]
+
+
 def run(args: argparse.Namespace) -> int:
     """Check everything, then serve until SIGTERM or SIGINT. Returns the exit status."""
     listens = [parse_hostport(text) for text in (args.listen or ["127.0.0.1:5353"])]
     settings = settings_from(args, listens)
     limits = tcp_limits_from(args)
+    if args.metrics:
+        parse_hostport(args.metrics)
     layout = Layout(args.etcd_prefix)
+    kind = check_source(args)
     index = Index(layout)
     responder = Responder(index, settings)
     feed = Feed(index, responder)
-    if args.etcd:
+    if kind == "etcd":
         from feddns.etcd import Endpoints
         from feddns.store.etcd import EtcdSource
 
         source: object = EtcdSource(Endpoints(args.etcd), layout, feed)
     else:
-        source = FileSource(Path(args.records) if args.records else EXAMPLE, layout, feed)
+        source = FileSource(Path(args.records) if kind == "records" else EXAMPLE, layout, feed)
         source.load()  # a bad records file stops start-up here (exit 2)
     metrics = None
     tcp: list[transport.TcpConnections] = []
@@ -186,29 +216,56 @@ def _install_uvloop() -> None:
 
 async def _serve(responder: Responder, listens: list[tuple[str, int]], limits: transport.TcpLimits,
                  tcp: list[transport.TcpConnections], source: object, metrics: ObserveServer | None) -> int:
-    closers = []
+    closers: list[Any] = []
+    signals = StopSignals()
     try:
-        for host, port in listens:
-            transports, bound, connections = await transport.listen(responder, host, port, limits)
-            closers.extend(transports)
-            tcp.append(connections)
-            shown = f"[{host}]" if ":" in host else host
-            print(f"feddns serve: listening on udp+tcp {shown}:{bound}", file=sys.stderr, flush=True)
-        if metrics is not None:
-            metrics.start()
-            print(f"feddns serve: metrics on {metrics.url}/metrics", file=sys.stderr, flush=True)
-    except OSError as exc:
-        print(f"feddns serve: error: cannot listen: {exc}", file=sys.stderr)
-        return 1
+        bound = await _bind(responder, listens, limits, tcp, closers, metrics)
+    except BaseException:
+        signals.close()
+        _close(closers, metrics)
+        raise
+    for host, port in bound:
+        shown = f"[{host}]" if ":" in host else host
+        print(f"feddns serve: listening on udp+tcp {shown}:{port}", file=sys.stderr, flush=True)
+    if metrics is not None:
+        print(f"feddns serve: metrics on {metrics.url}/metrics", file=sys.stderr, flush=True)
     task = asyncio.create_task(source.run())  # type: ignore[attr-defined]
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    signame = await signals.wait()
+    print(f"feddns serve: stopping ({signame})", file=sys.stderr, flush=True)
+    signals.close()
     task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    _close(closers, metrics)
+    print("feddns serve: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+async def _bind(responder: Responder, listens: list[tuple[str, int]], limits: transport.TcpLimits,
+                tcp: list[transport.TcpConnections], closers: list[Any],
+                metrics: ObserveServer | None) -> list[tuple[str, int]]:
+    """Bind every ``--listen`` address (UDP and TCP) and ``--metrics``; returns the
+    bound ``(host, port)`` pairs. Raises :class:`ConfigError` naming the flag and
+    the address that cannot be bound; what was bound is in ``closers``."""
+    bound = []
+    for host, port in listens:
+        try:
+            transports, port_bound, connections = await transport.listen(responder, host, port, limits)
+        except OSError as exc:
+            shown = f"[{host}]" if ":" in host else host
+            raise cannot_listen("--listen", f"{shown}:{port}", exc) from exc
+        closers.extend(transports)
+        tcp.append(connections)
+        bound.append((host, port_bound))
+    if metrics is not None:
+        try:
+            metrics.start()
+        except OSError as exc:
+            raise cannot_listen("--metrics", metrics.listen, exc) from exc
+    return bound
+
+
+def _close(closers: list[Any], metrics: ObserveServer | None) -> None:
     for closer in closers:
         closer.close()
     if metrics is not None:
         metrics.stop()
-    return 0

@@ -1,66 +1,171 @@
 """The whole chain of tests/chain on one machine, for a person to try (``make demo``).
 
-Starts a private etcd, two fake member clusters foo and bar, ``feddns controller``,
-``feddns serve`` and one unbound per cluster (as its cluster DNS), prints and runs
-the ``dig`` lines that show each cluster getting its own shard first, then keeps
-everything running until Ctrl-C (``--once``: stop after printing).
+``demo.py [--once]`` starts a private etcd, two fake member clusters foo and bar,
+``feddns controller``, ``feddns serve`` and one unbound per cluster (as its cluster
+DNS), prints every endpoint and the ``dig`` lines that show each cluster getting its
+own shard first, then keeps everything running until Ctrl-C (``--once``: stop after
+printing). The endpoints are also written to a state file, removed on exit.
+
+``demo.py fail foo``, in another shell while the demo runs, takes foo's shard of
+``myns/myservice`` to 0 ready endpoints (through foo's API server, as a rollout gone
+wrong would), and prints the answers before and after: they move to bar.
+``demo.py recover foo`` makes its endpoints ready again.
 """
 
 import argparse
+import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.chain.chain import CLUSTERS, QNAME, Chain  # noqa: E402
-from tests.support.etcd import EtcdServer  # noqa: E402
+from tests.chain.chain import CLUSTERS, QNAME, SLICE_PATH, Chain
+from tests.support.etcd import EtcdServer
+
+STATE = Path(os.environ.get("FEDDNS_DEMO_STATE") or Path(tempfile.gettempdir()) / f"feddns-demo-{os.getuid()}.json")
+"""Where a running demo writes its endpoints, for ``demo.py fail``."""
 
 
-def dig_lines(chain: Chain) -> list[tuple[str, str]]:
-    """(what it shows, dig command) pairs for the running chain."""
-    lines = [(f"a pod in {name} asks its cluster DNS", f"dig @127.0.0.1 -p {r.port} {QNAME} +short")
-             for name, r in chain.resolvers.items()]
-    lines.append(("an external client asks Federated-DNS directly",
-                  f"dig @127.0.0.1 -p {chain.serve.port} {QNAME} +short"))
-    lines.append(("the SRV records, as cluster foo",
-                  f"dig @127.0.0.1 -p {chain.resolvers['foo'].port} _http._tcp.{QNAME} SRV +short"))
+def dig_lines(resolvers: dict[str, int], serve: int) -> list[tuple[str, str]]:
+    """(what it shows, dig command) pairs for resolvers on these ports and serve on ``serve``."""
+    lines = [(f"a pod in {name} asks its cluster DNS", f"dig @127.0.0.1 -p {port} {QNAME} +short")
+             for name, port in resolvers.items()]
+    lines.append(("an external client asks Federated-DNS directly", f"dig @127.0.0.1 -p {serve} {QNAME} +short"))
     return lines
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--once", action="store_true", help="print the dig lines and their answers, then stop")
-    parser.add_argument("--ttl", type=int, default=5, help="answer TTL and resolver cache limit, seconds")
-    args = parser.parse_args()
+def run_digs(lines: list[tuple[str, str]]) -> None:
+    for what, line in lines:
+        print(f"\n# {what}\n{line}")
+        if shutil.which("dig"):
+            print(subprocess.run(line.split(), capture_output=True, text=True, check=False).stdout.rstrip())
+
+
+def endpoints(chain: Chain) -> dict[str, Any]:
+    """Every endpoint of the running chain (what the state file holds)."""
+    return {
+        "etcd": chain.etcd.url,
+        "clusters": {name: fake.url for name, fake in chain.fakes.items()},
+        "serve": chain.serve.port,
+        "resolvers": {name: resolver.port for name, resolver in chain.resolvers.items()},
+        "controllerLog": str(chain.controller.log_path),
+    }
+
+
+def print_endpoints(state: dict[str, Any]) -> None:
+    rows = [("etcd (Federated-DNS's records)", f"{state['etcd']}   "
+             f"(etcdctl --endpoints {state['etcd']} get --prefix /myfederation/)")]
+    for name, url in state["clusters"].items():
+        shard = CLUSTERS[name]
+        rows.append((f"cluster {name}'s API server (fake)", f"{url}   (zone {shard['zone']}, myns/myservice "
+                     f"clusterIP {shard['clusterIP']}, externalIP {shard['externalIP']})"))
+    rows.append(("feddns serve (Federated-DNS)", f"udp+tcp 127.0.0.1:{state['serve']}"))
+    for name, port in state["resolvers"].items():
+        rows.append((f"cluster {name}'s DNS (unbound)", f"udp+tcp 127.0.0.1:{port}"))
+    rows.append(("feddns controller's log", state["controllerLog"]))
+    width = max(len(what) for what, _ in rows)
+    print("endpoints (all on loopback):")
+    for what, where in rows:
+        print(f"  {what:<{width}}  {where}")
+
+
+def demo(args: argparse.Namespace) -> int:
     etcd = EtcdServer()
-    etcd.start()
     chain = Chain(etcd, ttl=args.ttl)
     try:
-        print("starting etcd, fake clusters foo and bar, feddns controller, feddns serve, unbound x2 ...")
+        print("starting etcd, fake clusters foo and bar, feddns controller, feddns serve, unbound x2 ...", flush=True)
+        etcd.start()
         chain.start()
-        for name, shard in CLUSTERS.items():
-            print(f"  cluster {name}: zone {shard['zone']}, myns/myservice clusterIP {shard['clusterIP']}, "
-                  f"externalIP {shard['externalIP']}")
-        for what, line in dig_lines(chain):
-            print(f"\n# {what}\n{line}")
-            if shutil.which("dig"):
-                print(subprocess.run(line.split(), capture_output=True, text=True).stdout.rstrip())
+        state = endpoints(chain)
+        STATE.write_text(json.dumps(state))
+        print_endpoints(state)
+        run_digs(dig_lines(state["resolvers"], state["serve"]))
         if not args.once:
-            print(f"\nTry the lines above in another shell. Controller log: {chain.controller.log_path}\n"
-                  "Stop with Ctrl-C.")
+            print("\nTry the lines above in another shell; `bash scripts/demo.sh fail foo` takes foo's shard to "
+                  "0 ready and shows the answers move to bar (`recover foo` undoes it).\nStop with Ctrl-C.",
+                  flush=True)
             try:
                 signal.pause()
             except KeyboardInterrupt:
                 pass
     finally:
+        print("stopping the demo and removing its files ...", flush=True)
+        STATE.unlink(missing_ok=True)
         chain.stop()
         etcd.destroy()
     return 0
 
 
+def set_ready(api_url: str, ready: bool) -> None:
+    """Mark every endpoint of myns/myservice's EndpointSlice in one fake cluster (not) ready."""
+    with urllib.request.urlopen(api_url + SLICE_PATH, timeout=5) as reply:
+        obj = json.load(reply)
+    for endpoint in obj["endpoints"]:
+        endpoint["conditions"].update(ready=ready, serving=ready)
+    request = urllib.request.Request(api_url + SLICE_PATH, data=json.dumps(obj).encode(), method="PUT",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5):
+        pass
+
+
+def change(args: argparse.Namespace) -> int:
+    """``fail CLUSTER`` / ``recover CLUSTER`` against the running demo."""
+    try:
+        state = json.loads(STATE.read_text())
+    except FileNotFoundError:
+        print(f"no demo is running (no {STATE}); start one with `make demo`", file=sys.stderr)
+        return 2
+    if args.cluster not in state["clusters"]:
+        print(f"no cluster {args.cluster!r} in the demo (clusters: {', '.join(state['clusters'])})", file=sys.stderr)
+        return 2
+    lines = dig_lines(state["resolvers"], state["serve"])
+    ready = args.command == "recover"
+    print(f"before ({args.cluster}'s shard {'0 ready' if ready else 'ready'}):")
+    run_digs(lines)
+    set_ready(state["clusters"][args.cluster], ready=ready)
+    verb = "its endpoints ready again" if ready else "0 ready endpoints"
+    print(f"\n{args.cluster}'s myns/myservice now has {verb}; waiting for every answer to show it "
+          f"(the resolvers cache answers for up to the TTL) ...", flush=True)
+    shard = {CLUSTERS[args.cluster]["clusterIP"], CLUSTERS[args.cluster]["externalIP"]}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(bool(shard & answer) == ready for answer in answers(lines)):
+        time.sleep(0.2)
+    print("after:")
+    run_digs(lines)
+    return 0
+
+
+def answers(lines: list[tuple[str, str]]) -> list[set[str]]:
+    """The addresses each dig line answers now."""
+    return [set(subprocess.run(line.split(), capture_output=True, text=True, check=False).stdout.split())
+            for _, line in lines]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+    for name, text in (("fail", "take a cluster's shard to 0 ready endpoints"),
+                       ("recover", "make a cluster's endpoints ready again")):
+        command = sub.add_parser(name, help=text, description=text)
+        command.add_argument("cluster", help="foo or bar")
+    parser.add_argument("--once", action="store_true", help="print the endpoints, dig lines and answers, then stop")
+    parser.add_argument("--ttl", type=int, default=5, help="answer TTL and resolver cache limit, seconds")
+    args = parser.parse_args()
+    if args.command in ("fail", "recover"):
+        return change(args)
+    return demo(args)
+
+
 if __name__ == "__main__":
+    # Both stop the demo cleanly; SIGINT too when the shell started it with SIGINT ignored (`&`).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(main())

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs feddns into .venv and serves the example federation (examples/federation.yaml)
-# on 127.0.0.1:5353, printing dig lines to try. Extra arguments go to `feddns serve`.
+# Installs feddns into .venv and serves the built-in example federation (--example, the
+# file examples/federation.yaml) on 127.0.0.1:5353, printing dig lines to try. Extra
+# arguments go to `feddns serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/debian-deps.sh
@@ -16,4 +17,5 @@ Serving the example federation (examples/federation.yaml) on 127.0.0.1:5353. Try
   dig @127.0.0.1 -p 5353 nosuch.myns.myfederation.svc.federation.   # NXDOMAIN
 Stop with Ctrl-C.
 TRY
-exec .venv/bin/feddns serve --listen 127.0.0.1:5353 "$@"
+step "feddns serve --example --listen 127.0.0.1:5353 $*"
+exec .venv/bin/feddns serve --example --listen 127.0.0.1:5353 "$@"

@@ -10,8 +10,6 @@ chosen backend's module is imported (:mod:`stubzone.backends`).
 import argparse
 import asyncio
 import logging
-import os
-import signal
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
+from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.observe import ObserveServer
 from stubzone import tls
 from stubzone.app import Metrics, make_app
@@ -144,7 +143,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def serve(settings: Settings) -> int:
-    """Serve the API over TLS on ``settings.listen`` until a signal; returns 0."""
+    """Serve the API over TLS on ``settings.listen`` until a signal; returns 0.
+
+    The HTTPS socket and the ``--metrics`` socket are both bound before
+    "listening" is logged; a bind failure is a :class:`ConfigError` naming the
+    flag and the address (exit 2), with whatever was bound closed again."""
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     runner = web.AppRunner(make_app(settings.backend, settings.allow, metrics), access_log=None, handle_signals=False)
@@ -157,16 +160,23 @@ async def serve(settings: Settings) -> int:
 
     server: asyncio.Server | None = None
     observe: ObserveServer | None = None
+    signals = StopSignals()
     try:
         http = runner.server
         assert http is not None, "runner.setup() makes it"
         server = await _listen(settings, lambda: tls.TLSAcceptor(
             http, settings.context, refused, handshakes, settings.handshake_timeout))
-        log.info("backend %s", settings.backend.name)
         observe = _observe(settings.metrics_listen, registry)
-        await _until_signal()
-        log.info("stopping")
+        for sock in server.sockets:
+            address = sock.getsockname()
+            shown = f"[{address[0]}]" if ":" in address[0] else address[0]
+            log.info("listening on https://%s:%d", shown, address[1])
+        if observe is not None:
+            log.info("metrics on %s (/metrics, /health, /ready)", observe.url)
+        log.info("backend %s", settings.backend.name)
+        log.info("stopping (%s)", await signals.wait())
     finally:
+        signals.close()
         if server is not None:
             server.close()
         for task in list(handshakes):
@@ -174,20 +184,21 @@ async def serve(settings: Settings) -> int:
         if observe is not None:
             observe.stop()
         await runner.cleanup()
+    log.info("stopped")
     return 0
 
 
 async def _listen(settings: Settings, factory: Callable[[], asyncio.Protocol]) -> asyncio.Server:
     host, port = settings.listen
     try:
-        server = await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)
-    except OSError as exc:  # asyncio rewords strerror; the errno is the one line worth printing
-        raise ConfigError(f"--listen {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}") from exc
-    for sock in server.sockets:
-        address = sock.getsockname()
-        shown = f"[{address[0]}]" if ":" in address[0] else address[0]
-        log.info("listening on https://%s:%d", shown, address[1])
-    return server
+        return await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)
+    except OSError as exc:
+        raise cannot_listen("--listen", settings_address(host, port), exc) from exc
+
+
+def settings_address(host: str, port: int) -> str:
+    """``HOST:PORT`` as given on the command line (IPv6 in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _observe(listen: str | None, registry: CollectorRegistry) -> ObserveServer | None:
@@ -197,14 +208,6 @@ def _observe(listen: str | None, registry: CollectorRegistry) -> ObserveServer |
     try:
         observe.start()
     except OSError as exc:
-        raise ConfigError(f"--metrics {listen}: {exc.strerror or exc}") from exc
-    log.info("metrics on http://%s (/metrics, /health, /ready)", listen)
+        raise cannot_listen("--metrics", listen, exc) from exc
     return observe
 
-
-async def _until_signal() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()

@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 # Assembled from pieces so that this file does not match itself.
 FORBIDDEN = re.compile("|".join([
     "CONTRA" + "CTS",                                         # the team's interface file, outside the repository
-    r"\biss" + r"ues?\s*#?\d",                                 # a numbered work item: "issue 6", "issue #6"
-    r"\b(?:the|an|this|that|our|other|these|those)\s+iss" + r"ues?\b",   # "the issue asks for it"
+    r"\biss" + r"ues?\s*#?\d",                                 # a numbered work item
+    r"\b(?:the|an|this|that|our|other|these|those)\s+iss" + r"ues?\b",   # a work item named in prose
     r"\biss" + r"ues\b",
     r"\biss" + r"ue's\b",
     r"\binter" + r"face [AB]\b",                               # the team's internal names for interfaces

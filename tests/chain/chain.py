@@ -12,6 +12,7 @@ other's externalIP second (docs/reference.md section 2).
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,12 +45,21 @@ def myservice(cluster: str) -> dict[str, Any]:
                    cluster_ip=shard["clusterIP"], load_balancer_ips=[shard["externalIP"]])
 
 
+SLICE_PATH = "/apis/discovery.k8s.io/v1/namespaces/myns/endpointslices/myservice-abcde"
+"""The API path of ``myns/myservice``'s EndpointSlice in each fake cluster."""
+
+
+def myservice_slice(ready: int, not_ready: int = 0) -> dict[str, Any]:
+    """The EndpointSlice of ``myns/myservice`` with ``ready`` ready endpoints."""
+    return endpoint_slice("myns", "myservice", ready=ready, not_ready=not_ready)
+
+
 class ControllerChild:
     """``feddns controller --config FILE`` as a child process, its output in ``log_path``."""
 
     def __init__(self, config_path: Path, log_path: Path) -> None:
         self.config_path, self.log_path = config_path, log_path
-        self.proc: "subprocess.Popen[bytes] | None" = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
@@ -94,7 +104,7 @@ class Chain:
         for name, fake in self.fakes.items():
             fake.start()
             fake.apply(myservice(name))
-            fake.apply(endpoint_slice("myns", "myservice", ready=2))
+            fake.apply(myservice_slice(ready=2))
         self.controller.config_path.write_text(yaml.safe_dump(self.controller_config()))
         self.controller.start()
         self.serve.start()
@@ -136,9 +146,11 @@ class Chain:
         return "\n".join(parts)
 
     def stop(self) -> None:
+        """Stop every process and server it started, and remove its temporary directory."""
         for resolver in self.resolvers.values():
             resolver.stop()
         self.serve.stop()
         self.controller.stop()
         for fake in self.fakes.values():
             fake.close()
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -127,7 +127,7 @@ def test_port_in_use_exits_2(pki, capsys):
         port = busy.getsockname()[1]
         assert main(flags(pki, listen=f"127.0.0.1:{port}")) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == f"feddns stubzone: error: --listen 127.0.0.1:{port}: Address already in use"
+    assert err[-1] == f"feddns stubzone: error: --listen 127.0.0.1:{port}: cannot listen: Address already in use"
 
 
 def test_sigterm_stops_cleanly_and_metrics_count_requests(pki, etcd, etcd_prefix):

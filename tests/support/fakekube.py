@@ -26,13 +26,25 @@ about the protocol (Kubernetes API concepts, "Efficient detection of changes"):
   ``expire_watches()`` sends that error to every open watch;
 * ``stop()`` takes the server off the network (connections refused) and
   ``start()`` brings it back on the same port, with its objects;
-* single objects of kind ConfigMap (the stub-zone endpoint's store):
-  ``GET``, ``PUT`` (replace) and ``DELETE`` on
-  ``/api/v1/namespaces/NS/configmaps/NAME``, ``POST`` (create) on
-  ``/api/v1/namespaces/NS/configmaps``. A replace whose
+* single objects of the writable kinds, ConfigMap (the stub-zone endpoint's
+  store), EndpointSlice (the demo's ``fail``) and the ExternalDNS CRD
+  DNSEndpoint (``externaldns.k8s.io/v1alpha1``, the controller's
+  ``dnsendpoint`` provider): ``GET``, ``PUT`` (replace) and ``DELETE`` on
+  ``/api/v1/namespaces/NS/PLURAL/NAME`` or ``/apis/GROUP/VERSION/namespaces/NS/PLURAL/NAME``,
+  ``POST`` (create) on the namespaced collection. A replace whose
   ``metadata.resourceVersion`` is not the stored one gets ``409 Conflict``
   (one without it is unconditional, as the real server allows for
-  ConfigMaps); a create of an existing name gets ``409 AlreadyExists``.
+  ConfigMaps); a create of an existing name gets ``409 AlreadyExists``; a
+  delete whose ``DeleteOptions.preconditions`` (``resourceVersion``, ``uid``)
+  do not hold gets ``409 Conflict``. Names must be DNS subdomains and label
+  values valid (else ``422 Invalid``, as the real server checks every object);
+* a kind with a status subresource (DNSEndpoint, as its CRD declares) keeps
+  ``metadata.generation``, which a replace bumps only when ``spec`` changes; a
+  replace of the object ignores ``status``, and ``PUT .../NAME/status`` (what
+  ExternalDNS does to record ``status.observedGeneration``) changes only
+  ``status``, both with the same ``resourceVersion`` rule;
+* ``FakeKube(without=("dnsendpoints",))`` serves a cluster where that CRD is
+  not installed (its paths answer 404);
   ``before_next_write(fn)`` runs ``fn`` just before the next write is
   handled (a writer racing in between a client's GET and PUT),
   ``fail_next_write(status)`` refuses it, ``drop_after_next_write()`` applies
@@ -50,6 +62,7 @@ import base64
 import copy
 import ipaddress
 import json
+import re
 import threading
 import uuid
 from collections import deque
@@ -71,6 +84,7 @@ class Kind:
     kind: str
     plural: str
     builtin: bool = True
+    status_subresource: bool = False
 
     @property
     def api_version(self) -> str:
@@ -84,9 +98,10 @@ KINDS = {
         Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
         Kind("multicluster.x-k8s.io", "v1alpha1", "ServiceExport", "serviceexports", builtin=False),
         Kind("", "v1", "ConfigMap", "configmaps"),
+        Kind("externaldns.k8s.io", "v1alpha1", "DNSEndpoint", "dnsendpoints", builtin=False, status_subresource=True),
     )
 }
-WRITABLE = frozenset({"configmaps"})
+WRITABLE = frozenset({"configmaps", "endpointslices", "dnsendpoints"})
 """Kinds the fake lets clients write (GET/PUT/POST/DELETE of one object)."""
 _BY_KIND = {k.kind: k for k in KINDS.values()}
 
@@ -168,8 +183,11 @@ class FakeKube:
         bookmark_interval: float = 0.5,
         service_cidr: str = "10.96.0.0/16",
         gone_as_status: bool = False,
+        without: Iterable[str] = (),
     ) -> None:
         self.name = name
+        self.without = frozenset(without)
+        """Plurals this cluster does not serve (a CRD that is not installed): 404."""
         self.bookmark_interval = bookmark_interval
         self.gone_as_status = gone_as_status
         self.port = 0
@@ -399,9 +417,13 @@ class FakeKube:
         query = dict(request.query)
         self.requests.append((request.path, query))
         single = _object_route(request.path)
+        if single is not None and single[0].plural in self.without:
+            single = None
         if single is not None and single[0].plural in WRITABLE:
             return await self._object(request, *single)
         route = _route(request.path)
+        if route is not None and route[0].plural in self.without:
+            route = None
         if route is None:
             return _status(404, "NotFound", f"the server could not find the requested resource ({request.path})")
         if request.method == "POST" and route[0].plural in WRITABLE and route[1] is not None:
@@ -421,8 +443,13 @@ class FakeKube:
             return await self._watch(request, kind, namespace, selector)
         return self._list(kind, namespace, selector, query)
 
-    async def _object(self, request: web.Request, kind: Kind, namespace: str, name: str | None) -> web.StreamResponse:
-        """One object: GET, PUT (replace), DELETE; POST (create) on the collection (``name`` None)."""
+    async def _object(self, request: web.Request, kind: Kind, namespace: str, name: str | None,
+                      subresource: str | None = None) -> web.StreamResponse:
+        """One object: GET, PUT (replace), DELETE; POST (create) on the collection (``name`` None);
+        ``subresource`` ``"status"``: GET and PUT of the status only."""
+        if subresource is not None and (subresource != "status" or not kind.status_subresource
+                                        or request.method not in ("GET", "PUT")):
+            return _status(404, "NotFound", f"the server could not find the requested resource ({request.path})")
         if request.method == "GET" and name is not None:
             with self._lock:
                 obj = self._objects[kind.plural].get((namespace, name))
@@ -432,7 +459,7 @@ class FakeKube:
         if request.method not in ("PUT", "POST", "DELETE"):
             return _status(405, "MethodNotAllowed", f"{request.method} is not allowed on one {kind.kind}")
         body: dict[str, Any] = {}
-        if request.method != "DELETE":
+        if request.method != "DELETE" or request.can_read_body:
             try:
                 body = await request.json()
             except ValueError:
@@ -440,7 +467,7 @@ class FakeKube:
         action = self._next_write_action()
         if action[0] == "fail":
             return _status(action[1], "InternalError", "injected failure")
-        response = self._write(request.method, kind, namespace, name, body)
+        response = self._write(request.method, kind, namespace, name, body, subresource)
         if action[0] == "drop" and request.transport is not None:
             request.transport.abort()
         return response
@@ -454,8 +481,11 @@ class FakeKube:
             return ("store", 0)
         return hook or ("store", 0)
 
-    def _write(self, method: str, kind: Kind, namespace: str, name: str | None, body: dict[str, Any]) -> web.Response:
+    def _write(self, method: str, kind: Kind, namespace: str, name: str | None, body: dict[str, Any],
+               subresource: str | None = None) -> web.Response:
         """Check and store one write, as the real API server would answer it."""
+        if method == "DELETE":
+            return self._delete(kind, namespace, name, body)
         meta = body.get("metadata") or {}
         mismatch = (meta.get("namespace", namespace) != namespace or body.get("kind", kind.kind) != kind.kind
                     or not meta.get("name") or (name is not None and meta["name"] != name))
@@ -463,6 +493,9 @@ class FakeKube:
             return _status(400, "BadRequest", "the name, namespace or kind of the body does not match the URL")
         if method != "DELETE" and not all(isinstance(v, str) for v in (body.get("data") or {}).values()):
             return _status(422, "Invalid", f'{kind.kind} "{meta.get("name")}" is invalid: data values must be strings')
+        invalid = _invalid(kind, body)
+        if invalid is not None:
+            return _status(422, "Invalid", f'{kind.kind} "{meta.get("name")}" is invalid: {invalid}')
         key = (namespace, name or meta["name"])
         with self._lock:
             stored = self._objects[kind.plural].get(key)
@@ -479,19 +512,41 @@ class FakeKube:
                                "the object has been modified; please apply your changes to the latest version "
                                "and try again")
             self._version += 1
-            if method == "DELETE":
-                old = self._objects[kind.plural].pop(key)
-                self._publish(_Event(self._version, kind.plural, "DELETED", old, old))
-                return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Success"})
             new = copy.deepcopy(body)
             new["kind"] = kind.kind
             new.setdefault("metadata", {})["namespace"] = namespace
+            if kind.status_subresource:
+                _split_status(new, stored, subresource)
             self._default(kind, new, stored)
             new["metadata"]["resourceVersion"] = str(self._version)
             self._objects[kind.plural][key] = new
             self._publish(_Event(self._version, kind.plural, "MODIFIED" if stored else "ADDED", stored, new))
             shown = _as_event_object(kind, new)
         return web.json_response(shown, status=201 if method == "POST" else 200)
+
+    def _delete(self, kind: Kind, namespace: str, name: str | None, options: dict[str, Any]) -> web.Response:
+        """Delete one object, honouring ``DeleteOptions.preconditions`` (resourceVersion, uid)."""
+        key = (namespace, name or "")
+        preconditions = options.get("preconditions") or {}
+        with self._lock:
+            stored = self._objects[kind.plural].get(key)
+            self.writes.append(("DELETE", key[1], self._version))
+            if stored is None:
+                return _status(404, "NotFound", f'{kind.plural} "{key[1]}" not found')
+            meta = stored["metadata"]
+            for field_name in ("resourceVersion", "uid"):
+                wanted = preconditions.get(field_name)
+                if wanted and wanted != meta.get(field_name):
+                    return _status(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural} "{key[1]}": '
+                                   f"Precondition failed: {field_name.replace('resourceVersion', 'ResourceVersion')}"
+                                   f" in precondition: {wanted}, in object meta: {meta.get(field_name)}")
+            self._version += 1
+            old = self._objects[kind.plural].pop(key)
+            gone = copy.deepcopy(old)
+            gone["metadata"]["resourceVersion"] = str(self._version)
+            self._publish(_Event(self._version, kind.plural, "DELETED", old, gone))
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                  "details": {"name": key[1], "kind": kind.plural}})
 
     def _list(self, kind: Kind, namespace: str | None, selector: Any, query: dict[str, str]) -> web.Response:
         limit = int(query.get("limit") or 0)
@@ -624,13 +679,23 @@ def _route(path: str) -> tuple[Kind, str | None] | None:
     return kind, namespace
 
 
-def _object_route(path: str) -> tuple[Kind, str, str] | None:
-    """``(kind, namespace, name)`` for the path of one namespaced object, or ``None``."""
+def _object_route(path: str) -> tuple[Kind, str, str, str | None] | None:
+    """``(kind, namespace, name, subresource or None)`` for the path of one namespaced
+    object (``/api/v1/namespaces/NS/PLURAL/NAME`` or ``/apis/G/V/namespaces/NS/PLURAL/NAME``,
+    optionally ``/status``), or ``None``."""
     parts = path.strip("/").split("/")
-    if len(parts) != 6 or parts[:3] != ["api", "v1", "namespaces"]:
+    if parts[:2] == ["api", "v1"]:
+        group, version, rest = "", "v1", parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
         return None
-    kind = KINDS.get(parts[4])
-    return (kind, parts[3], parts[5]) if kind is not None and kind.group == "" else None
+    if len(rest) not in (4, 5) or rest[0] != "namespaces":
+        return None
+    kind = KINDS.get(rest[2])
+    if kind is None or (kind.group, kind.version) != (group, version):
+        return None
+    return kind, rest[1], rest[3], rest[4] if len(rest) == 5 else None
 
 
 def _for_watcher(kind: Kind, watcher: _Watcher, event: _Event) -> dict[str, Any] | None:
@@ -661,6 +726,61 @@ def _as_item(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
 
 def _as_event_object(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "kind": kind.kind, "apiVersion": kind.api_version}
+
+
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def _invalid(kind: Kind, body: dict[str, Any]) -> str | None:
+    """What the real API server would refuse in ``body`` (422), or ``None``: a name that is
+    not a DNS subdomain, a label value that is not valid, and for DNSEndpoint what its
+    CRD's schema says (``spec.endpoints[]`` of ``dnsName``, ``recordType``, ``targets``,
+    ``recordTTL``, ``labels``, ``setIdentifier``, ``providerSpecific``)."""
+    meta = body.get("metadata") or {}
+    name = meta.get("name", "")
+    if not isinstance(name, str) or len(name) > 253 or not _SUBDOMAIN.fullmatch(name):
+        return f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 subdomain must consist of lower case " \
+               "alphanumeric characters, '-' or '.'"
+    for value in (meta.get("labels") or {}).values():
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+            return f"metadata.labels: Invalid value: {value!r}: a valid label must be 63 characters or less"
+    if kind.kind != "DNSEndpoint":
+        return None
+    endpoints = (body.get("spec") or {}).get("endpoints") or []
+    fields = {"dnsName": str, "recordType": str, "targets": list, "recordTTL": int, "labels": dict,
+              "setIdentifier": str, "providerSpecific": list}
+    if not isinstance(endpoints, list):
+        return "spec.endpoints: Invalid value: must be of type array"
+    for i, endpoint in enumerate(endpoints):
+        if not isinstance(endpoint, dict):
+            return f"spec.endpoints[{i}]: Invalid value: must be of type object"
+        for field_name, value in endpoint.items():
+            wanted = fields.get(field_name)
+            if wanted is None:
+                return f'spec.endpoints[{i}]: unknown field "{field_name}"'
+            if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
+                return f"spec.endpoints[{i}].{field_name}: Invalid value: must be of type {wanted.__name__}"
+        if not all(isinstance(t, str) for t in endpoint.get("targets") or []):
+            return f"spec.endpoints[{i}].targets: Invalid value: must be strings"
+    return None
+
+
+def _split_status(new: dict[str, Any], stored: dict[str, Any] | None, subresource: str | None) -> None:
+    """For a kind with a status subresource: a write of the object keeps the stored status
+    and bumps ``metadata.generation`` when ``spec`` changed; a write of ``status`` keeps
+    everything else as stored."""
+    old = stored or {}
+    meta = new.setdefault("metadata", {})
+    if subresource == "status":
+        status = new.get("status")
+        new.clear()
+        new.update(copy.deepcopy(old))
+        new["status"] = status if status is not None else {}
+        return
+    new["status"] = copy.deepcopy(old.get("status", {}))
+    generation = int(old.get("metadata", {}).get("generation", 0))
+    meta["generation"] = generation + 1 if stored is None or new.get("spec") != old.get("spec") else generation
 
 
 def _gone_event(since: str, oldest: int) -> dict[str, Any]:

@@ -22,7 +22,8 @@ _METRICS = re.compile(r"metrics on (http://\S+)/metrics")
 
 
 class ServeProcess:
-    """``python -m feddns serve --listen 127.0.0.1:0 ...`` as a subprocess.
+    """``python -m feddns serve --listen 127.0.0.1:0 ...`` as a subprocess, serving
+    ``etcd_url``, the ``records`` file or (``example``) the built-in example.
 
     ``start()`` waits until the server has said where it listens and answers
     a query; ``port`` is its UDP and TCP port; ``stop()`` ends it.
@@ -30,12 +31,14 @@ class ServeProcess:
     """
 
     def __init__(self, *, etcd_url: str | None = None, prefix: str = "", records: str | None = None,
-                 extra_args: Sequence[str] = ()) -> None:
+                 example: bool = False, extra_args: Sequence[str] = ()) -> None:
         args = [sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0", *extra_args]
         if etcd_url:
             args += ["--etcd", etcd_url, "--etcd-prefix", prefix]
         if records:
             args += ["--records", records]
+        if example:
+            args += ["--example"]
         self.args = args
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0

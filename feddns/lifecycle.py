@@ -1,0 +1,50 @@
+"""Start-up and shutdown shared by the commands that serve (docs/reference.md section 6).
+
+Every listening socket is bound before "listening" is printed; a bind failure
+is one line naming the flag and the address, and exit status 2
+(:func:`cannot_listen`). SIGTERM and SIGINT stop a command, which logs the stop
+(:class:`StopSignals` says which signal came).
+"""
+
+import asyncio
+import os
+import signal
+
+from feddns.errors import ConfigError
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def cannot_listen(flag: str, address: str, exc: OSError) -> ConfigError:
+    """The error for an address that cannot be bound, naming the flag and the address:
+    ``--metrics 127.0.0.1:9153: cannot listen: Address already in use``. asyncio rewords
+    ``OSError`` messages, so the reason comes from the errno when there is one."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return ConfigError(f"{flag} {address}: cannot listen: {reason}")
+
+
+class StopSignals:
+    """SIGTERM and SIGINT, caught on the running loop from creation until :meth:`close`.
+
+    Made before a command announces that it listens, so that a signal sent as
+    soon as it has said so is a clean stop, not an interrupt.
+    """
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._received: asyncio.Future[str] = self._loop.create_future()
+        for signum in STOP_SIGNALS:
+            self._loop.add_signal_handler(signum, self._handle, signum)
+
+    def _handle(self, signum: signal.Signals) -> None:
+        if not self._received.done():
+            self._received.set_result(signum.name)
+
+    async def wait(self) -> str:
+        """Wait for the first of the signals; returns its name (``SIGTERM``)."""
+        return await asyncio.shield(self._received)
+
+    def close(self) -> None:
+        """Give the signals back to their default handlers."""
+        for signum in STOP_SIGNALS:
+            self._loop.remove_signal_handler(signum)
