@@ -150,6 +150,22 @@ class StubzoneProcess:
 
         return wait_until(found, timeout=timeout, what=f"log line {pattern!r}")
 
+    def wait_for_refusal(self, local_port: int, reason: str, start: int = 0) -> str:
+        """The log line of a refused handshake from 127.0.0.1:``local_port``: its own line, or, when another
+        refusal was logged less than a second before, the count of the next summary line."""
+        own = rf'TLS handshake refused: peer=127\.0\.0\.1:{local_port} reason="{re.escape(reason)}"'
+        counted = rf"TLS handshakes refused: \d+ more in the last 1\.0 s \(.*{re.escape(reason)}: \d+"
+        return self.wait_for_log(f"{own}|{counted}", start=start)
+
+    def rss(self) -> int:
+        """Resident set size of the process, in bytes (``VmRSS`` of /proc/PID/status)."""
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS line")
+
     def stop(self) -> int:
         """SIGTERM, then the exit status (0 for a clean stop)."""
         assert self.proc is not None
