@@ -31,9 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.stubzone.stores import make_store  # noqa: E402
-from tests.stubzone.support import Pki, StubzoneProcess, client_context, make_pki  # noqa: E402
-from tests.support.ports import wait_until  # noqa: E402
+from tests.stubzone.stores import make_store
+from tests.stubzone.support import Pki, StubzoneProcess, client_context, close_all, connect, make_pki
+from tests.support.ports import wait_until
 
 MB = 1024 * 1024
 
@@ -63,22 +63,10 @@ def rss(pid: int) -> int:
 
 
 def flood(port: int, count: int, first: bytes = b"") -> list[socket.socket]:
-    opened = []
-    for _ in range(count):
-        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        opened.append(sock)
-        if first:
-            try:
-                sock.sendall(first)
-            except OSError:
-                pass
+    opened: list[socket.socket] = []
+    connect(port, count, opened, first)
     time.sleep(1.0)  # let the server accept, admit or close each one
     return opened
-
-
-def close(opened: list[socket.socket]) -> None:
-    for sock in opened:
-        sock.close()
 
 
 def authenticated(server: StubzoneProcess, count: int) -> list[socket.socket]:
@@ -117,15 +105,15 @@ def measure(name: str, pki: Pki, directory: Path) -> dict[str, int]:
             figures = {"rest": rss(pid)}
             clients = authenticated(server, 256)
             figures["256 clients"] = rss(pid)
-            close(clients)
+            close_all(clients)
             settle(pid, figures["rest"])
             idle = flood(server.port, 1000)
             figures["1,000 idle"] = rss(pid)
-            close(idle)
+            close_all(idle)
             settle(pid, figures["rest"])
             started = flood(server.port, 1000, b"\x16")
             figures["1,000 started"] = rss(pid)
-            close(started)
+            close_all(started)
             figures["after"] = settle(pid, figures["rest"])
             wait_until(lambda: server.request("GET", "/healthz").status == 200, what="healthz")
         return figures
@@ -143,7 +131,7 @@ def plain_aiohttp(pki: Pki) -> dict[str, int]:
         figures = {"rest": rss(proc.pid)}
         idle = flood(port, 1000)
         figures["1,000 idle"] = rss(proc.pid)
-        close(idle)
+        close_all(idle)
         time.sleep(2)
         figures["after"] = rss(proc.pid)
         return figures

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -100,6 +101,25 @@ def request(port: int, context: ssl.SSLContext, method: str, path: str, body: An
         return Answer(response.status, parsed, dict(response.getheaders()), payload)
     finally:
         connection.close()
+
+
+def connect(port: int, count: int, opened: list[socket.socket], first: bytes = b"") -> None:
+    """Open ``count`` TCP connections to 127.0.0.1:``port`` (appended to ``opened``), each sending ``first``."""
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        opened.append(sock)
+        if first:
+            try:
+                sock.sendall(first)
+            except OSError:
+                pass  # closed by the server at once: over --max-connections
+
+
+def close_all(opened: list[socket.socket]) -> None:
+    """Close and forget every socket of ``opened``."""
+    for sock in opened:
+        sock.close()
+    opened.clear()
 
 
 def skydns_args(etcd_url: str, prefix: str, *extra: str) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.stubzone.support import StubzoneProcess, skydns_args
+from tests.stubzone.support import StubzoneProcess, close_all, connect, skydns_args
 from tests.support.ports import free_port, wait_until
 
 MB = 1024 * 1024
@@ -45,24 +45,6 @@ def connections() -> Iterator[list[socket.socket]]:
     yield opened
     for sock in opened:
         sock.close()
-
-
-def connect(port: int, count: int, opened: list[socket.socket], first: bytes = b"") -> None:
-    """Open ``count`` connections (appended to ``opened``), each sending ``first``."""
-    for _ in range(count):
-        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        opened.append(sock)
-        if first:
-            try:
-                sock.sendall(first)
-            except OSError:
-                pass  # closed by the server at once: over the limit
-
-
-def close_all(opened: list[socket.socket]) -> None:
-    for sock in opened:
-        sock.close()
-    opened.clear()
 
 
 def test_a_thousand_idle_connections_add_little_memory_and_it_is_given_back(pki, etcd, etcd_prefix, connections):
