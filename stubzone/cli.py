@@ -9,6 +9,7 @@ chosen backend's module is imported (:mod:`stubzone.backends`).
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -168,6 +169,7 @@ async def serve(settings: Settings) -> int:
     server: asyncio.Server | None = None
     observe: ObserveServer | None = None
     reloads = asyncio.create_task(settings.credentials.watch(settings.reload_interval))
+    gc.freeze()  # what start-up made lives for good: later collections (tls.give_back_memory) skip it
     try:
         server = await _listen(settings, listener)
         log.info("backend %s; %s", settings.backend.name, settings.credentials.summary)

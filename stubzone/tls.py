@@ -152,7 +152,10 @@ class ServerCredentials:
         """Call :meth:`reload` every ``interval`` seconds, until cancelled."""
         while True:
             await asyncio.sleep(interval)
-            self.reload()
+            try:
+                self.reload()
+            except Exception:  # a bug in one look must not end the watching: the next look may succeed
+                log.exception("TLS certificates: looking at the files failed")
 
     def _refuse(self, key: object, reason: str) -> None:
         if key == self._refused:
@@ -427,12 +430,17 @@ class TLSAcceptor(asyncio.Protocol):
         self._timer = loop.call_at(self._deadline, self._timed_out)
 
     def data_received(self, data: bytes) -> None:
-        transport, self._transport = self._transport, None
+        transport = self._transport
         if transport is None:
             return
         self._stop_timer()
         remaining = max(self._deadline - asyncio.get_running_loop().time(), 0.001)
-        self._listener.start_tls(transport, data, remaining)
+        try:
+            self._listener.start_tls(transport, data, remaining)
+        except BaseException:  # asyncio closes the connection; its slot is freed whoever holds it now
+            self._listener.release(transport)
+            raise
+        self._transport = None
 
     def eof_received(self) -> None:
         if self._transport is not None:
