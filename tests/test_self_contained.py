@@ -16,7 +16,6 @@ FORBIDDEN = re.compile("|".join([
     "CONTRA" + "CTS",                                         # the team's interface file, outside the repository
     r"\biss" + r"ues?\s*#?\d",                                 # a numbered work item
     r"\b(?:the|an|this|that|our|other|these|those)\s+iss" + r"ues?\b",   # a work item named in prose
-    r"\biss" + r"ues\b",
     r"\biss" + r"ue's\b",
     r"\binter" + r"face [AB]\b",                               # the team's internal names for interfaces
     "/wo" + "rk/",                                            # paths on the team's machines
