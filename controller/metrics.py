@@ -69,4 +69,8 @@ class Metrics:
         self.etcd_errors = counter("etcd_errors", "failed etcd calls (retried)")
         self.leader = gauge("leader", "1 while this replica is the leader (the only writer)")
         self.resyncs = counter("resyncs", "full comparisons of etcd with the clusters")
+        self.resync_period = gauge("resync_period_seconds", "resyncSeconds of the config: the period of resyncs")
+        self.last_resync = gauge(
+            "last_resync_timestamp_seconds", "Unix time of the last full comparison done by this replica (0: none)"
+        )
 

@@ -110,6 +110,7 @@ class Syncer:
     ) -> None:
         self.config, self.views, self.link = config, views, link
         self.leadership, self.metrics, self.publisher = leadership, metrics, publisher
+        self.metrics.resync_period.set(config.resync_seconds)
         self.timing = timing
         self.layout = config.layout
         self.prefix = self.layout.federation_prefix(config.federation)
@@ -203,6 +204,7 @@ class Syncer:
         await self._apply(client, self._plan(None))
         self._flipped.clear()  # every shard was planned with the agreement as it is now
         self.resynced = True
+        self.metrics.last_resync.set(time.time())
         if self.publisher is not None:
             await self.publisher.resync(self.external_desired())
 

@@ -30,9 +30,15 @@ MERGE_KEYS = {"containers": "name", "initContainers": "name", "volumes": "name",
 """The patch merge keys of the lists a Deployment patch touches (Kubernetes API, ``x-kubernetes-patch-merge-key``)."""
 
 
+MONITORING = DEPLOY / "monitoring"
+"""prometheus-operator objects (CRDs, not in the Kubernetes schemas): tests/deploy/test_monitoring.py."""
+
+
 def manifest_files() -> list[Path]:
-    """Every ``*.yaml`` under deploy/ that is a whole manifest (not a patch), sorted."""
-    return sorted(path for path in DEPLOY.rglob("*.yaml") if not path.name.endswith(PATCH_SUFFIX))
+    """Every ``*.yaml`` under deploy/ that is a whole manifest of built-in kinds (not a
+    patch, not the monitoring CRDs), sorted."""
+    return sorted(path for path in DEPLOY.rglob("*.yaml")
+                  if not path.name.endswith(PATCH_SUFFIX) and MONITORING not in path.parents)
 
 
 def patch_files() -> list[Path]:
