@@ -4,7 +4,7 @@
 
     feddns certs init         --dir pki                       # pki/ca.crt, pki/ca.key
     feddns certs issue-server --dir pki --dns stubzone.example --ip 203.0.113.10
-    feddns certs issue-client --dir pki --cn federation-controller
+    feddns certs issue-client --dir pki --cn feddns-controller
 
 Every file is PEM; keys are written with mode 0600 (:mod:`stubzone.pki`).
 Existing files are never replaced without ``--force``. Bad flags, an unusable

@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 
 from tests.controller.harness import FIXTURES, LABEL
-from tests.support.fakekube import FakeKube, endpoint_slice, service, service_export
+from tests.support.fakekube import KUBERNETES_VERSION, FakeKube, endpoint_slice, service, service_export
 from tests.support.ports import wait_until
 
 SERVICES = "/api/v1/services"
@@ -42,7 +42,7 @@ def test_fixture_objects_are_valid_kubernetes_objects(fake, name):
     for obj in objects:
         if obj["kind"] == "ServiceExport":
             continue  # a CRD: no schema in kubernetes-validate
-        kubernetes_validate.validate(obj, "1.37.0", strict=True)
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     assert {o["kind"] for o in objects} == {"Service", "EndpointSlice"}
 
 
@@ -55,7 +55,7 @@ def test_headless_policy_objects_are_valid_kubernetes_objects(fake):
         fake.apply(endpoint_slice("ns", "web", ready=1, name="web-v6", address_type="IPv6", base="fd00::")),
     ]
     for obj in objects:
-        kubernetes_validate.validate(obj, "1.37.0", strict=True)
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     assert objects[0]["spec"]["clusterIPs"] == ["None"] and objects[0]["spec"]["ipFamilies"] == ["IPv4"]
 
 

@@ -30,8 +30,8 @@ from tests.deploy.manifests import (
     service_variables,
     strategic_merge,
 )
+from tests.support.fakekube import KUBERNETES_VERSION
 
-KUBERNETES_VERSION = "1.30.0"
 OBJECTS = [obj for _, obj in all_objects()]
 FEDDNS_CONTAINERS = [c for c in containers(OBJECTS) if c.is_feddns]
 

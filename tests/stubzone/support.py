@@ -28,7 +28,7 @@ def certs(*args: str) -> None:
 class Pki:
     """A CA in ``dir`` with a server certificate for 127.0.0.1 and these clients.
 
-    ``client``: CN federation-controller (allowed); ``stranger``: another CN of
+    ``client``: CN feddns-controller (allowed); ``stranger``: another CN of
     the same CA (not allowed); ``expired``: allowed CN, expired; ``foreign``:
     allowed CN from another CA; ``san_only``: no CN match, allowed DNS SAN.
     """
@@ -43,7 +43,7 @@ class Pki:
         return str(self.dir / "ca.crt")
 
 
-ALLOWED = "federation-controller"
+ALLOWED = "feddns-controller"
 ALLOWED_DNS = "controller.federation.example"
 
 

@@ -28,7 +28,7 @@ def test_post_programs_the_skydns_stub_keys_of_section_5(stubzone: StubzoneProce
         f"{base}/ns2": {"host": "108.180.64.128", "port": 53},
     }
     assert etcd.get_prefix(skydns_prefix) == {}  # nothing in the v3 key space, which SkyDNS does not read
-    stubzone.wait_for_log(r'POST /federations/myfederation client="CN=federation-controller" '
+    stubzone.wait_for_log(r'POST /federations/myfederation client="CN=feddns-controller" '
                           r'peer=127\.0\.0\.1:\d+ status=200 reason="myfederation\.svc\.federation\. -> ')
 
 

@@ -29,7 +29,7 @@ def test_init_and_issue_write_pem_files_with_private_keys_at_0600(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"wrote {tmp_path}/ca.crt and {tmp_path}/ca.key (key mode 0600): CN=feddns stub-zone CA")
     certs("issue-server", "--dir", str(tmp_path), "--dns", "stubzone.example", "--ip", "203.0.113.10", "--ip", "2001:db8::10")
-    certs("issue-client", "--dir", str(tmp_path), "--cn", "federation-controller", "--uri", "spiffe://fed/ctl")
+    certs("issue-client", "--dir", str(tmp_path), "--cn", "feddns-controller", "--uri", "spiffe://fed/ctl")
     for name in ("ca", "server", "client"):
         assert mode(tmp_path / f"{name}.key") == 0o600
         assert mode(tmp_path / f"{name}.crt") == 0o644

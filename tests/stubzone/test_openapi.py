@@ -36,7 +36,7 @@ def test_schemathesis_finds_no_5xx_and_no_schema_violation(stubzone: StubzonePro
     ]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
-    answered = [line for line in stubzone.lines[log_start:] if 'client="CN=federation-controller"' in line]
+    answered = [line for line in stubzone.lines[log_start:] if 'client="CN=feddns-controller"' in line]
     statuses = {int(match.group(1)) for line in answered if (match := re.search(r" status=(\d+) ", line))}
     assert len(answered) >= 100, result.stdout[-3000:]
     assert {200, 400, 404, 415} <= statuses

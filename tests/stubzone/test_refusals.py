@@ -105,7 +105,7 @@ def test_bad_input_is_refused_logged_and_changes_nothing(
     assert etcd.v2_leaves(seeded) == before
     assert etcd.v2_index() == index
     stubzone.wait_for_log(
-        rf'{method} \S+ client="CN=federation-controller" peer=127\.0\.0\.1:\d+ status={status} '
+        rf'{method} \S+ client="CN=feddns-controller" peer=127\.0\.0\.1:\d+ status={status} '
         rf'reason=".*{re.escape(words)}',
         start=log_start,
     )
@@ -181,7 +181,7 @@ def test_requests_aiohttp_refuses_itself_are_answered_as_json_too(stubzone: Stub
     assert isinstance(answer, dict) and list(answer) == ["error"] and answer["error"], answer
     assert etcd.v2_leaves(seeded) == before
     assert etcd.v2_index() == index
-    stubzone.wait_for_log(rf'client="CN=federation-controller" peer=127\.0\.0\.1:\d+ status={status} ',
+    stubzone.wait_for_log(rf'client="CN=feddns-controller" peer=127\.0\.0\.1:\d+ status={status} ',
                           start=log_start)
     assert not any("Traceback" in line or " ERROR " in line for line in stubzone.lines[log_start:])
 

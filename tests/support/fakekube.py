@@ -101,6 +101,11 @@ KINDS = {
         Kind("externaldns.k8s.io", "v1alpha1", "DNSEndpoint", "dnsendpoints", builtin=False, status_subresource=True),
     )
 }
+KUBERNETES_VERSION = "1.30.0"
+"""The one Kubernetes version whose schemas (kubernetes-validate) the manifests in deploy/
+and the objects of these tests are validated against, and that the docs name: the
+oldest release the manifests are written for."""
+
 WRITABLE = frozenset({"configmaps", "endpointslices", "dnsendpoints"})
 """Kinds the fake lets clients write (GET/PUT/POST/DELETE of one object)."""
 _BY_KIND = {k.kind: k for k in KINDS.values()}
