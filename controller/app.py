@@ -145,7 +145,14 @@ class Controller:
             return self._publisher_override
         from controller import external  # imported only when configured
 
-        publisher: Publisher = external.Publisher(self.config.external, self.config.federation, self.registry)
+        config = self.config.external
+        provider: external.Provider | None = None
+        if config.provider == "dnsendpoint":
+            from controller.external_dnsendpoint import DnsEndpointProvider
+
+            cluster = next(c for c in self.config.clusters if c.name == config.cluster)
+            provider = DnsEndpointProvider(config, self.config.federation, lambda: self._connect(cluster))
+        publisher: Publisher = external.Publisher(config, self.config.federation, self.registry, provider=provider)
         return publisher
 
     def _start_reflectors(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -130,7 +130,7 @@ def parse_config(raw: object) -> ControllerConfig:
         selector=_selector(top.get("selector", {})),
         resync_seconds=_positive(top.get("resyncSeconds", DEFAULT_RESYNC_SECONDS), "resyncSeconds"),
         lease_seconds=_lease(top.get("leaseSeconds", DEFAULT_LEASE_SECONDS)),
-        external=_external(top["external"]) if "external" in top else None,
+        external=_external(top["external"], clusters) if "external" in top else None,
     )
 
 
@@ -324,12 +324,17 @@ def _is_label_key(text: str) -> bool:
     return bool(_LABEL_NAME.match(name))
 
 
-def _external(raw: object) -> Any:
-    """Parse ``external`` with the publisher's own parser (controller.external)."""
+def _external(raw: object, clusters: Any) -> Any:
+    """Parse ``external`` with the publisher's own parser (controller.external); the
+    dnsendpoint provider's ``cluster`` must be one of ``clusters``."""
     try:
         from controller import external
     except ImportError as exc:
         raise ConfigError("external: this installation has no external DNS publisher") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"external: must be a mapping, not {_kind(raw)}")
-    return external.parse_external_config(raw)
+    parsed = external.parse_external_config(raw)
+    names = [cluster.name for cluster in clusters]
+    if parsed.cluster is not None and parsed.cluster not in names:
+        raise ConfigError(f"external.cluster: {parsed.cluster!r} is not one of clusters[].name ({', '.join(names)})")
+    return parsed

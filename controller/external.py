@@ -9,7 +9,9 @@ shard. This module holds the provider-neutral part:
   section of docs/reference.md section 7.
 - :class:`Provider`: the seam to a DNS provider (read the names in the zone,
   look one up, apply one conditional change). ``controller.external_rfc2136``
-  implements it with RFC 2136 updates signed with TSIG (RFC 8945).
+  implements it with RFC 2136 updates signed with TSIG (RFC 8945);
+  ``controller.external_dnsendpoint`` with ExternalDNS's ``DNSEndpoint`` objects
+  in one member cluster, which ExternalDNS publishes to any of its providers.
 - :class:`Publisher`: the reconciliation. The caller hands it the full desired
   state; a task of its own sends one change per service whose RRsets differ
   from what it last saw on the server, and retries failures with exponential
@@ -22,6 +24,13 @@ the provider makes each change conditional on what the publisher believes is
 there (the name absent, or its TXT RRset unchanged), so a record someone else
 created, even a moment ago, is never overwritten. At resync the publisher
 reads the zone back and deletes the owned names nobody wants any more.
+
+What is published (docs/external-dns.md): the ``status.loadBalancer.ingress``
+IPs of the ready shards. When no shard is ready, the caller names the service
+``stale`` with the load-balancer IPs it still has, and the name keeps them,
+marked with a second TXT string :data:`STALE_MARK` (a label on a DNSEndpoint):
+a public resolver then gets addresses, never an NXDOMAIN it would cache while
+Federated-DNS answers NODATA. A name goes only when its service is gone.
 """
 
 import asyncio
@@ -31,7 +40,7 @@ import ipaddress
 import logging
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,12 +49,20 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from feddns.errors import ConfigError, FeddnsError
 from feddns.hostport import parse_hostport
-from feddns.names import normalize_zone
+from feddns.names import is_label, normalize_zone
 from feddns.records import IPAddress
 
 log = logging.getLogger(__name__)
 
-PROVIDERS = ("rfc2136",)
+PROVIDERS = ("rfc2136", "dnsendpoint")
+PROVIDER_KEYS = {
+    "rfc2136": ("provider", "server", "zone", "ttl", "tsig"),
+    "dnsendpoint": ("provider", "cluster", "namespace", "zone", "ttl"),
+}
+"""The keys of the ``external`` section each provider takes."""
+PROVIDER_REQUIRED = {"rfc2136": ("server", "zone"), "dnsendpoint": ("cluster", "namespace", "zone")}
+STALE_MARK = "feddns/stale=true"
+"""The TXT string a name also carries while no shard of its service is ready."""
 # RFC 8945 section 6: HMAC-SHA256 is mandatory to implement; MD5 is deprecated and left out.
 TSIG_ALGORITHMS = ("hmac-sha1", "hmac-sha224", "hmac-sha256", "hmac-sha384", "hmac-sha512")
 MAX_TTL = 2**31 - 1  # RFC 2181 section 8
@@ -62,11 +79,11 @@ class ExternalConfig:
     """The ``external`` section of the controller config (docs/reference.md section 7)."""
 
     provider: str
-    """Provider kind; only ``"rfc2136"`` for now."""
+    """Provider kind: ``"rfc2136"`` or ``"dnsendpoint"``."""
     server: str
-    """The provider's primary server: an IP address or a hostname."""
+    """rfc2136: the provider's primary server, an IP address or a hostname (``""`` for dnsendpoint)."""
     port: int
-    """Its DNS port (TCP), 53 unless ``server`` names another."""
+    """rfc2136: its DNS port (TCP), 53 unless ``server`` names another (0 for dnsendpoint)."""
     zone: str
     """The registered domain, normalised (``"example.com."``); also the update zone."""
     ttl: int = 60
@@ -77,37 +94,57 @@ class ExternalConfig:
     """TSIG algorithm (RFC 8945 section 6 names)."""
     tsig_secret: bytes | None = field(default=None, repr=False)
     """The decoded TSIG secret read from ``tsig.secretFile``; kept out of repr and logs."""
+    cluster: str | None = None
+    """dnsendpoint: the member cluster (``clusters[].name``) whose API server keeps the objects."""
+    namespace: str | None = None
+    """dnsendpoint: the namespace of the DNSEndpoint objects in that cluster."""
 
 
 def parse_external_config(raw: Mapping[str, Any]) -> ExternalConfig:
     """Check the ``external`` mapping of the controller config and return it typed.
 
-    ``provider``, ``server`` and ``zone`` are required; ``ttl`` defaults to 60 s;
-    ``tsig`` is optional (no signing), and when given needs ``name`` and
-    ``secretFile`` (``algorithm`` defaults to hmac-sha256). The secret file holds
-    the base64 secret, alone or as ``tsig-keygen`` writes it. Raises
-    :class:`ConfigError` naming the key (``external.tsig.secretFile: ...``); unknown
-    keys are errors.
+    ``provider`` and ``zone`` are required; ``ttl`` defaults to 60 s. rfc2136:
+    ``server`` is required; ``tsig`` is optional (no signing), and when given
+    needs ``name`` and ``secretFile`` (``algorithm`` defaults to hmac-sha256). The
+    secret file holds the base64 secret, alone or as ``tsig-keygen`` writes it.
+    dnsendpoint: ``cluster`` (a cluster name; the caller checks it is configured)
+    and ``namespace`` are required. Raises :class:`ConfigError` naming the key
+    (``external.tsig.secretFile: ...``); unknown keys, and keys of the other
+    provider, are errors.
     """
-    section = _mapping(raw, "external", ("provider", "server", "zone", "ttl", "tsig"))
-    for key in ("provider", "server", "zone"):
-        if key not in section:
-            raise ConfigError(f"external.{key}: required")
-    provider = section["provider"]
+    section = _mapping(raw, "external", tuple(dict.fromkeys(k for keys in PROVIDER_KEYS.values() for k in keys)))
+    provider = section.get("provider")
+    if provider is None:
+        raise ConfigError("external.provider: required")
     if provider not in PROVIDERS:
         raise ConfigError(f"external.provider: {provider!r} is not supported (expected one of {', '.join(PROVIDERS)})")
+    section = _mapping(section, "external", PROVIDER_KEYS[provider], f" with provider {provider}")
+    for key in PROVIDER_REQUIRED[provider]:
+        if key not in section:
+            raise ConfigError(f"external.{key}: required")
+    if provider == "dnsendpoint":
+        return ExternalConfig(provider, "", 0, _zone(section["zone"]), _ttl(section.get("ttl", 60)),
+                              cluster=_label(section["cluster"], "cluster"),
+                              namespace=_label(section["namespace"], "namespace"))
     server, port = _server(section["server"])
     tsig = _tsig(section["tsig"]) if section.get("tsig") is not None else (None, "hmac-sha256", None)
     return ExternalConfig(provider, server, port, _zone(section["zone"]), _ttl(section.get("ttl", 60)), *tsig)
 
 
-def _mapping(raw: object, where: str, allowed: Sequence[str]) -> Mapping[str, Any]:
+def _mapping(raw: object, where: str, allowed: Sequence[str], context: str = "") -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
     for key in raw:
         if key not in allowed:
-            raise ConfigError(f"{where}.{key}: unknown key (expected {', '.join(allowed)})")
+            raise ConfigError(f"{where}.{key}: unknown key{context} (expected {', '.join(allowed)})")
     return raw
+
+
+def _label(value: object, key: str) -> str:
+    """A cluster or namespace name: a lowercase DNS label (RFC 1123)."""
+    if not isinstance(value, str) or not is_label(value):
+        raise ConfigError(f"external.{key}: {value!r} is not a lowercase DNS label")
+    return value
 
 
 def _server(value: object) -> tuple[str, int]:
@@ -204,8 +241,9 @@ class Change:
     ``prior`` is what the publisher believes is at ``name``: ``None`` means the
     name must not exist yet (RFC 2136 2.4.5), otherwise its TXT RRset must be
     exactly ``prior.txt`` (RFC 2136 2.4.2). The change replaces the A and AAAA
-    RRsets with ``addresses`` (TTL ``ttl`` seconds) and adds the ownership TXT
-    ``marker``; with no ``addresses`` it deletes both RRsets and the marker.
+    RRsets with ``addresses`` (TTL ``ttl`` seconds), adds the ownership TXT
+    ``marker``, and adds (``stale``) or removes :data:`STALE_MARK`; with no
+    ``addresses`` it deletes both RRsets, the marker and the stale mark.
     """
 
     name: dns.name.Name
@@ -213,6 +251,8 @@ class Change:
     addresses: frozenset[IPAddress]
     ttl: int
     marker: str
+    stale: bool = False
+    """No shard of the service is ready: ``addresses`` are kept, marked :data:`STALE_MARK`."""
 
 
 class ProviderError(FeddnsError):
@@ -312,6 +352,9 @@ class _Metrics:
         self.pending = Gauge(
             "feddns_external_pending_names", "Owned or wanted names whose RRsets differ from the desired state.",
             registry=registry)
+        self.stale = Gauge(
+            "feddns_external_stale_names", "Owned names kept with their last addresses, marked stale: no shard ready.",
+            registry=registry)
         self.conflicts = Gauge(
             "feddns_external_conflicting_names", "Wanted names that exist without our ownership TXT (left alone).",
             registry=registry)
@@ -330,6 +373,8 @@ class Publisher:
     def __init__(self, config: ExternalConfig, federation: str, registry: CollectorRegistry, *,
                  timing: Timing = Timing(), provider: Provider | None = None) -> None:
         if provider is None:
+            if config.provider != "rfc2136":
+                raise ValueError(f"provider {config.provider} needs its Provider object")
             from controller.external_rfc2136 import Rfc2136Provider
             provider = Rfc2136Provider(config, timeout=timing.timeout)
         self._provider = provider
@@ -339,6 +384,7 @@ class Publisher:
         self._metrics = _Metrics(registry)
         self._suffix = dns.name.from_text(f"{federation}.svc.{config.zone}")
         self._desired: dict[dns.name.Name, frozenset[IPAddress]] = {}
+        self._stale: frozenset[dns.name.Name] = frozenset()
         self._name_cache: dict[ServiceKey, dns.name.Name | None] = {}
         self._owned: dict[dns.name.Name, NameState] = {}
         self._foreign: set[dns.name.Name] = set()
@@ -349,24 +395,26 @@ class Publisher:
 
     # -- the interface --
 
-    async def publish(self, desired: Desired) -> None:
+    async def publish(self, desired: Desired, stale: Collection[ServiceKey] = frozenset()) -> None:
         """Make ``desired`` the state to publish and return at once.
 
-        ``desired`` maps ``(namespace, service)`` to the externalIPs of its healthy
-        shards of type LoadBalancer, for every such service (the full state, not
-        a delta). A service with no address, or absent, gets no name; owned names
-        not in ``desired`` are deleted.
+        ``desired`` maps ``(namespace, service)`` to the load-balancer IPs
+        (``status.loadBalancer.ingress``) of its ready shards of type
+        LoadBalancer, for every such service (the full state, not a delta); for
+        a service in ``stale`` no shard is ready, and its addresses are those its
+        shards' load balancers still have. A service with no address, or absent,
+        gets no name; owned names not in ``desired`` are deleted.
         """
-        self._desired = self._names(desired)
+        self._set(desired, stale)
         self._kick()
 
-    async def resync(self, desired: Desired) -> None:
+    async def resync(self, desired: Desired, stale: Collection[ServiceKey] = frozenset()) -> None:
         """Like :meth:`publish`, and first read the zone again (AXFR) to learn the owned names.
 
         Names that an earlier run created and nobody wants any more are deleted;
         names found without our marker are looked at again.
         """
-        self._desired = self._names(desired)
+        self._set(desired, stale)
         self._read_zone = True
         self._kick()
 
@@ -378,6 +426,10 @@ class Publisher:
             self._task = None
 
     # -- the state --
+
+    def _set(self, desired: Desired, stale: Collection[ServiceKey]) -> None:
+        self._desired = self._names(desired)
+        self._stale = frozenset(name for key in stale if (name := self._name_cache.get(key)) is not None)
 
     def _names(self, desired: Desired) -> dict[dns.name.Name, frozenset[IPAddress]]:
         """``desired`` keyed by owner name, services without addresses left out."""
@@ -411,12 +463,13 @@ class Publisher:
     def _dirty(self) -> list[dns.name.Name]:
         """Names to change: wanted and not as wanted, or owned and not wanted."""
         wanted = [name for name, addresses in self._desired.items() if name not in self._foreign
-                  and (name not in self._owned or not self._matches(self._owned[name], addresses))]
+                  and (name not in self._owned or not self._matches(self._owned[name], addresses, name))]
         unwanted = [name for name in self._owned if name not in self._desired]
         return wanted + unwanted
 
-    def _matches(self, state: NameState, addresses: frozenset[IPAddress]) -> bool:
-        return state.addresses == addresses and state.ttl == self._config.ttl
+    def _matches(self, state: NameState, addresses: frozenset[IPAddress], name: dns.name.Name) -> bool:
+        stale = (STALE_MARK,) in state.txt
+        return state.addresses == addresses and state.ttl == self._config.ttl and stale == (name in self._stale)
 
     def _kick(self) -> None:
         self._update_gauges()
@@ -426,6 +479,7 @@ class Publisher:
 
     def _update_gauges(self) -> None:
         self._metrics.owned.set(len(self._owned))
+        self._metrics.stale.set(sum(1 for state in self._owned.values() if (STALE_MARK,) in state.txt))
         self._metrics.pending.set(len(self._dirty()))
         self._metrics.conflicts.set(len(self._foreign & self._desired.keys()))
 
@@ -505,14 +559,17 @@ class Publisher:
         prior = self._owned.get(name)
         mark = self._marker(name)
         assert mark is not None, name
-        await self._provider.apply(Change(name, prior, addresses, self._config.ttl, mark))
+        stale = name in self._stale
+        await self._provider.apply(Change(name, prior, addresses, self._config.ttl, mark, stale))
         self._metrics.updates.inc()
         if addresses:
-            txt = (prior.txt if prior else frozenset()) | {(mark,)}
-            self._owned[name] = NameState(addresses, self._config.ttl, txt)
+            txt = ((prior.txt if prior else frozenset()) - {(STALE_MARK,)}) | {(mark,)} | (
+                {(STALE_MARK,)} if stale else set())
+            self._owned[name] = NameState(addresses, self._config.ttl, frozenset(txt))
         else:
             self._owned.pop(name, None)
-        log.info("external DNS: %s %s", "published" if addresses else "deleted", name)
+        what = "deleted" if not addresses else "kept, marked stale (no shard ready)," if stale else "published"
+        log.info("external DNS: %s %s", what, name)
 
     def _adopt(self, name: dns.name.Name, state: NameState | None) -> None:
         """Record what a lookup found at ``name``: ours, absent, or someone else's."""

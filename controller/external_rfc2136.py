@@ -9,8 +9,9 @@ connection. dnspython builds and signs the messages (``dns.update``,
 - a change (``external.Change``) is one UPDATE message (RFC 2136 section 2):
   the prerequisite (name not in use, section 2.4.5; or the TXT RRset exactly as
   last seen, section 2.4.2), then "delete RRset" of A and AAAA and "add" of the
-  new rdata and the ownership TXT (sections 2.5.2 and 2.5.1), or for a deletion
-  "delete an RR from an RRset" for the TXT marker (section 2.5.4);
+  new rdata and the ownership TXT (sections 2.5.2 and 2.5.1), and "add" or
+  "delete an RR from an RRset" (section 2.5.4) of the stale mark; for a
+  deletion, "delete an RR from an RRset" for the TXT marker and the stale mark;
 - the zone is read back with a TSIG-signed AXFR (RFC 5936);
 - one name is looked up with signed A, AAAA and TXT queries.
 """
@@ -36,7 +37,15 @@ import dns.update
 import dns.xfr
 import dns.zone
 
-from controller.external import Change, ExternalConfig, NameState, PrerequisiteFailed, ProviderError, TransferRefused
+from controller.external import (
+    STALE_MARK,
+    Change,
+    ExternalConfig,
+    NameState,
+    PrerequisiteFailed,
+    ProviderError,
+    TransferRefused,
+)
 from feddns.records import IPAddress
 
 _T = TypeVar("_T")
@@ -120,18 +129,23 @@ class Rfc2136Provider:
         """The UPDATE of ``change``: its prerequisite, then the RRset changes (RFC 2136 2.4, 2.5)."""
         update = dns.update.UpdateMessage(self._zone, keyring=self._key)
         _prerequisite(update, change)
-        name, mark = change.name, _txt(change.marker)
+        name, mark, stale = change.name, _txt(change.marker), _txt(STALE_MARK)
         if change.prior is not None:
             update.delete(name, dns.rdatatype.A)
             update.delete(name, dns.rdatatype.AAAA)
         if not change.addresses:
             update.delete(name, mark)
+            update.delete(name, stale)
             return update
         for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
             rdata = sorted(str(address) for address in change.addresses if _rdtype(address) == rdtype)
             if rdata:
                 update.add(name, dns.rdataset.from_text_list(dns.rdataclass.IN, rdtype, change.ttl, rdata))
         update.add(name, change.ttl, mark)
+        if change.stale:
+            update.add(name, change.ttl, stale)
+        elif change.prior is not None and (STALE_MARK,) in change.prior.txt:
+            update.delete(name, stale)
         return update
 
     # -- transport --

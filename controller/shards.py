@@ -70,7 +70,9 @@ class ServiceInfo:
     ``labelled``: the selector label equals the federation name. ``record``: its
     clusterIPs, externalIPs and named ports (``ready`` not yet known), or
     ``None`` with ``skip`` saying why. ``load_balancer``: ``spec.type`` is
-    ``LoadBalancer`` (the external publisher only takes those). ``headless``:
+    ``LoadBalancer`` (the external publisher only takes those), and
+    ``ingress_ips`` its ``status.loadBalancer.ingress[].ip`` (what the external
+    publisher publishes; never ``spec.externalIPs``). ``headless``:
     ``clusterIP: None`` (the record's endpoints come from the EndpointSlices).
     The record's policy is the annotations' (the default when none is set or
     one is bad, ``policy_problem`` then saying which and why).
@@ -84,6 +86,7 @@ class ServiceInfo:
     load_balancer: bool = False
     headless: bool = False
     policy_problem: str | None = None
+    ingress_ips: tuple[IPAddress, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +133,8 @@ def service_info(obj: object, federation: str, label: str, clusters: frozenset[s
     labelled = isinstance(labels, dict) and labels.get(label) == federation
     try:
         spec = _field(obj, "spec", dict)
-        record, skip = _service_record(spec, _ingress(obj))
+        ingress = _ingress(obj)
+        record, skip = _service_record(spec, ingress)
     except ShapeError as exc:
         return ServiceInfo(namespace, name, labelled, None, Skip("malformed", f"unexpected shape: {exc}"))
     load_balancer = record is not None and spec.get("type") == "LoadBalancer"
@@ -138,7 +142,10 @@ def service_info(obj: object, federation: str, label: str, clusters: frozenset[s
     policy, problem = read_annotations(meta.get("annotations"), clusters)
     if record is not None and policy is not DEFAULT_POLICY:
         record = replace(record, policy=policy)
-    return ServiceInfo(namespace, name, labelled, record, skip, load_balancer, headless, problem)
+    # the record's externalIPs are the ingress IPs when there are any (else spec.externalIPs)
+    from_ingress = record is not None and load_balancer and any(i.get("ip") for i in ingress)
+    return ServiceInfo(namespace, name, labelled, record, skip, load_balancer, headless, problem,
+                       record.external_ips if from_ingress and record is not None else ())
 
 
 def read_annotations(annotations: object, clusters: frozenset[str]) -> tuple[Policy, str | None]:

@@ -30,7 +30,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -63,11 +63,12 @@ class Leadership(Protocol):
 
 
 class Publisher(Protocol):
-    """The external DNS publisher (``controller.external.Publisher``)."""
+    """The external DNS publisher (``controller.external.Publisher``): ``desired`` maps
+    each service to its addresses, ``stale`` the services none of whose shards is ready."""
 
-    async def publish(self, desired: Mapping[Key, Sequence[IPAddress]]) -> None: ...
+    async def publish(self, desired: Mapping[Key, Sequence[IPAddress]], stale: Collection[Key] = ...) -> None: ...
 
-    async def resync(self, desired: Mapping[Key, Sequence[IPAddress]]) -> None: ...
+    async def resync(self, desired: Mapping[Key, Sequence[IPAddress]], stale: Collection[Key] = ...) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -206,7 +207,7 @@ class Syncer:
         self.resynced = True
         self.metrics.last_resync.set(time.time())
         if self.publisher is not None:
-            await self.publisher.resync(self.external_desired())
+            await self.publisher.resync(*self.external_desired())
 
     async def flush(self, client: aetcd.Client) -> None:
         """Write the touched shards and reconcile the newly listed clusters."""
@@ -224,7 +225,7 @@ class Syncer:
             self._reconcile |= reconcile
             raise
         if changes and self.publisher is not None:
-            await self.publisher.publish(self.external_desired())
+            await self.publisher.publish(*self.external_desired())
 
     # -- planning --------------------------------------------------------------------
 
@@ -397,29 +398,36 @@ class Syncer:
 
     # -- external publisher --------------------------------------------------------------
 
-    def external_desired(self) -> dict[Key, list[IPAddress]]:
-        """(namespace, service) -> externalIPs of its ready LoadBalancer shards (docs/external-dns.md).
+    def external_desired(self) -> tuple[dict[Key, list[IPAddress]], set[Key]]:
+        """What the external publisher publishes (docs/external-dns.md): ``(desired, stale)``.
 
-        A cluster not listed yet contributes the shards etcd still holds for it."""
-        desired: dict[Key, list[IPAddress]] = {}
+        ``desired`` maps (namespace, service) to the load-balancer IPs
+        (``status.loadBalancer.ingress``) of its ready shards of type LoadBalancer;
+        a service none of whose shards is ready is in ``stale``, with the IPs its
+        load balancers still have, so that its public name keeps answering them
+        rather than turning into NXDOMAIN while Federated-DNS says NODATA. A
+        cluster not listed yet contributes the ready shards etcd still holds for it."""
+        ready: dict[Key, list[IPAddress]] = {}
+        unready: dict[Key, list[IPAddress]] = {}
         for cluster in self.config.clusters:
-            view = self.views[cluster.name]
-            for key, addresses in self._external_of(cluster.name, view):
-                desired.setdefault(key, []).extend(a for a in addresses if a not in desired.get(key, []))
-        return desired
+            for key, addresses, healthy in self._external_of(cluster.name, self.views[cluster.name]):
+                into = (ready if healthy else unready).setdefault(key, [])
+                into.extend(a for a in addresses if a not in into)
+        stale = {key for key in unready.keys() - ready.keys() if unready[key]}
+        return {**{key: unready[key] for key in stale}, **{k: v for k, v in ready.items() if v}}, stale
 
-    def _external_of(self, cluster: str, view: ClusterView) -> Iterable[tuple[Key, Sequence[IPAddress]]]:
+    def _external_of(self, cluster: str, view: ClusterView) -> Iterable[tuple[Key, Sequence[IPAddress], bool]]:
         if view.synced:
             for key in sorted(view.selected):
-                if addresses := view.load_balancer_ips(key):
-                    yield key, addresses
+                addresses, healthy = view.load_balancer_ips(key)
+                if addresses:
+                    yield key, addresses, healthy
             return
         for etcd_key, value in sorted((self.known or {}).items()):
             parsed = self._parse(etcd_key)
             record = _record_of(value)
-            if isinstance(parsed, ShardKey) and parsed.cluster == cluster and record and record.healthy:
-                if record.external_ips:
-                    yield (parsed.namespace, parsed.service), record.external_ips
+            if isinstance(parsed, ShardKey) and parsed.cluster == cluster and record and record.external_ips:
+                yield (parsed.namespace, parsed.service), record.external_ips, record.healthy
 
 
 def _record_of(value: bytes | None) -> ShardRecord | None:

@@ -15,7 +15,7 @@ from typing import Any
 from controller import shards
 from controller.config import SelectorConfig
 from controller.metrics import Metrics
-from feddns.records import MAX_ENDPOINTS, Policy, ShardRecord
+from feddns.records import MAX_ENDPOINTS, IPAddress, Policy, ShardRecord
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +114,14 @@ class ClusterView:
         record = self.services[key].record
         return record.policy if record is not None else None
 
-    def load_balancer_ips(self, key: Key) -> tuple[Any, ...]:
-        """externalIPs of ``key`` when it is a ready shard of type LoadBalancer, else ``()``."""
+    def load_balancer_ips(self, key: Key) -> tuple[tuple[IPAddress, ...], bool]:
+        """``(ingress IPs, ready)`` of ``key`` when it is a shard of type LoadBalancer
+        (``status.loadBalancer.ingress[].ip``, never ``spec.externalIPs``; ``ready``:
+        the shard has a ready endpoint), else ``((), False)``."""
         record = self.shard(key)
-        if record is None or not record.healthy or not self.services[key].load_balancer:
-            return ()
-        return record.external_ips
+        if record is None or not self.services[key].load_balancer:
+            return (), False
+        return self.services[key].ingress_ips, record.healthy
 
     def _store(self, resource: str) -> dict[Key, Any]:
         if resource == SERVICES:

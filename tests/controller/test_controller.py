@@ -157,25 +157,43 @@ class RecordingPublisher:
     """A Publisher (controller.external.Publisher) that remembers the desired states it was handed."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, dict]] = []
+        self.calls: list[tuple[str, dict, list]] = []
 
-    async def publish(self, desired):
-        self.calls.append(("publish", {k: sorted(map(str, v)) for k, v in desired.items()}))
+    async def publish(self, desired, stale=frozenset()):
+        self.calls.append(("publish", {k: sorted(map(str, v)) for k, v in desired.items()}, sorted(stale)))
 
-    async def resync(self, desired):
-        self.calls.append(("resync", {k: sorted(map(str, v)) for k, v in desired.items()}))
+    async def resync(self, desired, stale=frozenset()):
+        self.calls.append(("resync", {k: sorted(map(str, v)) for k, v in desired.items()}, sorted(stale)))
+
+    def stop(self):
+        self.calls.append(("stop", {}, []))
 
     async def close(self):
-        self.calls.append(("close", {}))
+        self.calls.append(("close", {}, []))
 
 
 def test_the_publisher_gets_the_ready_load_balancer_ips(etcd, etcd_prefix, foo, bar, tmp_path):
     publisher = RecordingPublisher()
+    key = ("myns", "myservice")
     with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path), publisher=publisher):
-        both = {("myns", "myservice"): ["104.32.64.128", "104.32.64.130"]}  # not shop/cart: a ClusterIP
-        wait_until(lambda: publisher.calls and publisher.calls[-1][1] == both, what="both LB IPs published")
+        both = {key: ["104.32.64.128", "104.32.64.130"]}  # not shop/cart: a ClusterIP
+        wait_until(lambda: publisher.calls and publisher.calls[-1][1:] == (both, []), what="both LB IPs published")
         assert publisher.calls[0][0] == "resync"
         bar.apply(endpoint_slice("myns", "myservice", ready=0, name="myservice-q8r3z"))
-        wait_until(lambda: publisher.calls[-1] == ("publish", {("myns", "myservice"): ["104.32.64.128"]}),
+        wait_until(lambda: publisher.calls[-1] == ("publish", {key: ["104.32.64.128"]}, []),
                    what="bar's shard unpublished when not ready")
+        # No shard ready: the load balancers' IPs are kept, marked stale (Federated-DNS says NODATA).
+        foo.apply(endpoint_slice("myns", "myservice", ready=0, name="myservice-x7k2p"))
+        wait_until(lambda: publisher.calls[-1] == ("publish", both, [key]), what="both kept, stale")
+        # A LoadBalancer with spec.externalIPs but no ingress yet publishes nothing.
+        foo.apply(service("myns", "pending", labels=LABEL, type="LoadBalancer", cluster_ip="10.0.3.77",
+                          external_ips=["198.51.100.7"]))
+        foo.apply(endpoint_slice("myns", "pending", ready=1))
+        wait_until(lambda: records(etcd, etcd_prefix).get("myns/pending/foo", {}).get("ready") == 1,
+                   what="the pending Service written to etcd")
+        foo.apply(service("myns", "myservice", labels=LABEL, type="LoadBalancer", cluster_ip="10.0.3.64",
+                          load_balancer_ips=["104.32.64.140"]))
+        wait_until(lambda: publisher.calls[-1][1].get(key) == ["104.32.64.130", "104.32.64.140"],
+                   what="the new ingress IP published")
+        assert ("myns", "pending") not in publisher.calls[-1][1]
     assert publisher.calls[-1][0] == "close"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.external import ExternalConfig, Publisher, Timing, marker, parse_external_config
+from controller.external import STALE_MARK, ExternalConfig, Publisher, Timing, marker, parse_external_config
 from tests.support.bind import BindServer
 
 FEDERATION = "myfed"
@@ -146,24 +146,37 @@ def test_a_change_is_one_update_and_no_change_sends_nothing(bind: BindServer) ->
     run(scenario)
 
 
-def test_scale_to_zero_and_delete_remove_the_name(bind: BindServer) -> None:
+def test_no_ready_shard_keeps_the_addresses_marked_stale_and_a_gone_service_is_deleted(bind: BindServer) -> None:
+    """A service with no ready shard keeps its name and addresses with the stale mark, so a
+    public resolver never gets (and caches) an NXDOMAIN while Federated-DNS answers NODATA;
+    a service gone from every cluster is deleted."""
     async def scenario() -> None:
         api = ("myns", "api")
         async with publishing(config_for(bind)) as (publisher, registry):
             await publisher.resync({WEB: [ip("198.51.100.1")], api: [ip("198.51.100.2"), ip("2001:db8::2")]})
             await wait_published(bind, API_NAME, ["198.51.100.2"])
             await wait_published(bind, WEB_NAME, ["198.51.100.1"])
-            # web: no ready endpoint in any shard -> no address; api: the Service is gone.
-            await publisher.publish({WEB: []})
-            await eventually(lambda: bind.dig(WEB_NAME).status == "NXDOMAIN", f"{WEB_NAME} deleted")
+            # web: no ready endpoint in any shard; api: the Service is gone.
+            await publisher.publish({WEB: [ip("198.51.100.1")]}, stale={WEB})
             await eventually(lambda: bind.dig(API_NAME, "AAAA").status == "NXDOMAIN", f"{API_NAME} deleted")
-            assert bind.dig(WEB_NAME, "TXT").status == "NXDOMAIN"
+            await eventually(lambda: len(bind.dig(WEB_NAME, "TXT").rdata) == 2, f"{WEB_NAME} marked stale")
+            assert bind.dig(WEB_NAME).rdata == ["198.51.100.1"]
+            assert sorted(bind.dig(WEB_NAME, "TXT").rdata) == sorted(
+                [f'"{marker(FEDERATION, "myns", "web")}"', f'"{STALE_MARK}"'])
             assert bind.dig(API_NAME, "TXT").status == "NXDOMAIN"
-            assert sample(registry, "owned_names") == 0
+            assert sample(registry, "owned_names") == 1
+            assert sample(registry, "stale_names") == 1
             foreign_untouched(bind)
-            # Scaling back up publishes the name again.
+            # Ready again (elsewhere): the new addresses, and the stale mark goes.
             await publisher.publish({WEB: [ip("198.51.100.3")]})
             await wait_published(bind, WEB_NAME, ["198.51.100.3"])
+            assert bind.dig(WEB_NAME, "TXT").rdata == [f'"{marker(FEDERATION, "myns", "web")}"']
+            await eventually(lambda: sample(registry, "stale_names") == 0, "no stale name")
+            # Gone from every cluster: deleted, TXT included.
+            await publisher.publish({})
+            await eventually(lambda: bind.dig(WEB_NAME).status == "NXDOMAIN", f"{WEB_NAME} deleted")
+            assert bind.dig(WEB_NAME, "TXT").status == "NXDOMAIN"
+            foreign_untouched(bind)
     run(scenario)
 
 

@@ -287,7 +287,8 @@ class FakeKube:
             return self._version
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create or replace ``obj`` (kind Service, EndpointSlice or ServiceExport); returns it as stored."""
+        """Create or replace ``obj`` (of any kind the fake serves, unconditionally, as a test's
+        set-up would); returns it as stored."""
         kind = _BY_KIND[obj["kind"]]
         new = copy.deepcopy(obj)
         meta = new.setdefault("metadata", {})
@@ -295,6 +296,8 @@ class FakeKube:
         key = (meta["namespace"], meta["name"])
         with self._lock:
             old = self._objects[kind.plural].get(key)
+            if kind.status_subresource:
+                _split_status(new, old, None)
             self._default(kind, new, old)
             self._version += 1
             meta["resourceVersion"] = str(self._version)

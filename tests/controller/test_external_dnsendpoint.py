@@ -1,0 +1,350 @@
+"""The ``dnsendpoint`` provider against the fake API server: ExternalDNS's DNSEndpoint
+objects (``externaldns.k8s.io/v1alpha1``), one per federated service, written only when
+ours, every write conditional on the ``resourceVersion`` last read (docs/external-dns.md)."""
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import pytest
+from prometheus_client import CollectorRegistry
+
+from controller import watch
+from controller.config import ClusterConfig
+from controller.external import ExternalConfig, Publisher, Timing, parse_external_config
+from controller.external_dnsendpoint import DnsEndpointProvider
+from tests.controller.harness import LABEL, RunningController, cluster_entry, config_raw
+from tests.support.etcd import EtcdServer
+from tests.support.fakekube import FakeKube, endpoint_slice, service
+from tests.support.ports import wait_until
+
+FEDERATION = "myfederation"
+NAMESPACE = "feddns"
+WEB = ("myns", "web")
+API = ("myns", "api")
+WEB_OBJECT = f"web.myns.{FEDERATION}"
+WEB_NAME = f"web.myns.{FEDERATION}.svc.example.com"
+FAST = Timing(timeout=2.0, first=0.05, maximum=0.4)
+COLLECTION = f"/apis/externaldns.k8s.io/v1alpha1/namespaces/{NAMESPACE}/dnsendpoints"
+ip = ipaddress.ip_address
+
+
+@pytest.fixture
+def cluster() -> Iterator[FakeKube]:
+    fake = FakeKube("foo", bookmark_interval=0.2)
+    fake.start()
+    yield fake
+    fake.close()
+
+
+def config() -> ExternalConfig:
+    return parse_external_config({"provider": "dnsendpoint", "cluster": "foo", "namespace": NAMESPACE,
+                                  "zone": "example.com."})
+
+
+def connect_to(fake: FakeKube, directory: Path) -> Callable[[], kubernetes.client.ApiClient]:
+    kubeconfig = fake.write_kubeconfig(str(directory / f"{fake.name}.kubeconfig"))
+    return lambda: watch.api_client(ClusterConfig(fake.name, kubeconfig=kubeconfig))
+
+
+@contextlib.asynccontextmanager
+async def publishing(fake: FakeKube, directory: Path) -> AsyncIterator[tuple[Publisher, CollectorRegistry]]:
+    registry = CollectorRegistry()
+    provider = DnsEndpointProvider(config(), FEDERATION, connect_to(fake, directory), timeout=FAST.timeout)
+    publisher = Publisher(config(), FEDERATION, registry, timing=FAST, provider=provider)
+    try:
+        yield publisher, registry
+    finally:
+        await publisher.close()
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+
+
+async def eventually(condition: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await asyncio.to_thread(condition)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached within {timeout}s (last: {value!r})")
+        await asyncio.sleep(0.02)
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    return registry.get_sample_value(f"feddns_external_{name}", labels) or 0.0
+
+
+def objects(fake: FakeKube) -> dict[str, dict[str, Any]]:
+    """The DNSEndpoints of the namespace, by name, as a client lists them."""
+    with urllib.request.urlopen(fake.url + COLLECTION, timeout=5) as reply:
+        return {item["metadata"]["name"]: item for item in json.load(reply)["items"]}
+
+
+def endpoints(obj: dict[str, Any] | None) -> dict[str, tuple[list[str], int]]:
+    """recordType -> (targets, recordTTL) of an object's endpoints (all for one name)."""
+    if obj is None:
+        return {}
+    return {e["recordType"]: (e["targets"], e["recordTTL"]) for e in obj["spec"]["endpoints"]}
+
+
+def writes_to(fake: FakeKube, name: str) -> list[str]:
+    return [method for method, written, _ in fake.writes if written == name]
+
+
+def dnsendpoint(name: str, dns_name: str, targets: list[str], labels: dict[str, str] | None = None,
+                annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A DNSEndpoint as someone (not feddns) would apply it."""
+    return {"apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+            "metadata": {"namespace": NAMESPACE, "name": name, "labels": labels or {},
+                         "annotations": annotations or {}},
+            "spec": {"endpoints": [{"dnsName": dns_name, "recordType": "A", "targets": targets, "recordTTL": 300}]}}
+
+
+def externaldns_writes_status(fake: FakeKube, name: str) -> None:
+    """What ExternalDNS's CRD source does after reading an object: PUT .../status with
+    ``status.observedGeneration`` (it needs the resourceVersion it read)."""
+    with urllib.request.urlopen(f"{fake.url}{COLLECTION}/{name}", timeout=5) as reply:
+        obj = json.load(reply)
+    obj["status"] = {"observedGeneration": obj["metadata"]["generation"]}
+    request = urllib.request.Request(f"{fake.url}{COLLECTION}/{name}/status", data=json.dumps(obj).encode(),
+                                     method="PUT", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5):
+        pass
+
+
+def test_one_dnsendpoint_per_service_with_its_addresses_ttl_and_ownership(cluster: FakeKube, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with publishing(cluster, tmp_path) as (publisher, registry):
+            await publisher.resync({WEB: [ip("198.51.100.2"), ip("198.51.100.1"), ip("2001:db8::1")],
+                                    API: [ip("198.51.100.9")]})
+            await eventually(lambda: len(objects(cluster)) == 2, "two objects")
+            web = objects(cluster)[WEB_OBJECT]
+            assert web["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "feddns-controller",
+                                                 "federation.feddns.io/federation": FEDERATION}
+            assert web["metadata"]["annotations"] == {"federation.feddns.io/service": "myns/web"}
+            assert [e["dnsName"] for e in web["spec"]["endpoints"]] == [WEB_NAME, WEB_NAME]
+            assert endpoints(web) == {"A": (["198.51.100.1", "198.51.100.2"], 60), "AAAA": (["2001:db8::1"], 60)}
+            assert endpoints(objects(cluster)[f"api.myns.{FEDERATION}"]) == {"A": (["198.51.100.9"], 60)}
+            assert web["metadata"]["generation"] == 1
+            await eventually(lambda: sample(registry, "pending_names") == 0, "nothing pending")
+            assert sample(registry, "updates_total") == 2 and sample(registry, "owned_names") == 2
+    run(scenario)
+
+
+def test_a_change_is_one_replace_and_no_change_writes_nothing(cluster: FakeKube, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with publishing(cluster, tmp_path) as (publisher, registry):
+            await publisher.resync({WEB: [ip("198.51.100.1")]})
+            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            await publisher.publish({WEB: [ip("198.51.100.7"), ip("2001:db8::7")]})
+            await eventually(lambda: endpoints(objects(cluster).get(WEB_OBJECT)).get("AAAA"), "changed")
+            assert writes_to(cluster, WEB_OBJECT) == ["POST", "PUT"]
+            assert objects(cluster)[WEB_OBJECT]["metadata"]["generation"] == 2
+            # The same state (in another order) writes nothing; a change elsewhere proves the pass ran.
+            await publisher.publish({WEB: [ip("2001:db8::7"), ip("198.51.100.7")], API: [ip("198.51.100.9")]})
+            await eventually(lambda: f"api.myns.{FEDERATION}" in objects(cluster), "api created")
+            assert writes_to(cluster, WEB_OBJECT) == ["POST", "PUT"]
+            assert sample(registry, "updates_total") == 3
+    run(scenario)
+
+
+def test_externaldns_status_write_conflicts_and_the_change_is_made_on_the_new_version(
+        cluster: FakeKube, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with publishing(cluster, tmp_path) as (publisher, registry):
+            await publisher.resync({WEB: [ip("198.51.100.1")]})
+            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            await asyncio.to_thread(externaldns_writes_status, cluster, WEB_OBJECT)
+            await publisher.publish({WEB: [ip("198.51.100.2")]})
+            await eventually(lambda: endpoints(objects(cluster)[WEB_OBJECT])["A"][0] == ["198.51.100.2"], "changed")
+            web = objects(cluster)[WEB_OBJECT]
+            assert web["status"] == {"observedGeneration": 1}  # ExternalDNS's write is kept
+            assert web["metadata"]["generation"] == 2
+            # the first replace carried the old resourceVersion (409), the second the new one
+            assert writes_to(cluster, WEB_OBJECT) == ["POST", "PUT", "PUT", "PUT"]
+            assert sample(registry, "failures_total", reason="prerequisite") == 0
+            assert sample(registry, "updates_total") == 2
+    run(scenario)
+
+
+def test_objects_and_names_of_others_are_never_written(cluster: FakeKube, tmp_path: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    # an object with our name but not our labels; another object publishing a name we want;
+    # another federation's object (our labels, its federation)
+    taken = cluster.apply(dnsendpoint(f"taken.myns.{FEDERATION}", f"taken.myns.{FEDERATION}.svc.example.com",
+                                      ["192.0.2.98"]))
+    cluster.apply(dnsendpoint("hand-made", f"api.myns.{FEDERATION}.svc.example.com", ["192.0.2.97"]))
+    other = cluster.apply(dnsendpoint(
+        "web.myns.otherfed", "web.myns.otherfed.svc.example.com", ["192.0.2.96"],
+        labels={"app.kubernetes.io/managed-by": "feddns-controller", "federation.feddns.io/federation": "otherfed"},
+        annotations={"federation.feddns.io/service": "myns/web"}))
+    before = len(cluster.writes)
+
+    async def scenario() -> None:
+        async with publishing(cluster, tmp_path) as (publisher, registry):
+            with caplog.at_level(logging.WARNING, logger="controller.external"):
+                await publisher.resync({WEB: [ip("198.51.100.1")], API: [ip("198.51.100.2")],
+                                        ("myns", "taken"): [ip("198.51.100.3")]})
+                await eventually(lambda: sample(registry, "conflicting_names") == 2, "two conflicts")
+            assert WEB_OBJECT in objects(cluster)
+            assert f"api.myns.{FEDERATION}" not in objects(cluster)
+            # wanting them no more deletes nothing of theirs either
+            await publisher.publish({WEB: [ip("198.51.100.1")]})
+            await eventually(lambda: sample(registry, "conflicting_names") == 0, "no conflict")
+    run(scenario)
+    assert [name for _, name, _ in cluster.writes[before:]] == [WEB_OBJECT]
+    now = objects(cluster)
+    assert now[f"taken.myns.{FEDERATION}"]["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]
+    assert now["web.myns.otherfed"]["metadata"]["resourceVersion"] == other["metadata"]["resourceVersion"]
+    assert endpoints(now["hand-made"]) == {"A": (["192.0.2.97"], 300)}
+    warned = [r.getMessage() for r in caplog.records if "leaving it alone" in r.getMessage()]
+    assert len(warned) == 2, warned
+
+
+def test_a_resync_deletes_objects_nobody_wants_and_rewrites_nothing_that_is_right(
+        cluster: FakeKube, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with publishing(cluster, tmp_path) as (first, _):
+            await first.publish({WEB: [ip("198.51.100.1")], API: [ip("198.51.100.2")]})
+            await eventually(lambda: len(objects(cluster)) == 2, "both created")
+        async with publishing(cluster, tmp_path) as (second, registry):  # a restart, or a new leader
+            await second.resync({WEB: [ip("198.51.100.1")]})
+            await eventually(lambda: list(objects(cluster)) == [WEB_OBJECT], "api deleted")
+            await eventually(lambda: sample(registry, "pending_names") == 0, "settled")
+            assert sample(registry, "updates_total") == 1
+        assert writes_to(cluster, WEB_OBJECT) == ["POST"]
+        assert writes_to(cluster, f"api.myns.{FEDERATION}") == ["POST", "DELETE"]
+    run(scenario)
+
+
+def test_no_ready_shard_keeps_the_addresses_labelled_stale_and_a_gone_service_is_deleted(
+        cluster: FakeKube, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with publishing(cluster, tmp_path) as (publisher, registry):
+            await publisher.resync({WEB: [ip("198.51.100.1")]})
+            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            await publisher.publish({WEB: [ip("198.51.100.1")]}, stale={WEB})
+            await eventually(lambda: objects(cluster)[WEB_OBJECT]["metadata"]["labels"].get(
+                "federation.feddns.io/stale") == "true", "labelled stale")
+            assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["198.51.100.1"], 60)}
+            assert sample(registry, "stale_names") == 1
+            await publisher.publish({WEB: [ip("198.51.100.1")]})
+            await eventually(lambda: "federation.feddns.io/stale" not in objects(cluster)[WEB_OBJECT]["metadata"][
+                "labels"], "ready again")
+            await publisher.publish({})
+            await eventually(lambda: objects(cluster) == {}, "deleted")
+    run(scenario)
+
+
+def test_an_object_deleted_by_hand_is_made_again(cluster: FakeKube, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with publishing(cluster, tmp_path) as (publisher, _):
+            await publisher.resync({WEB: [ip("198.51.100.1")]})
+            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            cluster.delete("DNSEndpoint", NAMESPACE, WEB_OBJECT)
+            await publisher.publish({WEB: [ip("198.51.100.2")]})
+            await eventually(lambda: endpoints(objects(cluster).get(WEB_OBJECT)).get("A", ([],))[0] == ["198.51.100.2"],
+                             "made again")
+    run(scenario)
+
+
+def test_a_cluster_without_the_crd_is_reported_once_and_caught_up_when_it_is_installed(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    fake = FakeKube("foo", without=("dnsendpoints",))
+    fake.start()
+
+    async def scenario() -> None:
+        async with publishing(fake, tmp_path) as (publisher, registry):
+            with caplog.at_level(logging.INFO, logger="controller.external"):
+                await publisher.resync({WEB: [ip("198.51.100.1")]})
+                await eventually(lambda: sample(registry, "failures_total", reason="no-crd") >= 3, "retried")
+                assert sample(registry, "pending_names") == 1
+                fake.without = frozenset()  # the CRD is installed
+                await eventually(lambda: WEB_OBJECT in objects(fake), "created once the CRD is there")
+                await eventually(lambda: any("caught up" in r.getMessage() for r in caplog.records), "caught up")
+    try:
+        run(scenario)
+    finally:
+        fake.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "install ExternalDNS's DNSEndpoint CRD" in warnings[0], warnings
+
+
+def test_an_unreachable_api_server_catches_up(cluster: FakeKube, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with publishing(cluster, tmp_path) as (publisher, registry):
+            await publisher.resync({WEB: [ip("198.51.100.1")]})
+            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            await asyncio.to_thread(cluster.stop)
+            await publisher.publish({WEB: [ip("198.51.100.2")]})
+            await eventually(lambda: sample(registry, "failures_total", reason="unreachable") >= 2, "failing")
+            await asyncio.to_thread(cluster.start)
+            await eventually(lambda: endpoints(objects(cluster)[WEB_OBJECT])["A"][0] == ["198.51.100.2"], "caught up")
+    run(scenario)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"provider": "dnsendpoint", "namespace": "feddns", "zone": "example.com."}, "external.cluster: required"),
+    ({"provider": "dnsendpoint", "cluster": "foo", "zone": "example.com."}, "external.namespace: required"),
+    ({"provider": "dnsendpoint", "cluster": "foo", "namespace": "Feddns", "zone": "example.com."},
+     "external.namespace: 'Feddns' is not a lowercase DNS label"),
+    ({"provider": "dnsendpoint", "cluster": "foo", "namespace": "feddns", "zone": "example.com.",
+      "server": "203.0.113.53"}, "external.server: unknown key with provider dnsendpoint"),
+    ({"provider": "rfc2136", "server": "203.0.113.53", "zone": "example.com.", "namespace": "feddns"},
+     "external.namespace: unknown key with provider rfc2136"),
+])
+def test_bad_dnsendpoint_config_names_the_key(raw: dict[str, Any], message: str) -> None:
+    from feddns.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        parse_external_config(raw)
+
+
+def test_the_cluster_must_be_a_configured_one(tmp_path: Path) -> None:
+    from controller.config import parse_config
+    from feddns.errors import ConfigError
+
+    fake = FakeKube("foo")
+    try:
+        raw = config_raw("http://127.0.0.1:2379", "", [cluster_entry(fake, tmp_path)], external={
+            "provider": "dnsendpoint", "cluster": "bar", "namespace": "feddns", "zone": "example.com."})
+        with pytest.raises(ConfigError, match=r"external.cluster: 'bar' is not one of clusters\[\].name \(foo\)"):
+            parse_config(raw)
+    finally:
+        fake.close()
+
+
+def test_the_controller_publishes_ingress_ips_keeps_unready_services_stale_and_deletes_gone_ones(
+        etcd: EtcdServer, etcd_prefix: str, cluster: FakeKube, tmp_path: Path) -> None:
+    """Through the whole controller, the objects written in the cluster it also watches."""
+    cluster.apply(service("myns", "web", labels=LABEL, type="LoadBalancer", cluster_ip="10.0.3.10",
+                          load_balancer_ips=["104.32.64.10"]))
+    cluster.apply(endpoint_slice("myns", "web", ready=2))
+    # a LoadBalancer with spec.externalIPs and no ingress yet: nothing is published for it
+    cluster.apply(service("myns", "pending", labels=LABEL, type="LoadBalancer", cluster_ip="10.0.3.11",
+                          external_ips=["198.51.100.11"]))
+    cluster.apply(endpoint_slice("myns", "pending", ready=1))
+    raw = config_raw(etcd.url, etcd_prefix, [cluster_entry(cluster, tmp_path)], external={
+        "provider": "dnsendpoint", "cluster": "foo", "namespace": NAMESPACE, "zone": "example.com."})
+    with RunningController(raw) as running:
+        wait_until(lambda: WEB_OBJECT in objects(cluster), timeout=20, what="web's DNSEndpoint")
+        assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["104.32.64.10"], 60)}
+        wait_until(lambda: running.metric("feddns_external_pending_names") == 0, what="settled")
+        assert f"pending.myns.{FEDERATION}" not in objects(cluster)
+        cluster.apply(endpoint_slice("myns", "web", ready=0))  # every shard unready: Federated-DNS says NODATA
+        wait_until(lambda: objects(cluster)[WEB_OBJECT]["metadata"]["labels"].get("federation.feddns.io/stale")
+                   == "true", what="kept, stale")
+        assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["104.32.64.10"], 60)}
+        cluster.delete("Service", "myns", "web")
+        wait_until(lambda: WEB_OBJECT not in objects(cluster), what="deleted with its service")
