@@ -14,20 +14,21 @@ import ipaddress
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from controller.external import STALE_MARK, ExternalConfig, Publisher, Timing, marker, parse_external_config
+from tests.controller.publishing import FAST, eventually, run, sample, settled
+from tests.controller.publishing import publishing as publishing_to
 from tests.support.bind import BindServer
 
 FEDERATION = "myfed"
 WEB = ("myns", "web")
 WEB_NAME = "web.myns.myfed.svc.example.com."
 API_NAME = "api.myns.myfed.svc.example.com."
-FAST = Timing(timeout=2.0, first=0.05, maximum=0.4)
 ip = ipaddress.ip_address
 
 # Names in the zone that feddns did not create: one no service wants, one a service
@@ -63,37 +64,9 @@ def config_for(bind: BindServer, **tsig: str) -> ExternalConfig:
 
 @contextlib.asynccontextmanager
 async def publishing(config: ExternalConfig) -> AsyncIterator[tuple[Publisher, CollectorRegistry]]:
-    """A publisher with a registry of its own (fast retries), closed on the way out."""
-    registry = CollectorRegistry()
-    publisher = Publisher(config, FEDERATION, registry, timing=FAST)
-    try:
-        yield publisher, registry
-    finally:
-        await publisher.close()
-
-
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), timeout=60))
-
-
-async def eventually(condition: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
-    """Poll ``condition`` (run in a thread: dig blocks) until it is truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await asyncio.to_thread(condition)
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not reached within {timeout}s (last: {value!r})")
-        await asyncio.sleep(0.02)
-
-
-def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
-    return registry.get_sample_value(f"feddns_external_{name}", labels) or 0.0
-
-
-def settled(registry: CollectorRegistry) -> bool:
-    return sample(registry, "pending_names") == 0
+    """A publisher to BIND with a registry of its own (fast retries), closed on the way out."""
+    async with publishing_to(config, FEDERATION) as running:
+        yield running
 
 
 async def wait_published(bind: BindServer, qname: str, addresses: list[str], qtype: str = "A") -> None:

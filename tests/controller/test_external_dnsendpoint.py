@@ -7,9 +7,8 @@ import contextlib
 import ipaddress
 import json
 import logging
-import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,11 @@ from prometheus_client import CollectorRegistry
 
 from controller import watch
 from controller.config import ClusterConfig
-from controller.external import ExternalConfig, Publisher, Timing, parse_external_config
+from controller.external import ExternalConfig, Publisher, parse_external_config
 from controller.external_dnsendpoint import DnsEndpointProvider
 from tests.controller.harness import LABEL, RunningController, cluster_entry, config_raw
+from tests.controller.publishing import FAST, eventually, run, sample
+from tests.controller.publishing import publishing as publishing_to
 from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube, endpoint_slice, service
 from tests.support.ports import wait_until
@@ -32,21 +33,18 @@ WEB = ("myns", "web")
 API = ("myns", "api")
 WEB_OBJECT = f"web.myns.{FEDERATION}"
 WEB_NAME = f"web.myns.{FEDERATION}.svc.example.com"
-FAST = Timing(timeout=2.0, first=0.05, maximum=0.4)
 COLLECTION = f"/apis/externaldns.k8s.io/v1alpha1/namespaces/{NAMESPACE}/dnsendpoints"
 ip = ipaddress.ip_address
 
 
 @pytest.fixture
-def cluster() -> Iterator[FakeKube]:
-    fake = FakeKube("foo", bookmark_interval=0.2)
-    fake.start()
-    yield fake
-    fake.close()
+def cluster(fake: FakeKube) -> FakeKube:
+    """The member cluster "t" that keeps the objects (conftest's empty fake cluster)."""
+    return fake
 
 
-def config() -> ExternalConfig:
-    return parse_external_config({"provider": "dnsendpoint", "cluster": "foo", "namespace": NAMESPACE,
+def config(cluster: str = "t") -> ExternalConfig:
+    return parse_external_config({"provider": "dnsendpoint", "cluster": cluster, "namespace": NAMESPACE,
                                   "zone": "example.com."})
 
 
@@ -57,32 +55,10 @@ def connect_to(fake: FakeKube, directory: Path) -> Callable[[], kubernetes.clien
 
 @contextlib.asynccontextmanager
 async def publishing(fake: FakeKube, directory: Path) -> AsyncIterator[tuple[Publisher, CollectorRegistry]]:
-    registry = CollectorRegistry()
-    provider = DnsEndpointProvider(config(), FEDERATION, connect_to(fake, directory), timeout=FAST.timeout)
-    publisher = Publisher(config(), FEDERATION, registry, timing=FAST, provider=provider)
-    try:
-        yield publisher, registry
-    finally:
-        await publisher.close()
-
-
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), timeout=60))
-
-
-async def eventually(condition: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await asyncio.to_thread(condition)
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not reached within {timeout}s (last: {value!r})")
-        await asyncio.sleep(0.02)
-
-
-def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
-    return registry.get_sample_value(f"feddns_external_{name}", labels) or 0.0
+    """A publisher writing DNSEndpoints in ``fake``."""
+    provider = DnsEndpointProvider(config(fake.name), FEDERATION, connect_to(fake, directory), timeout=FAST.timeout)
+    async with publishing_to(config(fake.name), FEDERATION, provider) as running:
+        yield running
 
 
 def objects(fake: FakeKube) -> dict[str, dict[str, Any]]:
@@ -261,7 +237,7 @@ def test_an_object_deleted_by_hand_is_made_again(cluster: FakeKube, tmp_path: Pa
 
 def test_a_cluster_without_the_crd_is_reported_once_and_caught_up_when_it_is_installed(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    fake = FakeKube("foo", without=("dnsendpoints",))
+    fake = FakeKube("t", without=("dnsendpoints",))
     fake.start()
 
     async def scenario() -> None:
@@ -336,7 +312,7 @@ def test_the_controller_publishes_ingress_ips_keeps_unready_services_stale_and_d
                           external_ips=["198.51.100.11"]))
     cluster.apply(endpoint_slice("myns", "pending", ready=1))
     raw = config_raw(etcd.url, etcd_prefix, [cluster_entry(cluster, tmp_path)], external={
-        "provider": "dnsendpoint", "cluster": "foo", "namespace": NAMESPACE, "zone": "example.com."})
+        "provider": "dnsendpoint", "cluster": cluster.name, "namespace": NAMESPACE, "zone": "example.com."})
     with RunningController(raw) as running:
         wait_until(lambda: WEB_OBJECT in objects(cluster), timeout=20, what="web's DNSEndpoint")
         assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["104.32.64.10"], 60)}

@@ -1,0 +1,53 @@
+"""Driving the external publisher in the tests of its providers (RFC 2136 against BIND,
+DNSEndpoint against the fake API server): a publisher with fast retries, and waiting on
+what a user would check."""
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from controller.external import ExternalConfig, Provider, Publisher, Timing
+
+FAST = Timing(timeout=2.0, first=0.05, maximum=0.4)
+"""Short timeouts and backoff, so that retry tests take a second."""
+
+
+@contextlib.asynccontextmanager
+async def publishing(config: ExternalConfig, federation: str, provider: Provider | None = None
+                     ) -> AsyncIterator[tuple[Publisher, CollectorRegistry]]:
+    """A publisher with a registry of its own (fast retries), closed on the way out."""
+    registry = CollectorRegistry()
+    publisher = Publisher(config, federation, registry, timing=FAST, provider=provider)
+    try:
+        yield publisher, registry
+    finally:
+        await publisher.close()
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+
+
+async def eventually(condition: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
+    """Poll ``condition`` (run in a thread: dig and the API client block) until it is truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await asyncio.to_thread(condition)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached within {timeout}s (last: {value!r})")
+        await asyncio.sleep(0.02)
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    """A ``feddns_external_<name>`` sample (0 when absent)."""
+    return registry.get_sample_value(f"feddns_external_{name}", labels) or 0.0
+
+
+def settled(registry: CollectorRegistry) -> bool:
+    return sample(registry, "pending_names") == 0
