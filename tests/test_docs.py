@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from feddns.cli import build_parser
+from feddns.cli import SUBCOMMANDS, build_parser
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.keys import Layout
@@ -22,6 +22,8 @@ from tests.support.fakekube import KUBERNETES_VERSION
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+COMMAND = re.compile(rf"feddns (?:{'|'.join(SUBCOMMANDS)}|--[a-z-]+)(?:\s|$)")
+"""A line that runs feddns (not output such as ``feddns serve: error: ...``, nor prose)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def _commands(where: str, block: str) -> Iterator[Command]:
     lines = block.replace("\\\n", " ").splitlines()
     for i, line in enumerate(lines):
         text = line.strip().removeprefix("$ ")
-        if not text.startswith("feddns ") or re.match(r"feddns \S+:", text):
+        if not COMMAND.match(text):
             continue  # not a command (prose, or output such as "feddns serve: error: ...")
         command_text = re.split(r"\s(?:\||>|&&|;|&)(?:\s|$)", text)[0]  # the shell's part is not feddns's
         words = shlex.split(command_text, comments=True)
