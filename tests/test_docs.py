@@ -22,6 +22,8 @@ from tests.support.fakekube import KUBERNETES_VERSION
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+SHELL_BLOCKS = ("sh", "shell", "bash", "console")
+"""Fenced blocks whose lines are commands (``console``: those after a ``$`` prompt)."""
 COMMAND = re.compile(rf"feddns (?:{'|'.join(SUBCOMMANDS)}|--[a-z-]+)(?:\s|$)")
 """A line that runs feddns (not output such as ``feddns serve: error: ...``, nor prose)."""
 
@@ -39,13 +41,18 @@ def documented_commands() -> Iterator[Command]:
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
         for block in FENCE.finditer(text):
+            if block.group(1) not in SHELL_BLOCKS:
+                continue  # output, YAML, ...
             line_number = text[:block.start()].count("\n") + 2
-            yield from _commands(f"{page.relative_to(REPO)}:{line_number}", block.group(2))
+            yield from _commands(f"{page.relative_to(REPO)}:{line_number}", block.group(2),
+                                 prompted=block.group(1) == "console")
 
 
-def _commands(where: str, block: str) -> Iterator[Command]:
+def _commands(where: str, block: str, prompted: bool) -> Iterator[Command]:
     lines = block.replace("\\\n", " ").splitlines()
     for i, line in enumerate(lines):
+        if prompted and not line.startswith("$ "):
+            continue  # a console block's output
         text = line.strip().removeprefix("$ ")
         if not COMMAND.match(text):
             continue  # not a command (prose, or output such as "feddns serve: error: ...")
