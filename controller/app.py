@@ -99,12 +99,15 @@ class Controller:
             name=name,
         )
         self.syncer = Syncer(config, self.views, self.link, self.elector, self.metrics, timing=sync_timing)
+        self.syncer.unreachable = lambda: {cluster for cluster, broken in self._broken.items() if broken}
         self._watch_timing = watch_timing
         self._connect = connect
         self._broken: dict[str, set[str]] = {c.name: set() for c in config.clusters}
         self._reflectors: list[watch.Reflector] = []
         self._beat = time.monotonic()
         self._publisher_override = publisher
+        self._stopping = False
+        """Set once ``run`` is stopping: a step-down then is the replica's own."""
 
     # -- probes (called from the metrics thread) ------------------------------------
 
@@ -131,6 +134,7 @@ class Controller:
         try:
             await _until_stopped(stop, tasks)
         finally:
+            self._stopping = True
             await asyncio.to_thread(self._stop_reflectors)
             for task in tasks:
                 task.cancel()
@@ -185,7 +189,12 @@ class Controller:
             await asyncio.sleep(HEARTBEAT_SECONDS)
 
     def _leadership_changed(self, leader: bool) -> None:
-        log.info("this replica is %s", "the leader: writing to etcd" if leader else "a follower: not writing")
+        if leader:
+            log.info("leading: this replica writes to etcd")
+        elif self._stopping:
+            log.info("stepping down: stopping (lease revoked, so another replica takes over at once)")
+        else:
+            log.info("stepping down: this replica no longer writes to etcd")
         self.syncer.leadership_changed(leader)
 
     # -- from the watch threads, on the loop -------------------------------------------
@@ -193,8 +202,7 @@ class Controller:
     def on_listed(self, cluster: str, resource: str, objects: list[Any]) -> None:
         view = self.views[cluster]
         was_synced = view.synced
-        touched = view.replace(resource, objects)
-        log.info("cluster %s: listed %d %s", cluster, len(objects), resource)
+        touched = view.replace(resource, objects)  # the reflector logged the list
         if view.synced and not was_synced:
             self.syncer.cluster_synced(cluster)
         elif view.synced:
@@ -211,6 +219,7 @@ class Controller:
 
     def on_failed(self, cluster: str, resource: str, error: str) -> None:
         self._set_broken(cluster, resource, error)
+        self.syncer.cluster_failed(cluster)
 
     def _set_broken(self, cluster: str, resource: str, error: str | None) -> None:
         broken = self._broken[cluster]

@@ -71,6 +71,8 @@ class Elector:
         self._lost = asyncio.Event()
         self.contacted = False
         """True once etcd has answered (the replica knows whether it leads)."""
+        self._following: tuple[str, int] | None = None
+        """The leader (its name and election key revision) this replica last said it follows."""
 
     @property
     def is_leader(self) -> bool:
@@ -122,12 +124,13 @@ class Elector:
         if won and current is not None and current.lease == lease.id:
             self._lease, self._lost = lease.id, asyncio.Event()
             self._guard = Guard(self.key, current.create_revision)
+            self._following = None
             log.info("leader election: %s leads (revision %d)", self.name, current.create_revision)
             self._on_change(True)
             return True
         await client.revoke_lease(lease.id)
         if current is not None:
-            log.debug("leader election: %s leads; waiting", current.value.decode(errors="replace"))
+            self._follow(current.value.decode(errors="replace"), current.create_revision)
             await self._wait_for_change(client, current.header.revision)
         return False
 
@@ -173,6 +176,14 @@ class Elector:
             log.warning("leader election: the election key is no longer ours; stepping down")
             return False
         return True
+
+    def _follow(self, leader: str, revision: int) -> None:
+        """Say once which replica leads (again when another one does)."""
+        if (leader, revision) != self._following:
+            self._following = (leader, revision)
+            log.info("following %s (leader since revision %d): not writing", leader, revision)
+        else:
+            log.debug("leader election: %s still leads; waiting", leader)
 
     def _step_down(self) -> None:
         if self._guard is not None:

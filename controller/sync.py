@@ -30,7 +30,8 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -127,6 +128,10 @@ class Syncer:
         """Services whose shards set different policies, as last worked out."""
         self._flipped: set[Key] = set()
         """Services whose agreement changed since the last plan (their shards elsewhere change)."""
+        self._term: tuple[float, Counter[str], bool] = (time.monotonic(), Counter(), True)
+        """Since this replica last became leader: (when, keys written by kind, first sync summarized)."""
+        self.unreachable: Callable[[], Collection[str]] = frozenset
+        """The clusters whose lists or watches fail now (the controller sets it)."""
 
     # -- called on the event loop by the controller ------------------------------
 
@@ -142,9 +147,15 @@ class Syncer:
             self._reconcile.add(cluster)
             self._wake.set()
 
+    def cluster_failed(self, cluster: str) -> None:
+        """``cluster``'s list or watch failed: the first sync may now be complete without it."""
+        if self.leadership.is_leader and not self._term[2]:
+            self._wake.set()
+
     def leadership_changed(self, leader: bool) -> None:
         """Elector callback: forget what etcd held; a new leader starts with a resync."""
         self.known, self.resynced = None, False
+        self._term = (time.monotonic(), Counter(), not leader)
         self._dirty.clear()
         self._reconcile.clear()
         self.metrics.leader.set(1 if leader else 0)
@@ -163,6 +174,7 @@ class Syncer:
             client = self.link.client
             try:
                 await self._work(client)
+                self._summarize()
                 delay = self.timing.retry_initial
                 continue
             except store.NotLeader as exc:
@@ -363,21 +375,53 @@ class Syncer:
         dict being updated is the old leader's, and is dropped."""
         known = self.known
         assert known is not None
+        written: Counter[str] = Counter()
         for start in range(0, len(changes), store.MAX_TXN_OPS):
             batch = changes[start:start + store.MAX_TXN_OPS]
             await store.commit(client, self.leadership.guard(), [c.op() for c in batch])
             for change in batch:
-                self._record(known, change)
+                written[self._record(known, change)] += 1
+        if changes:
+            self._term[1].update(written)
+            self._report(changes, written)
 
-    def _record(self, known: dict[str, bytes], change: Change) -> None:
+    def _record(self, known: dict[str, bytes], change: Change) -> str:
+        """Apply one committed change to ``known``; returns ``created``, ``changed`` or ``deleted``."""
         if change.new is None:
             known.pop(change.key, None)
             self.metrics.etcd_deletes.inc()
         else:
             known[change.key] = change.new
             self.metrics.etcd_writes.inc()
-        if log.isEnabledFor(logging.INFO):  # describing costs more than the write itself
-            log.info("%s", self._describe(change))
+        if log.isEnabledFor(logging.DEBUG):  # describing costs more than the write itself
+            log.debug("%s", self._describe(change))
+        return "deleted" if change.new is None else "created" if change.old is None else "changed"
+
+    def _report(self, changes: Sequence[Change], written: Counter[str]) -> None:
+        """One info line per write to etcd: the counts, and what changed when it is a few keys
+        (every key is described at debug level)."""
+        counts = ", ".join(f"{written[kind]} {kind}" for kind in ("created", "changed", "deleted") if written[kind])
+        detail = "; ".join(self._describe(c) for c in changes) if len(changes) <= 3 else "each key at debug level"
+        log.info("etcd: %d key%s written (%s): %s", len(changes), "" if len(changes) == 1 else "s", counts, detail)
+
+    def _summarize(self) -> None:
+        """Once per leadership, when every cluster has been listed or is unreachable: one line
+        saying what the first sync did (docs/controller.md, "Logs")."""
+        started, written, done = self._term
+        if done or not self.resynced or self.known is None or not self.leadership.is_leader:
+            return
+        unreachable = set(self.unreachable())
+        unlisted = [c.name for c in self.config.clusters if not self.views[c.name].synced]
+        if any(name not in unreachable for name in unlisted):
+            return  # a list still in progress
+        self._term = (started, written, True)
+        shards = sum(1 for key in self.known if isinstance(self._parse(key), ShardKey))
+        right = max(0, len(self.known) - written["created"] - written["changed"])
+        missing = f" ({', '.join(unlisted)} unreachable: their shards kept)" if unlisted else ""
+        log.info("first sync done in %.1f s: %d of %d clusters listed%s; etcd holds %d shards and %d cluster records: "
+                 "%d keys created, %d changed, %d deleted, %d already right", time.monotonic() - started,
+                 len(self.config.clusters) - len(unlisted), len(self.config.clusters), missing, shards,
+                 len(self.known) - shards, written["created"], written["changed"], written["deleted"], right)
 
     def _describe(self, change: Change) -> str:
         """``shard myns/myservice in foo: externalIP 104.32.64.128 -> 104.32.64.130``."""

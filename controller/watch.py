@@ -31,6 +31,7 @@ import json
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
 """Objects per list page (``limit``), as client-go's reflector uses."""
+PROGRESS_SECONDS = 5.0
+"""A list that takes longer says how far it got this often (one log line)."""
 
 ListCall = Callable[..., Any]
 """A generated ``list_*`` method of the client, called with ``_preload_content=False``."""
@@ -221,9 +224,11 @@ class Reflector:
         self._metrics.watch_restarts.labels(self.cluster, self.resource, reason).inc()
 
     def _list(self, call: ListCall) -> str:
-        """List every page; hands the objects to the sink; returns the list's resourceVersion."""
+        """List every page; hands the objects to the sink; returns the list's resourceVersion.
+        Logs the count and the time it took, and every :data:`PROGRESS_SECONDS` how far it got."""
         objects: list[Any] = []
         token: str | None = None
+        started = reported = time.monotonic()
         while True:
             page = self._request(call, limit=PAGE_SIZE, _continue=token)
             items = page.get("items") or []
@@ -234,6 +239,12 @@ class Reflector:
             token = meta.get("continue")
             if not token:
                 break
+            if time.monotonic() - reported >= PROGRESS_SECONDS:
+                reported = time.monotonic()
+                log.info("cluster %s: listing %s: %d so far (%.0f s)", self.cluster, self.resource, len(objects),
+                         reported - started)
+        log.info("cluster %s: listed %d %s in %.1f s", self.cluster, len(objects), self.resource,
+                 time.monotonic() - started)
         self._sink.listed(self.resource, objects)
         self._just_listed = True
         return str(meta.get("resourceVersion", ""))

@@ -1,8 +1,10 @@
 """``feddns controller --config FILE --metrics HOST:PORT`` as operators run it."""
 
+import logging
+import re
 import time
 
-from tests.controller.harness import ControllerProcess, records, write_config
+from tests.controller.harness import ControllerProcess, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
 from tests.support.ports import wait_until
 
@@ -22,9 +24,29 @@ def test_metrics_probes_and_a_clean_stop(etcd, etcd_prefix, foo, bar, tmp_path):
         wait_until(lambda: process.metric("feddns_controller_etcd_writes_total") == len(SYNCED),
                    what="one write per record")
         assert process.metric("feddns_controller_leader") == 1
-        assert "shard myns/myservice in foo: created" in process.log()
+        log = process.log()
+        # progress per cluster, a count of what was written, one summary line; each key at debug only
+        for cluster, services in (("foo", 3), ("bar", 2)):
+            assert re.search(rf"cluster {cluster}: listed {services} services in \d+\.\d s", log), log
+        assert re.search(r"etcd: 4 keys written \(4 created\): each key at debug level", log), log
+        wait_until(lambda: "first sync done in" in process.log(), what="the summary")
+        assert re.search(r"first sync done in \d+\.\d s: 2 of 2 clusters listed; etcd holds 4 shards and 2 cluster "
+                         r"records: 6 keys created, 0 changed, 0 deleted, 0 already right", process.log()), process.log()
+        assert process.log().count("first sync done") == 1
+        assert "shard myns/myservice in foo: created" not in log
     finally:
         started = time.monotonic()
         assert process.terminate() == 0, process.log()
     assert time.monotonic() - started < 5
+    assert "stepping down: stopping (lease revoked, so another replica takes over at once)" in process.log()
+    assert "follower" not in process.log()
     assert records(etcd, etcd_prefix) == SYNCED  # stopping deletes nothing
+
+
+def test_the_first_sync_summary_names_an_unreachable_cluster(etcd, etcd_prefix, foo, bar, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="controller")
+    bar.stop()
+    with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)):
+        wait_until(lambda: "first sync done" in caplog.text, timeout=20, what="the summary")
+    (line,) = [r.getMessage() for r in caplog.records if "first sync done" in r.getMessage()]
+    assert re.search(r"1 of 2 clusters listed \(bar unreachable: their shards kept\); etcd holds 2 shards", line), line

@@ -1,6 +1,7 @@
 """Several replicas: one leader writes; a deposed leader cannot; a new one takes over within the lease TTL."""
 
 import asyncio
+import logging
 import time
 
 import pytest
@@ -97,3 +98,17 @@ def test_a_crashed_leader_is_replaced_within_the_lease_ttl(etcd, etcd_prefix, fo
         for replica in replicas:
             if replica.proc is not None and replica.proc.poll() is None:
                 assert replica.terminate() == 0, replica.log()
+
+
+def test_a_follower_says_once_whom_it_follows(etcd, etcd_prefix, foo, bar, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="controller")
+    caplog.set_level(logging.DEBUG, logger="controller.leader")
+    raw = two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)
+    with RunningController(raw, name="first") as first:
+        wait_until(lambda: first.is_leader, what="first leads")
+        with RunningController(raw, name="second"):
+            wait_until(lambda: "following first" in caplog.text, what="the follower says so")
+            # its watch of the election key times out (a lease term) and it looks again: no second line
+            wait_until(lambda: "first still leads; waiting" in caplog.text, timeout=10, what="a second look")
+    following = [r.getMessage() for r in caplog.records if r.getMessage().startswith("following")]
+    assert len(following) == 1 and following[0].startswith("following first (leader since revision "), following
