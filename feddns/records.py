@@ -23,6 +23,10 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 """Service port protocols (Kubernetes ``spec.ports[].protocol``)."""
 
+STALE_ACTIONS = ("demote", "drop")
+"""What ``feddns serve`` does with the shards of a stale cluster (docs/reference.md section 2):
+move them to the last tier, or leave them out."""
+
 
 @dataclass(frozen=True, slots=True)
 class Port:
@@ -89,11 +93,18 @@ class ShardRecord:
 @dataclass(frozen=True, slots=True)
 class ClusterRecord:
     """Where a member cluster is: ``zone`` and ``region`` (``None`` when unknown) and
-    the ``cidrs`` its queries come from (source cluster, CONTRACTS 3)."""
+    the ``cidrs`` its queries come from (source cluster, docs/reference.md section 3).
+
+    ``stale``: the controller has not reached the cluster for its
+    ``staleAfterSeconds``; ``stale_action`` (``"demote"`` or ``"drop"``) says what
+    answers do with its shards meanwhile (docs/reference.md sections 2 and 4).
+    """
 
     zone: str | None = None
     region: str | None = None
     cidrs: tuple[IPNetwork, ...] = field(default=())
+    stale: bool = False
+    stale_action: str = "demote"
 
     @classmethod
     def from_json(cls, value: Any) -> "ClusterRecord":
@@ -111,10 +122,16 @@ class ClusterRecord:
             networks = tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
         except (TypeError, ValueError) as exc:
             raise RecordError(f"cidrs: {exc}") from exc
-        return cls(zone=zone, region=region, cidrs=networks)
+        stale, action = value.get("stale", False), value.get("staleAction", "demote")
+        if not isinstance(stale, bool):
+            raise RecordError(f"stale must be true or false, not {stale!r}")
+        if action not in STALE_ACTIONS:
+            raise RecordError(f"staleAction must be one of {', '.join(STALE_ACTIONS)}, not {action!r}")
+        return cls(zone=zone, region=region, cidrs=networks, stale=stale, stale_action=action)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object to store; fields without values are left out."""
+        """The JSON object to store; fields without values, ``"stale": false`` and the
+        default ``"staleAction": "demote"`` are left out."""
         obj: dict[str, Any] = {}
         if self.zone:
             obj["zone"] = self.zone
@@ -122,6 +139,10 @@ class ClusterRecord:
             obj["region"] = self.region
         if self.cidrs:
             obj["cidrs"] = [str(c) for c in self.cidrs]
+        if self.stale:
+            obj["stale"] = True
+        if self.stale_action != "demote":
+            obj["staleAction"] = self.stale_action
         return obj
 
 

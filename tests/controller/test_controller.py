@@ -148,7 +148,7 @@ def test_service_exports_select_services_without_the_label(etcd, etcd_prefix, fo
 
 
 class RecordingPublisher:
-    """A Publisher (interface B) that remembers the desired states it was handed."""
+    """A Publisher (controller.sync.Publisher) that remembers the desired states it was handed."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict]] = []
@@ -158,6 +158,9 @@ class RecordingPublisher:
 
     async def resync(self, desired):
         self.calls.append(("resync", {k: sorted(map(str, v)) for k, v in desired.items()}))
+
+    def stop(self):
+        self.calls.append(("stop", {}))
 
     async def close(self):
         self.calls.append(("close", {}))
