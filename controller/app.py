@@ -98,6 +98,7 @@ class Controller:
             config.lease_seconds,
             self._leadership_changed,
             name=name,
+            on_confirm=self.metrics.lease_confirmed.set,
         )
         self.syncer = Syncer(config, self.views, self._link(), self.elector, self.metrics,
                              watch_link=self._link(), timing=sync_timing)
@@ -116,7 +117,7 @@ class Controller:
     def _link(self) -> EtcdLink:
         """An etcd connection of its own for one task (the files were checked with the config)."""
         config = self.config
-        return EtcdLink(Endpoints(list(config.etcd_endpoints), access=config.etcd_access))
+        return EtcdLink(Endpoints(list(config.etcd_endpoints), config.etcd_timeout, config.etcd_access))
 
     def healthy(self) -> bool:
         """The event loop ran within the last :data:`HEALTHY_WITHIN` seconds."""

@@ -49,8 +49,8 @@ class ClusterConfig:
 
     ``kubeconfig`` is a path, or ``None`` to run in-cluster (the pod's service
     account); ``context`` a context of that kubeconfig (``None``: its
-    current-context). ``zone``/``region``/``cidrs`` go to the cluster record. ``stale_after`` (seconds, ``None``: never) is how long the
-    cluster may be unreachable before its record says ``"stale": true``, and
+    current-context). ``zone``/``region``/``cidrs`` go to the cluster record.
+    ``stale_after`` (seconds, ``None``: never) is how long the cluster may be unreachable before its record says ``"stale": true``, and
     ``stale_action`` what ``feddns serve`` then does with its shards
     (``demote``: last tier; ``drop``: left out; docs/reference.md section 2).
     """
@@ -104,6 +104,14 @@ class ControllerConfig:
     def layout(self) -> Layout:
         """The etcd key layout under ``etcd.prefix``."""
         return Layout(self.etcd_prefix)
+
+    @property
+    def etcd_timeout(self) -> float:
+        """Seconds an etcd call may take: a third of the lease, from 1 to 5 s. Every timing
+        that matters while etcd stalls (call timeouts, gRPC keep-alive, lease keep-alive)
+        is then a fraction of the lease, so a stall of 80% of a 5 s lease plays out as one
+        of 80% of a 15 s lease, three times faster (tests/controller/test_faults.py)."""
+        return min(5.0, max(1.0, self.lease_seconds / 3))
 
 
 def load_config(path: str) -> ControllerConfig:

@@ -62,7 +62,8 @@ class Elector:
     """Campaigns for, holds and gives up leadership.
 
     ``on_change(True)`` is called when this replica becomes the leader,
-    ``on_change(False)`` when it stops being one. ``guard()`` returns the
+    ``on_change(False)`` when it stops being one; ``on_confirm(t)`` each time etcd
+    confirms the lease, with the Unix time ``t`` at which the confirmed request was sent. ``guard()`` returns the
     current :class:`Guard` or raises :class:`NotLeader`; ``lost()`` is called by
     the writer when etcd refused a guarded write. ``holds_lease()`` is true only
     while etcd cannot have expired the lease yet: the last keep-alive etcd
@@ -82,10 +83,12 @@ class Elector:
         on_change: Callable[[bool], None],
         *,
         name: str | None = None,
+        on_confirm: Callable[[float], None] = lambda sent: None,
     ) -> None:
         self.link, self.key, self.ttl = link, key, ttl
         self.name = name or identity()
         self._on_change = on_change
+        self._on_confirm = on_confirm
         self._guard: Guard | None = None
         self._lease: int | None = None
         self._last_lease: int | None = None
@@ -188,7 +191,7 @@ class Elector:
     def _lead(self, lease: int, revision: int, sent: float) -> None:
         self._lease = self._last_lease = lease
         self._lost = asyncio.Event()
-        self._deadline = sent + self.ttl * (1 - 1 / (2 * KEEPALIVES_PER_LEASE))
+        self._confirmed(sent)
         self._guard = Guard(self.key, revision)
         log.info("leader election: %s leads (revision %d)", self.name, revision)
         self._on_change(True)
@@ -217,8 +220,7 @@ class Elector:
                 return
             sent = time.monotonic()
             try:
-                reply = await asyncio.wait_for(client.refresh_lease(self._lease),
-                                               max(0.1, self._deadline - sent))
+                reply, ours = await asyncio.wait_for(self._confirm(client), max(0.1, self._deadline - sent))
             except (EtcdError, TimeoutError) as exc:
                 if not failing:
                     log.warning("leader election: keep-alive failed (%s); retrying while the lease lasts",
@@ -232,22 +234,35 @@ class Elector:
             if reply is None or reply.TTL <= 0:
                 log.warning("leader election: lease expired; stepping down")
                 return
-            if not await self._still_ours(client):
+            if not ours:
+                log.warning("leader election: the election key is no longer ours; stepping down")
                 return
-            self._deadline = sent + self.ttl * (1 - 1 / (2 * KEEPALIVES_PER_LEASE))
+            self._confirmed(sent)
             if failing:
                 log.info("leader election: keep-alive confirmed again; still the leader")
-            failing, pause = False, self.keepalive_interval
+            # A reply that took long (etcd stalled) only vouches for the time the request was
+            # sent: renew again at once so that the lease is known to last a full TTL again.
+            late = time.monotonic() - sent > self.keepalive_interval
+            failing, pause = False, 0.0 if late else self.keepalive_interval
             client = self.link.client  # a new one when the certificate files changed
 
-    async def _still_ours(self, client: aetcd.Client) -> bool:
-        """The election key still exists with our create revision (it may have been
-        deleted by hand, or by an operator revoking our lease)."""
+    def _confirmed(self, sent: float) -> None:
+        """etcd confirmed the lease with a request sent at ``sent`` (monotonic): it lasts at
+        least ``ttl`` from then; we count on a little less."""
+        self._deadline = sent + self.ttl * (1 - 1 / (2 * KEEPALIVES_PER_LEASE))
+        self._on_confirm(time.time() - (time.monotonic() - sent))
+
+    async def _confirm(self, client: aetcd.Client) -> tuple[Any, bool]:
+        """Renew the lease, then check that the election key still exists with our create
+        revision (it may have been deleted by hand, or by an operator revoking our lease).
+        Returns the keep-alive reply and whether the key is ours; raises ``EtcdError``."""
+        assert self._lease is not None
+        reply = await client.refresh_lease(self._lease)
+        if reply is None or reply.TTL <= 0:
+            return reply, True
         current = await client.get(self.key)
-        if current is None or self._guard is None or current.create_revision != self._guard.revision:
-            log.warning("leader election: the election key is no longer ours; stepping down")
-            return False
-        return True
+        ours = current is not None and self._guard is not None and current.create_revision == self._guard.revision
+        return reply, ours
 
     def _step_down(self) -> None:
         if self._guard is not None:

@@ -60,5 +60,9 @@ class Metrics:
             ("cluster",),
         )
         self.leader = gauge("leader", "1 while this replica is the leader (the only writer)")
+        self.lease_confirmed = gauge(
+            "lease_confirmed_timestamp_seconds",
+            "Unix time at which the last keep-alive etcd confirmed was sent (the lease lasts leaseSeconds from then)",
+        )
         self.resyncs = counter("resyncs", "full comparisons of etcd with the clusters")
 

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import kubernetes.client
 import kubernetes.config
 import urllib3
+from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
 from controller.config import ClusterConfig
 from controller.metrics import Metrics
@@ -75,18 +76,37 @@ class Sink(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """Time constants of the list/watch loops (seconds)."""
+    """Time constants of the list/watch loops (seconds).
 
-    watch_timeout: int = 300
-    """``timeoutSeconds`` asked of the server; client-go picks 5-10 minutes."""
+    An API server that stops answering without closing the connection (a
+    black hole: a firewall dropping packets, a hung proxy) is noticed after
+    :attr:`silence_limit` seconds at most (55 s with these defaults): the server
+    must end every watch by ``watch_timeout``, so a watch silent for
+    ``watch_timeout + read_slack`` is dead; a list page has ``list_timeout``.
+    TCP keep-alive (:data:`KEEPALIVE`) also ends connections whose peer is gone.
+    """
+
+    watch_timeout: int = 45
+    """``timeoutSeconds`` asked of the server. client-go picks 5-10 minutes and
+    notices a dead connection by HTTP/2 pings, which this HTTP/1.1 client cannot send."""
     connect_timeout: float = 10.0
-    read_slack: float = 30.0
-    """Added to ``watch_timeout`` for the client's read timeout: a silent dead
-    connection is noticed after this long even without bookmarks."""
-    list_timeout: float = 60.0
+    read_slack: float = 10.0
+    """Added to ``watch_timeout`` for the client's read timeout (the longest silence
+    between two reads of a watch)."""
+    list_timeout: float = 30.0
     """Read timeout of one list page."""
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
+
+    @property
+    def silence_limit(self) -> float:
+        """The longest an unanswering API server goes unnoticed (seconds)."""
+        return max(self.watch_timeout + self.read_slack, self.list_timeout, self.connect_timeout)
+
+
+KEEPALIVE = (15, 5, 3)
+"""TCP keep-alive of the API connections: first probe after 15 s of silence, then every
+5 s, 3 unanswered probes end the connection (client-go asks for 30 s, 15 s, 9)."""
 
 
 def api_client(cluster: ClusterConfig) -> kubernetes.client.ApiClient:
@@ -98,6 +118,7 @@ def api_client(cluster: ClusterConfig) -> kubernetes.client.ApiClient:
     mounted Secret)."""
     configuration = kubernetes.client.Configuration()
     configuration.retries = False
+    configuration.socket_options = tcp_keepalive_socket_options(*KEEPALIVE)
     if cluster.kubeconfig is None:
         kubernetes.config.load_incluster_config(client_configuration=configuration)
     else:
@@ -216,8 +237,11 @@ class Reflector:
         """An optional resource the cluster does not serve (404): listed and empty."""
         return self._optional and isinstance(exc, kubernetes.client.ApiException) and exc.status == 404
 
-    def _restarted(self, reason: str) -> None:
-        log.info("cluster %s: %s watch restarts (%s)", self.cluster, self.resource, reason)
+    def _restarted(self, reason: str, quiet: bool = False) -> None:
+        """Count a watch restart; a watch the server ended at ``timeoutSeconds`` (every
+        ``watch_timeout``) is routine and logged at debug level only."""
+        log.log(logging.DEBUG if quiet else logging.INFO, "cluster %s: %s watch restarts (%s)",
+                self.cluster, self.resource, reason)
         self._metrics.watch_restarts.labels(self.cluster, self.resource, reason).inc()
 
     def _list(self, call: ListCall) -> str:
@@ -287,7 +311,7 @@ class Reflector:
             finally:
                 self._release()
             if not self._stop.is_set():
-                self._restarted("closed")
+                self._restarted("closed", quiet=True)
 
     def _handle(self, line: bytes, version: str) -> str:
         """Deliver one event line; returns the resourceVersion to resume from."""

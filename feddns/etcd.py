@@ -52,15 +52,25 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024
 """gRPC send and receive limit (bytes) for etcd calls."""
 
-GRPC_OPTIONS = {
-    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
-    "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
-    # Notice a dead etcd or a cut connection within seconds, not minutes.
-    "grpc.keepalive_time_ms": 10_000,
-    "grpc.keepalive_timeout_ms": 5_000,
-    "grpc.keepalive_permit_without_calls": 1,
-    "grpc.http2.max_pings_without_data": 0,
-}
+
+
+def grpc_options(timeout: float) -> dict[str, int]:
+    """gRPC channel options for calls that time out after ``timeout`` seconds.
+
+    A dead etcd or a cut connection is noticed within seconds, not minutes: a
+    keep-alive ping every 10 s that must be answered within ``timeout`` (at
+    most 5 s). Pings never come more often: etcd closes a connection that pings
+    more often than its ``--grpc-keepalive-min-time`` (5 s by default).
+    """
+    return {
+        "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+        "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+        "grpc.keepalive_time_ms": 10_000,
+        "grpc.keepalive_timeout_ms": int(1000 * min(timeout, 5.0)),
+        "grpc.keepalive_permit_without_calls": 1,
+        "grpc.http2.max_pings_without_data": 0,
+    }
+
 
 PASSWORD_ENV = "FEDDNS_ETCD_PASSWORD"
 """The environment variable holding the etcd user's password when no password file is given."""
@@ -334,7 +344,8 @@ class Endpoints:
     """The etcd client URLs of one cluster (``--etcd``, repeatable), tried in turn, and how to log in.
 
     ``urls`` are ``http://`` or ``https://`` URLs (all the same scheme); ``timeout``
-    bounds each call (seconds); ``access`` carries TLS files and the user.
+    bounds each call (seconds) and sets the gRPC keep-alive (:func:`grpc_options`);
+    ``access`` carries TLS files and the user.
     Raises :class:`ConfigError` when the list is empty, a URL is bad, the schemes
     are mixed, TLS files are given for ``http://``, or a file cannot be read.
     ``client()`` returns a new client for the current endpoint; ``failover()``
@@ -425,7 +436,7 @@ def _client_class() -> Any:
         def __init__(self, url: EtcdURL, *, credentials: Any, user: str | None,
                      password: str | None, timeout: float, signature: tuple[object, ...] = ()) -> None:
             super().__init__(host=url.host, port=url.port, username=user, password=password,
-                             timeout=timeout, options=dict(GRPC_OPTIONS))
+                             timeout=timeout, options=grpc_options(timeout))
             self._credentials = credentials
             self.url = url
             self.signature = signature

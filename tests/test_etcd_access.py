@@ -127,7 +127,8 @@ def read_once(endpoints: Endpoints, key: bytes) -> str:
 def test_client_certificate_auth(pki: EtcdPki, tls_etcd: EtcdServer, tmp_path: Path) -> None:
     tls_etcd.put("/tls/key", "v")
     cert, key = pki.client_cert
-    assert read_once(Endpoints([tls_etcd.url], access=Access(TLSFiles(pki.server_ca, cert, key))), b"/tls/key") == "ok v"
+    access = Access(TLSFiles(pki.server_ca, cert, key))
+    assert read_once(Endpoints([tls_etcd.url], access=access), b"/tls/key") == "ok v"
     answer = read_once(Endpoints([tls_etcd.url], timeout=3, access=Access(TLSFiles(pki.server_ca))), b"/tls/key")
     assert answer.startswith("tls: TLS handshake failed"), answer
     wrong_ca = read_once(Endpoints([tls_etcd.url], timeout=3, access=Access(TLSFiles(cert, cert, key))), b"/tls/key")
@@ -140,7 +141,8 @@ def test_user_and_password(auth_etcd: EtcdServer, tmp_path: Path) -> None:
     good, bad = tmp_path / "good", tmp_path / "bad"
     good.write_text("feddns-password\n")
     bad.write_text("wrong\n")
-    assert read_once(Endpoints([auth_etcd.url], access=Access(user="feddns", password_file=good)), b"/allowed/key") == "ok v"
+    feddns = Access(user="feddns", password_file=good)
+    assert read_once(Endpoints([auth_etcd.url], access=feddns), b"/allowed/key") == "ok v"
     assert read_once(Endpoints([auth_etcd.url], access=Access(user="feddns", password_file=good)),
                 b"/other/key").startswith("permission: permission denied")
     assert read_once(Endpoints([auth_etcd.url], access=Access(user="feddns", password_file=bad)),

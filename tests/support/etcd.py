@@ -16,6 +16,9 @@ etcd's v3 authentication with ``etcdctl`` (``user add``, ``role add``,
 ``role grant-permission``, ``user grant-role``, ``auth enable``), after which the
 tests' client logs in as root; ``enable_v2_auth()`` does the same for the v2
 key space, whose users are separate (its HTTP ``/v2/auth`` API).
+
+etcd logs errors only; ``FEDDNS_TEST_ETCD_LOG=info`` in the environment logs more
+(``etcd.log`` in its data directory).
 """
 
 import base64
@@ -80,7 +83,8 @@ class EtcdServer:
                 binary, "--name", "test", "--data-dir", os.path.join(self.data_dir, "data"),
                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", f"test={peer}", "--logger", "zap", "--log-level", "error",
+                "--initial-cluster", f"test={peer}", "--logger", "zap",
+                "--log-level", os.environ.get("FEDDNS_TEST_ETCD_LOG", "error"),
                 *(["--enable-v2"] if self.enable_v2 else []), *tls,
             ],
             stdout=log, stderr=log,
