@@ -30,7 +30,7 @@ import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import aetcd
 import aetcd.exceptions
@@ -40,7 +40,7 @@ from controller.config import ControllerConfig
 from controller.metrics import Metrics
 from controller.view import ClusterView, Key
 from feddns.errors import RecordError
-from feddns.etcd import EtcdError, cancelled_by_client, describe, prefix_range_end
+from feddns.etcd import EtcdError, cancelled_by_client, describe, prefix_range_end, unless_stale
 from feddns.keys import ClusterKey, ShardKey
 from feddns.records import IPAddress, ShardRecord, decode_json, encode
 
@@ -285,19 +285,18 @@ class Syncer:
         a resync. Ends only when cancelled (a new resync, a step-down, shutdown)."""
         raw = self.prefix.encode()
         failing = False
+        position = [start]
         while known is self.known:
-            client = self.watch_link.client
+            client = self.watch_link.client  # a new one after a failure, or when the files changed
             try:
-                watch = await client.watch(raw, range_end=prefix_range_end(raw), start_revision=start)
+                watch = await client.watch(raw, range_end=prefix_range_end(raw), start_revision=position[0])
                 if failing:
                     log.info("etcd: watching %s again", self.prefix)
                 failing = False
-                async for event in watch:
-                    start = event.kv.mod_revision + 1
-                    self._foreign_change(known, event)
-                raise ConnectionError("the watch ended")
+                await unless_stale(self.watch_link.endpoints, client, self._follow(known, watch, position))
+                continue
             except aetcd.exceptions.RevisionCompactedError:
-                log.info("etcd: revision %d of %s is compacted; resyncing", start, self.prefix)
+                log.info("etcd: revision %d of %s is compacted; resyncing", position[0], self.prefix)
                 self.known = None
                 self._wake.set()
                 return
@@ -309,10 +308,17 @@ class Syncer:
                 error = exc
             if not failing:
                 log.warning("etcd %s: watch of %s failed (%s); resuming from revision %d",
-                            self.watch_link.endpoints.current, self.prefix, describe(error), start)
+                            self.watch_link.endpoints.current, self.prefix, describe(error), position[0])
             failing = True
             await self.watch_link.failed(client)
             await asyncio.sleep(self.timing.retry_initial)
+
+    async def _follow(self, known: dict[str, bytes], watch: Any, position: list[int]) -> None:
+        """Hand each event to :meth:`_foreign_change`; ``position[0]`` is the next revision."""
+        async for event in watch:
+            position[0] = event.kv.mod_revision + 1
+            self._foreign_change(known, event)
+        raise ConnectionError("the watch ended")
 
     def _foreign_change(self, known: dict[str, bytes], event: aetcd.Event) -> None:
         """One event under ``P/F/``: our own writes match ``known``; anything else is

@@ -35,6 +35,7 @@ import logging
 import os
 import ssl
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -410,13 +411,31 @@ class Endpoints:
 
 
 async def until_stale(endpoints: Endpoints, client: Any) -> None:
-    """Return once ``client``'s certificate or password files have changed (polls ``stat``).
-
-    Run it beside a long watch and reconnect when it returns, so that a rotated
-    client certificate is in use before the old one expires."""
+    """Return once ``client``'s certificate or password files have changed (polls ``stat``)."""
     while not endpoints.stale(client):
         await asyncio.sleep(FILES_CHECK_SECONDS)
     log.info("etcd: the client certificate or password files changed; reconnecting with the new ones")
+
+
+async def unless_stale(endpoints: Endpoints, client: Any, work: Coroutine[Any, Any, None]) -> bool:
+    """Run ``work`` (a long watch on ``client``) until it ends, or cancel it when the
+    certificate or password files change first; True in that case: reconnect then, so
+    that a rotated client certificate is in use before the old one expires.
+
+    Whatever ``work`` raises is raised; cancelling this cancels ``work``.
+    """
+    follow = asyncio.ensure_future(work)
+    rotated = asyncio.ensure_future(until_stale(endpoints, client))
+    try:
+        await asyncio.wait([follow, rotated], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (follow, rotated):
+            task.cancel()
+        await asyncio.gather(follow, rotated, return_exceptions=True)
+    if follow.done() and not follow.cancelled():
+        follow.result()
+        return False
+    return True
 
 
 @functools.cache
