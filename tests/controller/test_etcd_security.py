@@ -2,7 +2,6 @@
 certificates rotated without a restart, and an etcd user whose password is refused."""
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,17 +10,8 @@ import pytest
 from tests.controller.harness import LABEL, ControllerProcess, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
 from tests.support.etcd import EtcdServer
-from tests.support.etcdpki import EtcdPki
 from tests.support.fakekube import service
 from tests.support.ports import wait_until
-
-
-@pytest.fixture
-def tls_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
-    server = EtcdServer(pki=EtcdPki(tmp_path / "etcd-pki"))
-    server.start()
-    yield server
-    server.destroy()
 
 
 def _tls_config(etcd: EtcdServer, prefix: str, foo: Any, bar: Any, tmp_path: Path) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 (``--client-cert-auth``) rotated without a restart, and etcd users, over the v2 and v3 APIs."""
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,6 @@ import pytest
 from feddns.etcd import Access, Endpoints, TLSFiles
 from tests.stubzone.support import Pki, StubzoneProcess, skydns_args
 from tests.support.etcd import EtcdServer
-from tests.support.etcdpki import EtcdPki
 from tests.test_etcd_access import read_once
 
 NS1 = "/skydns/local/cluster/dns/stub/federation/svc/{}/ns1"
@@ -18,14 +16,6 @@ NS1 = "/skydns/local/cluster/dns/stub/federation/svc/{}/ns1"
 
 def keys(etcd: EtcdServer, api: str) -> dict[str, str]:
     return etcd.v2_leaves("/skydns/") if api == "v2" else etcd.get_prefix("/skydns/")
-
-
-@pytest.fixture
-def tls_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
-    server = EtcdServer(pki=EtcdPki(tmp_path / "etcd-pki"))
-    server.start()
-    yield server
-    server.destroy()
 
 
 @pytest.mark.parametrize("api", ["v2", "v3"])
