@@ -1,21 +1,37 @@
-"""Queries per second of `feddns serve` for cached A answers with the 0xFEDD option.
+"""Queries per second and CPU per query of `feddns serve`, beside NSD and a fixed-bytes server.
 
-Runs dnsperf (Debian's `dnsperf`) against `feddns serve` on the example federation,
-then against bench/fixed_server.py (a bare uvloop server replying with fixed bytes)
-with the same query, one after the other on loopback, and prints both figures and
-their ratio. Both servers run one process; dnsperf takes the other core.
+One run, on loopback, of Debian's `dnsperf` (8 clients, UDP, every query carrying EDNS0
+option 65245 = "foo", as cluster DNS tags it) against three servers, one process each:
 
-Usage: python bench/serve_qps.py [--seconds 10] [--clients 4]
+* `feddns serve` on a records file this script writes (the design document's example
+  federation plus 2,000 services of 3 shards each);
+* NSD (Debian's `nsd`, `server-count: 1`) serving a zone written from the same records:
+  every name answers the A records `feddns serve` gives cluster foo, in the same order;
+* bench/fixed_server.py, a bare uvloop server that sends the same bytes to every query
+  (the floor of a Python server), for the exact-repeat file only.
+
+Four query files: the same question repeated exactly; that question in random letter case
+(0x20, as unbound's use-caps-for-id sends it); random names under a namespace (NXDOMAIN);
+2,000 distinct services. For each it prints q/s, the server's CPU time per answered query
+(utime + stime of its processes over the run), the ratio to feddns's exact-repeat figure,
+and the ratio to NSD's figure for the same file.
+
+Usage: python bench/serve_qps.py [--seconds 10] [--clients 8] [--rounds 1] [--feddns-args "..."]
 """
 
 import argparse
+import os
+import random
 import re
+import shlex
 import shutil
 import socket
+import string
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dns.edns
@@ -23,77 +39,248 @@ import dns.message
 import dns.query
 
 ROOT = Path(__file__).resolve().parent.parent
-QNAME = "myservice.myns.myfederation.svc.federation."
+ZONE = "federation."
+QNAME = f"myservice.myns.myfederation.svc.{ZONE}"
 OPTION = "65245:666f6f"  # cluster "foo"
+SERVICES = 2000
+TICKS = os.sysconf("SC_CLK_TCK")
+CLUSTERS = {
+    "foo": ("us-central1-a", "us-central1"),
+    "bar": ("us-central1-b", "us-central1"),
+    "baz": ("europe-west1-b", "europe-west1"),
+}
+FILES = ("exact", "0x20", "nxdomain", "2000 services")
+
+
+def service_shards() -> dict[str, dict[str, tuple[str, str]]]:
+    """qname -> cluster -> (clusterIP, externalIP)."""
+    out = {QNAME: {"foo": ("10.0.3.64", "104.32.64.128"), "bar": ("10.0.4.20", "104.32.64.130"),
+                   "baz": ("10.56.62.6", "108.120.45.12")}}
+    for i in range(SERVICES):
+        a, b = i // 250, i % 250 + 1
+        out[f"svc{i}.bench.myfederation.svc.{ZONE}"] = {
+            "foo": (f"10.1.{a}.{b}", f"198.18.{a}.{b}"), "bar": (f"10.2.{a}.{b}", f"198.19.{a}.{b}"),
+            "baz": (f"10.3.{a}.{b}", f"198.20.{a}.{b}")}
+    return out
+
+
+def answer_for_foo(shards: dict[str, tuple[str, str]]) -> list[str]:
+    """What feddns answers cluster foo: its clusterIP, then bar (same region), then baz."""
+    return [shards["foo"][0], shards["bar"][1], shards["baz"][1]]
+
+
+def write_records(path: Path) -> None:
+    lines = []
+    for cluster, (zone, region) in CLUSTERS.items():
+        lines.append(f"/myfederation/_clusters/{cluster}: {{zone: {zone}, region: {region}}}")
+    for qname, shards in service_shards().items():
+        service, namespace = qname.split(".")[:2]
+        for cluster, (cluster_ip, external_ip) in shards.items():
+            lines.append(f"/myfederation/{namespace}/{service}/{cluster}: "
+                         f"{{clusterIP: {cluster_ip}, externalIP: {external_ip}}}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_nsd(directory: Path, port: int) -> Path:
+    zone = [f"$ORIGIN {ZONE}", "$TTL 30",
+            "@ IN SOA ns.dns hostmaster 1 7200 1800 86400 30", "@ IN NS ns.dns", "ns.dns IN A 127.0.0.1"]
+    for qname, shards in service_shards().items():
+        zone += [f"{qname} IN A {ip}" for ip in answer_for_foo(shards)]
+    (directory / "federation.zone").write_text("\n".join(zone) + "\n")
+    conf = directory / "nsd.conf"
+    conf.write_text(f"""server:
+    ip-address: 127.0.0.1@{port}
+    server-count: 1
+    username: ""
+    chroot: ""
+    zonesdir: "{directory}"
+    database: ""
+    zonelistfile: "{directory}/zone.list"
+    xfrdfile: "{directory}/xfrd.state"
+    xfrdir: "{directory}"
+    pidfile: "{directory}/nsd.pid"
+    logfile: "{directory}/nsd.log"
+    verbosity: 0
+    hide-version: yes
+    rrl-ratelimit: 0
+    rrl-whitelist-ratelimit: 0
+remote-control:
+    control-enable: no
+zone:
+    name: "{ZONE}"
+    zonefile: "federation.zone"
+""")
+    return conf
+
+
+def write_queries(directory: Path) -> dict[str, Path]:
+    rng = random.Random(0xFEDD)
+    files = {name: directory / f"{name.replace(' ', '-')}.txt" for name in FILES}
+    files["exact"].write_text(f"{QNAME} A\n")
+    mixed = ["".join(c.upper() if rng.random() < 0.5 else c for c in QNAME) for _ in range(100_000)]
+    files["0x20"].write_text("".join(f"{q} A\n" for q in mixed))
+    letters = string.ascii_lowercase + string.digits
+    names = ["".join(rng.choices(letters, k=10)) + ".myns.myfederation.svc." + ZONE for _ in range(200_000)]
+    files["nxdomain"].write_text("".join(f"{q} A\n" for q in names))
+    files["2000 services"].write_text("".join(f"svc{i}.bench.myfederation.svc.{ZONE} A\n" for i in range(SERVICES)))
+    return files
 
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def wait_answering(port: int) -> bytes:
     query = dns.message.make_query(QNAME, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"foo")])
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30
     while True:
         try:
             return dns.query.udp(query, "127.0.0.1", port=port, timeout=0.5).to_wire()
-        except Exception:
+        except Exception:  # not up yet: any failure means "try again" until the deadline
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
 
 
-def dnsperf(port: int, seconds: int, clients: int) -> float:
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as data:
-        data.write(f"{QNAME} A\n")
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and its descendants."""
+    total = 0.0
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+            for task in Path(f"/proc/{p}/task").iterdir():
+                stack += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+@dataclass
+class Figure:
+    qps: float
+    cpu_us: float
+    lost: int
+
+
+def dnsperf(port: int, pid: int, queries: Path, seconds: int, clients: int) -> Figure:
+    before = tree_cpu(pid)
     out = subprocess.run(
-        ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", data.name, "-l", str(seconds),
+        ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(queries), "-l", str(seconds),
          "-c", str(clients), "-T", "1", "-q", "500", "-E", OPTION],
         capture_output=True, text=True, check=True,
     ).stdout
+    cpu = tree_cpu(pid) - before
+    completed = re.search(r"Queries completed:\s+(\d+)", out)
     lost = re.search(r"Queries lost:\s+(\d+)", out)
     qps = re.search(r"Queries per second:\s+([\d.]+)", out)
-    if not qps:
+    if not (qps and completed):
         raise RuntimeError(out)
-    print(f"    dnsperf: {qps.group(1)} qps, lost {lost.group(1) if lost else '?'}", file=sys.stderr)
-    return float(qps.group(1))
+    done = max(int(completed.group(1)), 1)
+    return Figure(float(qps.group(1)), cpu / done * 1e6, int(lost.group(1)) if lost else -1)
 
 
-def run(cmd: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+def start(cmd: list[str], cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+
+
+def start_feddns(cmd: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start feddns serve on port 0 and read the port it prints (no race for a free port)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        match = re.search(rb"listening on udp\+tcp \S+:(\d+)", line)
+        if match:
+            proc.stderr.close()
+            return proc, int(match.group(1))
+    raise RuntimeError(f"feddns serve exited with {proc.wait()}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def measure(name: str, cmd: list[str], port: int, files: dict[str, Path], args: argparse.Namespace
+            ) -> tuple[dict[str, Figure], bytes]:
+    if port == 0:
+        proc, port = start_feddns(cmd)
+    else:
+        proc = start(cmd)
+    try:
+        reply = wait_answering(port)
+        figures = {}
+        for label, path in files.items():
+            figures[label] = dnsperf(port, proc.pid, path, args.seconds, args.clients)
+            f = figures[label]
+            print(f"    {name:8} {label:14} {f.qps:>9,.0f} q/s  {f.cpu_us:5.1f} us CPU/query  lost {f.lost}",
+                  file=sys.stderr, flush=True)
+        return figures, reply
+    finally:
+        stop(proc)
+
+
+def one_round(work: Path, files: dict[str, Path], args: argparse.Namespace) -> dict[str, dict[str, Figure]]:
+    records = work / "records.yaml"
+    feddns_cmd = [sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0",
+                  "--records", str(records), "--log-level", "warning", *shlex.split(args.feddns_args)]
+    feddns, reply = measure("feddns", feddns_cmd, 0, files, args)
+    port = free_port()
+    nsd_conf = write_nsd(work, port)
+    nsd, _ = measure("nsd", ["nsd", "-d", "-c", str(nsd_conf)], port, files, args)
+    port = free_port()
+    fixed_cmd = [sys.executable, str(ROOT / "bench" / "fixed_server.py"), str(port), reply.hex()]
+    fixed, _ = measure("fixed", fixed_cmd, port, {"exact": files["exact"]}, args)
+    return {"feddns": feddns, "nsd": nsd, "fixed": fixed}
+
+
+def report(result: dict[str, dict[str, Figure]]) -> None:
+    feddns, nsd, fixed = result["feddns"], result["nsd"], result["fixed"]
+    exact = feddns["exact"].qps
+    print(f"{'query file':14} {'feddns q/s':>11} {'us/q':>5} {'NSD q/s':>9} {'us/q':>5} "
+          f"{'/feddns exact':>13} {'/NSD':>6}")
+    for label in FILES:
+        f, n = feddns[label], nsd[label]
+        print(f"{label:14} {f.qps:>11,.0f} {f.cpu_us:5.1f} {n.qps:>9,.0f} {n.cpu_us:5.1f} "
+              f"{f.qps / exact:13.2f} {f.qps / n.qps:6.2f}")
+    fx = fixed["exact"]
+    print(f"{'fixed server':14} {fx.qps:>11,.0f} {fx.cpu_us:5.1f}  (exact-repeat file)")
+    targets = [
+        ("0x20 case >= 0.8 x exact", feddns["0x20"].qps / exact, 0.8),
+        ("random names >= 0.6 x exact", feddns["nxdomain"].qps / exact, 0.6),
+        ("2,000 services >= 0.8 x exact", feddns["2000 services"].qps / exact, 0.8),
+        ("exact >= 0.95 x fixed server", exact / fx.qps, 0.95),
+    ]
+    for text, value, goal in targets:
+        print(f"target {text:32} {value:5.2f}  {'met' if value >= goal else 'NOT MET'}")
+    print(f"feddns exact / NSD exact: {exact / nsd['exact'].qps:.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the whole run (the machine is noisy)")
+    parser.add_argument("--feddns-args", default="", help="extra flags for feddns serve")
     args = parser.parse_args()
-    if not shutil.which("dnsperf"):
-        sys.exit("dnsperf is missing: apt-get install dnsperf")
-
-    port = free_port()
-    server = run([sys.executable, "-m", "feddns", "serve", "--listen", f"127.0.0.1:{port}"])
-    try:
-        reply = wait_answering(port)
-        feddns_qps = dnsperf(port, args.seconds, args.clients)
-    finally:
-        server.terminate()
-        server.wait()
-
-    port = free_port()
-    fixed = run([sys.executable, str(ROOT / "bench" / "fixed_server.py"), str(port), reply.hex()])
-    try:
-        wait_answering(port)
-        fixed_qps = dnsperf(port, args.seconds, args.clients)
-    finally:
-        fixed.terminate()
-        fixed.wait()
-
-    print(f"feddns serve, cached A with 0xFEDD option: {feddns_qps:,.0f} queries/s")
-    print(f"bare uvloop fixed-bytes server:             {fixed_qps:,.0f} queries/s")
-    print(f"ratio: {feddns_qps / fixed_qps:.2f}")
+    for tool in ("dnsperf", "nsd"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is missing: apt-get install {tool}")
+    with tempfile.TemporaryDirectory(prefix="feddns-bench-") as tmp:
+        work = Path(tmp)
+        write_records(work / "records.yaml")
+        files = write_queries(work)
+        for n in range(args.rounds):
+            print(f"round {n + 1} (load average {os.getloadavg()[0]:.2f})", flush=True)
+            report(one_round(work, files, args))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ With an empty prefix keys start at ``/`` exactly as in the design document
 ("DNS Record Creation"): ``/myfederation/myns/myservice/foo``.
 """
 
+import re
 from dataclasses import dataclass
 
 from feddns import names
@@ -50,6 +51,10 @@ class Layout:
         if prefix and not prefix.startswith("/"):
             raise ConfigError(f"etcd prefix {prefix!r} must start with '/'")
         self.prefix = prefix
+        label = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+        self._pattern = re.compile(
+            rf"{re.escape(self.root)}({label})/(?:{CLUSTERS}/({label})|({label})/({label})/({label}))\Z"
+        )
 
     @property
     def root(self) -> str:
@@ -68,6 +73,14 @@ class Layout:
         """``P/F/_clusters/C`` for ``key``."""
         return f"{self.prefix}/{key.federation}/{CLUSTERS}/{key.cluster}"
 
+    def shard_key_of(self, parts: tuple[str, str, str, str]) -> str:
+        """``P/F/<ns>/<svc>/C`` for the parts :meth:`split` returns."""
+        return f"{self.prefix}/{parts[0]}/{parts[1]}/{parts[2]}/{parts[3]}"
+
+    def cluster_key_of(self, federation: str, cluster: str) -> str:
+        """``P/F/_clusters/C``."""
+        return f"{self.prefix}/{federation}/{CLUSTERS}/{cluster}"
+
     def election_key(self, federation: str) -> str:
         """The controller replicas' leader-election key for ``federation``.
 
@@ -75,6 +88,19 @@ class Layout:
         lies outside every Federated-DNS prefix and ``feddns serve`` never reads it.
         """
         return f"feddns-controller-leader{self.prefix}/{federation}"
+
+    def split(self, key: str) -> tuple[str, str, str, str] | tuple[str, str]:
+        """The parts of a valid key: ``(F, ns, svc, C)`` for a shard key, ``(F, C)`` for a
+        cluster key. One regular-expression match (a first load splits a million
+        keys); raises :class:`RecordError` as :meth:`parse` does."""
+        match = self._pattern.match(key)
+        if match is None:
+            self.parse(key)  # raises, naming what is wrong
+            raise RecordError("key does not follow the layout", key)  # not reached: parse raised
+        federation, cluster, namespace, service, shard_cluster = match.groups()
+        if cluster is not None:
+            return federation, cluster
+        return federation, namespace, service, shard_cluster
 
     def parse(self, key: str) -> ShardKey | ClusterKey:
         """Parse a key under this prefix.

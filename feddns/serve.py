@@ -1,4 +1,4 @@
-"""``feddns serve``: the Federated-DNS server (CONTRACTS 1-4 and 6).
+"""``feddns serve``: the Federated-DNS server (docs/reference.md sections 1-4 and 6).
 
 Flags are checked, and the records file read, before any socket opens: a bad
 one exits 2 with one line. Then it listens on UDP and TCP on every
@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import ipaddress
 import logging
+import re
 import signal
 import sys
 import time
@@ -26,6 +27,7 @@ from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.keys import Layout
 from feddns.observe import ObserveServer
+from feddns.records import IPAddress
 from feddns.store import Feed
 from feddns.store.file import EXAMPLE, FileSource
 
@@ -42,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--negative-ttl", type=int, default=30,
         help="SOA minimum: TTL of NXDOMAIN and NODATA answers in seconds (default 30)")
     add("--etcd", action="append", metavar="URL", help="etcd client URL (repeatable), e.g. http://127.0.0.1:2379")
-    add("--etcd-prefix", default="", help="key prefix P of CONTRACTS 4 (default empty)")
+    add("--etcd-prefix", default="", help="key prefix P of docs/reference.md section 4 (default empty)")
     add("--records", metavar="FILE", help="YAML records file, used without --etcd (default: the example federation)")
     add("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics, /health and /ready here")
     add("--order", choices=("rotate", "stable"), default="rotate",
@@ -51,6 +53,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="EDNS0 option code carrying the asking cluster's name (default 65245)")
     add("--ns-address", action="append", metavar="IP",
         help="address(es) of this server for ns.dns.<zone> (default: the --listen addresses)")
+    add("--cache-size", default="64MiB", metavar="BYTES",
+        help="bound of the reply and answer cache in bytes; suffixes KiB, MiB, GiB (default 64MiB)")
+    add("--max-tcp-connections", type=int, default=1000, metavar="N",
+        help="open DNS-over-TCP connections at most; more are closed at once (default 1000)")
+    add("--tcp-idle-timeout", type=float, default=10.0, metavar="SECONDS",
+        help="close a TCP connection that completes no message for this long (default 10)")
 
 
 def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> Settings:
@@ -67,11 +75,39 @@ def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> S
     return Settings(
         zone=zone, ttl=args.ttl, negative_ttl=args.negative_ttl, option_code=args.cluster_option_code,
         stable=args.order == "stable", ns_addresses=_ns_addresses(args.ns_address, listens),
-        serial=int(time.time()) & 0xFFFFFFFF,
+        serial=int(time.time()) & 0xFFFFFFFF, cache_size=parse_size(args.cache_size),
     )
 
 
-def _ns_addresses(given: list[str] | None, listens: list[tuple[str, int]]) -> tuple:
+_UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3, "gib": 1024**3}
+MIN_CACHE_BYTES = 64 * 1024
+
+
+def parse_size(text: str) -> int:
+    """``--cache-size``: bytes, with an optional binary suffix (``64MiB``, ``512k``).
+
+    Raises :class:`ConfigError` for anything else or less than 64 KiB.
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = _UNITS.get(match.group(2).lower()) if match else None
+    if match is None or unit is None:
+        raise ConfigError(f"--cache-size {text!r} is not a size in bytes (e.g. 67108864, 64MiB, 512KiB)")
+    size = int(match.group(1)) * unit
+    if size < MIN_CACHE_BYTES:
+        raise ConfigError(f"--cache-size {text} is less than 64KiB")
+    return size
+
+
+def tcp_limits_from(args: argparse.Namespace) -> transport.TcpLimits:
+    """Check the TCP flags; raises :class:`ConfigError`."""
+    if args.max_tcp_connections < 1:
+        raise ConfigError(f"--max-tcp-connections {args.max_tcp_connections} is not at least 1")
+    if not 0 < args.tcp_idle_timeout <= 3600:
+        raise ConfigError(f"--tcp-idle-timeout {args.tcp_idle_timeout} is not from 0 to 3600 seconds")
+    return transport.TcpLimits(idle_timeout=args.tcp_idle_timeout, max_connections=args.max_tcp_connections)
+
+
+def _ns_addresses(given: list[str] | None, listens: list[tuple[str, int]]) -> tuple[IPAddress, ...]:
     if given:
         try:
             return tuple(ipaddress.ip_address(a) for a in given)
@@ -92,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     """Check everything, then serve until SIGTERM or SIGINT. Returns the exit status."""
     listens = [parse_hostport(text) for text in (args.listen or ["127.0.0.1:5353"])]
     settings = settings_from(args, listens)
+    limits = tcp_limits_from(args)
     layout = Layout(args.etcd_prefix)
     index = Index(layout)
     responder = Responder(index, settings)
@@ -105,12 +142,14 @@ def run(args: argparse.Namespace) -> int:
         source = FileSource(Path(args.records) if args.records else EXAMPLE, layout, feed)
         source.load()  # a bad records file stops start-up here (exit 2)
     metrics = None
+    tcp: list[transport.TcpConnections] = []
     if args.metrics:
         registry = CollectorRegistry()
-        registry.register(ServeCollector(responder, lambda: feed.restarts, lambda: feed.skipped))
+        registry.register(ServeCollector(responder, lambda: feed.restarts, lambda: feed.skipped,
+                                         lambda: (sum(c.open for c in tcp), sum(c.refused for c in tcp))))
         metrics = ObserveServer(args.metrics, registry, lambda: True, lambda: responder.ready)
     _install_uvloop()
-    return asyncio.run(_serve(responder, listens, source, metrics))
+    return asyncio.run(_serve(responder, listens, limits, tcp, source, metrics))
 
 
 def _install_uvloop() -> None:
@@ -121,13 +160,14 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def _serve(responder: Responder, listens: list[tuple[str, int]], source: object,
-                 metrics: ObserveServer | None) -> int:
+async def _serve(responder: Responder, listens: list[tuple[str, int]], limits: transport.TcpLimits,
+                 tcp: list[transport.TcpConnections], source: object, metrics: ObserveServer | None) -> int:
     closers = []
     try:
         for host, port in listens:
-            transports, bound = await transport.listen(responder, host, port)
+            transports, bound, connections = await transport.listen(responder, host, port, limits)
             closers.extend(transports)
+            tcp.append(connections)
             shown = f"[{host}]" if ":" in host else host
             print(f"feddns serve: listening on udp+tcp {shown}:{bound}", file=sys.stderr, flush=True)
         if metrics is not None:

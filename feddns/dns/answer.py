@@ -1,115 +1,202 @@
-"""Packing replies (RFC 1035 4.1) with dnslib.
+"""Answers: resource records packed once, and the reply they give each query (RFC 1035 4.1).
 
-Only the slow path calls this, when an answer is not cached yet: packed
-bytes are then cached and reused (``feddns.dns.responder``). Replies are
-packed for a canonical query (ID 0, lowercase qname, RD and CD clear), which
-the responder patches per query.
+An :class:`Answer` is built when a question is first asked after its records
+changed (``feddns.dns.policy`` decides which records; this module packs them).
+It holds its records in wire form, grouped by tier: an A or AAAA record owned by
+a compression pointer to the question's name (``0xC00C``) is 16 or 28 bytes
+whatever the name, so the same bytes serve every letter case. A reply is spliced
+per query::
+
+    ID | flags and counts (RD, CD copied; ARCOUNT +1 with an OPT) | the question as asked
+       | answer records in this query's order | authority | additional | OPT (DO, ECS echo)
+
+The order of the answer section comes from the answer's :class:`Ordering`:
+:class:`Fixed` (one order for everyone, joined once) or :class:`Rotation` (each
+tier rotated one step per query, from the stored records: no copy per rotation).
+Further policies (a weighted draw per query, a fixed failover order) are other
+``Ordering`` classes over the same tiers.
+
+Negative replies (NXDOMAIN, NODATA) and the errors that carry a question
+(REFUSED, SERVFAIL, BADVERS, FORMERR for a bad ECS option) are answers too, made
+once per zone as templates: the question is copied in from the query, so a
+flood of names costs no memory.
 """
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import struct
+from collections.abc import Hashable, Sequence
+from typing import Protocol
 
-from dnslib import AAAA, EDNS0, NS, QTYPE, RR, SOA, SRV, A, DNSHeader, DNSLabel, DNSQuestion, DNSRecord, EDNSOption
-
-from feddns.dns import wire
-from feddns.records import IPAddress
+from feddns.dns.cache import BYTES_OVERHEAD, ENTRY_OVERHEAD, Cached, Labels
+from feddns.dns.wire import AA, CLASS_IN, OPTION_ECS, QR, TC, QType, Query
 
 OUR_PAYLOAD = 1232
 """The UDP payload size (bytes) advertised in our OPT record (DNS Flag Day 2020)."""
 
+POINTER_TO_QNAME = b"\xc0\x0c"
+"""A compression pointer to offset 12, where the question's name starts (RFC 1035 4.1.4)."""
 
-@dataclass(frozen=True, slots=True)
-class EdnsReply:
-    """The OPT record of a reply: the DO bit copied from the query (RFC 3225),
-    options to echo (ECS, RFC 7871) and the upper 8 bits of the rcode."""
-
-    do: bool
-    options: tuple[tuple[int, bytes], ...] = ()
-    ext_rcode: int = 0
+_RR_FIXED = struct.Struct("!HHIH")
+_COUNTS = struct.Struct("!HHHHH")
+Tiers = tuple[tuple[bytes, ...], ...]
+"""Answer records grouped by tier, best tier first; each record in wire form."""
 
 
-def address_rr(owner: DNSLabel | str, ip: IPAddress, ttl: int) -> RR:
-    """An A (IPv4) or AAAA (IPv6) record."""
-    if ip.version == 4:
-        return RR(owner, QTYPE.A, rdata=A(str(ip)), ttl=ttl)
-    return RR(owner, QTYPE.AAAA, rdata=AAAA(str(ip)), ttl=ttl)
+def name_wire(name: str) -> bytes:
+    """The uncompressed wire form of a dotted ASCII name (``"ns.dns.federation."``)."""
+    labels = [label.encode("ascii") for label in name.rstrip(".").split(".") if label]
+    return b"".join(bytes((len(label),)) + label for label in labels) + b"\0"
 
 
-def srv_rr(owner: DNSLabel, priority: int, weight: int, port: int, target: str, ttl: int) -> RR:
-    """An SRV record (RFC 2782); the target is never compressed."""
-    return RR(owner, QTYPE.SRV, rdata=SRV(priority, weight, port, target), ttl=ttl)
+def rr(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> bytes:
+    """One resource record of class IN in wire form; ``owner`` is a wire name or a pointer."""
+    return owner + _RR_FIXED.pack(rtype, CLASS_IN, ttl, len(rdata)) + rdata
 
 
-def soa_rr(zone: str, serial: int, minimum: int, ttl: int) -> RR:
-    """The zone's SOA; MNAME ``ns.dns.<zone>``, RNAME ``hostmaster.<zone>`` (as CoreDNS)."""
-    times = (serial, 7200, 1800, 86400, minimum)
-    return RR(zone, QTYPE.SOA, rdata=SOA(f"ns.dns.{zone}", f"hostmaster.{zone}", times), ttl=ttl)
+def address_rr(address: bytes, ttl: int, owner: bytes = POINTER_TO_QNAME) -> bytes:
+    """An A (4-byte ``address``) or AAAA (16-byte) record, by default owned by the qname."""
+    return rr(owner, QType.A if len(address) == 4 else QType.AAAA, ttl, address)
 
 
-def ns_rr(zone: str, ttl: int) -> RR:
+def srv_rr(priority: int, weight: int, port: int, target: bytes, ttl: int) -> bytes:
+    """An SRV record (RFC 2782) owned by the qname; ``target`` is a wire name (never compressed)."""
+    return rr(POINTER_TO_QNAME, QType.SRV, ttl, struct.pack("!HHH", priority, weight, port) + target)
+
+
+def soa_rr(owner: bytes, zone: bytes, serial: int, minimum: int, ttl: int) -> bytes:
+    """The zone's SOA; MNAME ``ns.dns.<zone>``, RNAME ``hostmaster.<zone>`` (as CoreDNS);
+    refresh/retry/expire 7200/1800/86400 seconds. ``zone`` is a wire name."""
+    times = struct.pack("!IIIII", serial, 7200, 1800, 86400, minimum)
+    return rr(owner, QType.SOA, ttl, b"\x02ns\x03dns" + zone + b"\x0ahostmaster" + zone + times)
+
+
+def ns_rr(owner: bytes, zone: bytes, ttl: int) -> bytes:
     """The zone's NS record, naming ``ns.dns.<zone>``."""
-    return RR(zone, QTYPE.NS, rdata=NS(f"ns.dns.{zone}"), ttl=ttl)
+    return rr(owner, QType.NS, ttl, b"\x02ns\x03dns" + zone)
 
 
-def pack(
-    labels: Sequence[bytes],
-    qtype: int,
-    qclass: int,
-    rcode: int,
-    *,
-    authoritative: bool = True,
-    answer: Sequence[RR] = (),
-    authority: Sequence[RR] = (),
-    additional: Sequence[RR] = (),
-    edns: EdnsReply | None = None,
-    limit: int = 512,
-) -> bytes:
-    """Pack a reply to the canonical query for ``labels``/``qtype``/``qclass``.
+def opt_rr(do: bool, ecs: bytes | None = None, ext_rcode: int = 0) -> bytes:
+    """Our OPT record (RFC 6891 6.1.2): payload :data:`OUR_PAYLOAD`, the DO bit
+    copied from the query (RFC 3225), and the ECS option to echo (RFC 7871 7.2.1)."""
+    options = b"" if ecs is None else struct.pack("!HH", OPTION_ECS, len(ecs)) + ecs
+    ttl = (ext_rcode << 24) | (0x8000 if do else 0)
+    return b"\0" + _RR_FIXED.pack(QType.OPT, OUR_PAYLOAD, ttl, len(options)) + options
 
-    ``limit`` is the largest reply in bytes the requester takes (RFC 6891
-    6.2.3 for UDP; 65535 over TCP). A reply that does not fit is sent with
-    TC=1 and no records but the OPT (RFC 2181 9, RFC 7766 5).
+
+OPT_PLAIN, OPT_DO = opt_rr(False), opt_rr(True)
+
+
+def opt_for(query: Query, ecs: bytes | None) -> bytes:
+    """The OPT record answering ``query`` (``b""`` when the query had none)."""
+    if not query.edns:
+        return b""
+    if ecs is None:
+        return OPT_DO if query.do else OPT_PLAIN
+    return opt_rr(query.do, ecs)
+
+
+class Ordering(Protocol):
+    """How the answer section's records are ordered for one query."""
+
+    def arrange(self, tiers: Tiers) -> bytes:
+        """The answer records of ``tiers``, best tier first, joined in wire form."""
+
+
+class Fixed:
+    """One order for everyone: the tiers as stored (``--order stable``)."""
+
+    def arrange(self, tiers: Tiers) -> bytes:
+        return b"".join(record for tier in tiers for record in tier)
+
+
+class Rotation:
+    """Round robin within each tier: the ``n``-th query gets every tier rotated by ``n``.
+
+    One counter per answer, shared by every asker of it (as kube-dns and CoreDNS's
+    ``loadbalance`` rotate per reply).
     """
-    full = _record(labels, qtype, qclass, rcode, authoritative, edns)
-    for rr in answer:
-        full.add_answer(rr)
-    for rr in authority:
-        full.add_auth(rr)
-    for rr in additional:
-        full.add_ar(rr)
-    _add_opt(full, edns)
-    packed = bytes(full.pack())
-    if len(packed) <= limit:
-        return packed
-    short = _record(labels, qtype, qclass, rcode, authoritative, edns)
-    short.header.tc = 1
-    _add_opt(short, edns)
-    return bytes(short.pack())
+
+    __slots__ = ("step",)
+
+    def __init__(self) -> None:
+        self.step = 0
+
+    def arrange(self, tiers: Tiers) -> bytes:
+        step = self.step
+        self.step = step + 1
+        parts: list[bytes] = []
+        for tier in tiers:
+            shift = step % len(tier)
+            parts += tier[shift:]
+            parts += tier[:shift]
+        return b"".join(parts)
 
 
-def _record(
-    labels: Sequence[bytes], qtype: int, qclass: int, rcode: int, authoritative: bool, edns: EdnsReply | None
-) -> DNSRecord:
-    header = DNSHeader(id=0, qr=1, aa=int(authoritative), rd=0, ra=0, rcode=rcode & 0xF)
-    return DNSRecord(header, q=DNSQuestion(DNSLabel(list(labels)), qtype, qclass))
+FIXED = Fixed()
+
+_heads: dict[tuple[int, int, int, int], tuple[bytes, ...]] = {}
 
 
-def _add_opt(record: DNSRecord, edns: EdnsReply | None) -> None:
-    if edns is None:
-        return
-    options = [EDNSOption(code, data) for code, data in edns.options]
-    record.add_ar(
-        EDNS0(udp_len=OUR_PAYLOAD, ext_rcode=edns.ext_rcode, flags="do" if edns.do else "", opts=options)
-    )
+def _head_table(flags: int, answers: int, authority: int, additional: int) -> tuple[bytes, ...]:
+    """The 16 headers less ID: index bit 1 RD, 2 CD, 4 an OPT is added, 8 truncated (TC=1,
+    no records but the OPT; RFC 2181 9, RFC 7766 5). Shared by every answer alike."""
+    key = (flags, answers, authority, additional)
+    table = _heads.get(key)
+    if table is None:
+        out = []
+        for index in range(16):
+            bits = flags | (0x0100 if index & 1 else 0) | (0x0010 if index & 2 else 0)
+            opt = 1 if index & 4 else 0
+            if index & 8:
+                out.append(_COUNTS.pack(bits | TC, 1, 0, 0, opt))
+            else:
+                out.append(_COUNTS.pack(bits, 1, answers, authority, additional + opt))
+        table = _heads[key] = tuple(out)
+    return table
 
 
-def qtype_name(qtype: int) -> str:
-    """The mnemonic of ``qtype`` (``"A"``, ``"SRV"``; ``"TYPE65280"`` when unknown)."""
-    name = QTYPE.get(qtype)
-    return name if isinstance(name, str) else f"TYPE{qtype}"
+class Answer(Cached):
+    """The records answering one question for one source cluster, packed once.
 
+    ``rcode`` (its low 4 bits go in the header), ``authoritative`` (AA),
+    ``tiers`` (answer records by tier, ordered per query by ``ordering``),
+    ``authority`` and ``additional`` (records in a fixed order), ``labels`` for
+    the metrics and ``owner`` for the cache (see ``feddns.dns.cache``).
+    ``fixed`` holds the joined records when every query gets the same order.
+    """
 
-RCODE_NAMES = {
-    wire.NOERROR: "NOERROR", wire.FORMERR: "FORMERR", wire.SERVFAIL: "SERVFAIL",
-    wire.NXDOMAIN: "NXDOMAIN", wire.NOTIMP: "NOTIMP", wire.REFUSED: "REFUSED", wire.BADVERS: "BADVERS",
-}
+    __slots__ = ("fixed", "heads", "length", "ordering", "rcode", "rest", "tiers")
+
+    def __init__(self, rcode: int, *, authoritative: bool = True, tiers: Tiers = (), authority: Sequence[bytes] = (),
+                 additional: Sequence[bytes] = (), ordering: Ordering = FIXED, labels: Labels = ("", "", ""),
+                 owner: Hashable = None) -> None:
+        self.rcode = rcode
+        self.tiers = tiers
+        self.rest = b"".join(authority) + b"".join(additional)
+        count = sum(len(tier) for tier in tiers)
+        flags = QR | (AA if authoritative else 0) | (rcode & 0xF)
+        self.heads = _head_table(flags, count, len(authority), len(additional))
+        self.ordering = ordering
+        self.fixed: bytes | None = None
+        if isinstance(ordering, Fixed) or all(len(tier) <= 1 for tier in tiers):
+            self.fixed = FIXED.arrange(tiers) + self.rest
+        self.length = sum(len(record) for tier in tiers for record in tier) + len(self.rest)
+        size = self.length + BYTES_OVERHEAD * (count + 2) + 8 * count + 64 * (len(tiers) + 1) + 200
+        super().__init__(size + ENTRY_OVERHEAD, owner, labels)
+
+    def reply(self, ident: bytes, query: Query, opt: bytes, limit: int) -> bytes:
+        """The reply to ``query`` (whose first two bytes were ``ident``) with ``opt``
+        appended, truncated (TC=1) when longer than ``limit`` bytes."""
+        flags = query.flags
+        index = (flags >> 8 & 1) | (flags >> 3 & 2) | (4 if opt else 0)
+        question = query.question
+        if 12 + len(question) + self.length + len(opt) > limit:
+            return ident + self.heads[index | 8] + question + opt
+        body = self.fixed
+        if body is None:
+            body = self.ordering.arrange(self.tiers) + self.rest
+        return ident + self.heads[index] + question + body + opt
+
+    @property
+    def single_order(self) -> bool:
+        """True when every query gets the same records in the same order."""
+        return self.fixed is not None

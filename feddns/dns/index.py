@@ -1,26 +1,36 @@
 """The index: every record of every federation, by the names queries ask for.
 
-Records arrive as ``(key, value)`` pairs from a store (etcd or a records
-file) and are parsed once, here (``feddns.keys`` for the key,
-``feddns.records`` for the value). The index is changed on the event loop
+Records arrive as ``(key, value)`` pairs from a store (etcd or a records file)
+and are parsed once, here (``feddns.keys`` for the key, ``feddns.records`` for
+the value), into compact :class:`Shard` objects whose addresses are kept packed
+(4 or 16 bytes, as they go on the wire). The index is changed on the event loop
 between queries, so the query path reads it without locks.
 
-Each change says how far its effect reaches, so the answer cache can drop no
-more than it must: a change to an existing shard's record affects only that
-service's names (:class:`ServiceChanged`); a shard or service appearing or
-going away, or a cluster record changing, can change which names exist and
-which clusters are known, so it affects everything (:data:`EVERYTHING`).
+Names are kept in wire form, lowercased and relative to the zone (the zone's
+labels cut off): a query's name, lowercased, finds its service with one dict
+lookup, and a shard or SRV name with one or two more after cutting its first
+labels (:meth:`Index.lookup`).
+
+Each change says how far its effect reaches (:data:`Change`), so the cache can
+drop no more than it must: a shard put or deleted changes one service's answers
+(:class:`ServiceChanged`); a cluster record changes the tiers of every service of
+its federation (:class:`FederationChanged`); a full load replaces everything
+(:class:`Reload`). Names that appear or go need no more than that: answers for
+names that do not exist are never cached.
 """
 
-import ipaddress
 import logging
+import socket
+import sys
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
 
 from feddns.errors import RecordError
-from feddns.keys import ClusterKey, Layout, ShardKey
-from feddns.records import ClusterRecord, IPAddress, IPNetwork, ShardRecord, decode_json
+from feddns.keys import Layout
+from feddns.records import ClusterRecord, Port, decode_json, read_shard
 
 log = logging.getLogger(__name__)
 
@@ -30,47 +40,138 @@ ServiceId = tuple[str, str, str]
 
 @dataclass(frozen=True, slots=True)
 class ServiceChanged:
-    """Only the names of one service are affected."""
+    """A shard of one service was put or deleted: only that service's answers change."""
 
     service: ServiceId
 
 
-EVERYTHING = "everything"
-"""Names may have appeared or gone, or source-cluster data changed."""
+@dataclass(frozen=True, slots=True)
+class FederationChanged:
+    """A cluster record changed: the tiers of every service of the federation may change."""
 
-Change = ServiceChanged | str | None
+    federation: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reload:
+    """Every record was replaced (a full load)."""
+
+
+Change = ServiceChanged | FederationChanged | Reload | None
 """What a change affects; ``None`` when nothing changed."""
 
 
-@dataclass(slots=True)
+class NodeKind(IntEnum):
+    """The kinds of names in the zone (docs/reference.md section 1)."""
+
+    APEX = 0
+    ENT = 1  # an empty non-terminal (RFC 8020: NODATA, never NXDOMAIN)
+    NS_HOST = 2  # ns.dns.<zone>, the server's own name
+    SERVICE = 3  # <svc>.<ns>.<F>.svc.<zone>
+    SHARD = 4  # <cluster>.<svc>... : one cluster's shard
+    SRV_NAME = 5  # _<port>._<proto>.<svc>...
+
+
+class Shard:
+    """One shard record as the server keeps it (docs/reference.md section 4).
+
+    ``cluster_v4``/``cluster_v6``/``external_v4``/``external_v6`` are the
+    record's clusterIPs and externalIPs of each IP version, packed and
+    concatenated in record order (4 or 16 bytes each); ``ports`` the named ports;
+    ``ready`` the ready endpoint count (``None``: the record does not say, and
+    the shard counts as ready).
+    """
+
+    __slots__ = ("cluster_v4", "cluster_v6", "external_v4", "external_v6", "ports", "ready")
+
+    def __init__(self, cluster_ips: tuple[bytes, ...], external_ips: tuple[bytes, ...],
+                 ports: tuple[Port, ...], ready: int | None) -> None:
+        self.cluster_v4, self.cluster_v6 = _by_version(cluster_ips)
+        self.external_v4, self.external_v6 = _by_version(external_ips)
+        self.ports = ports
+        self.ready = ready
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Shard) and self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _fields(self) -> tuple[object, ...]:
+        return self.cluster_v4, self.cluster_v6, self.external_v4, self.external_v6, self.ports, self.ready
+
+    @property
+    def healthy(self) -> bool:
+        """False only when the record says ``"ready": 0``."""
+        return self.ready is None or self.ready > 0
+
+    def addresses(self, own: bool, version: int) -> bytes:
+        """The packed addresses an asker reaches this shard by: its clusterIPs from
+        its own cluster, else its externalIPs; only those of IP ``version`` (4 or 6)."""
+        if own:
+            return self.cluster_v4 if version == 4 else self.cluster_v6
+        return self.external_v4 if version == 4 else self.external_v6
+
+
+def _by_version(packed: tuple[bytes, ...]) -> tuple[bytes, bytes]:
+    if len(packed) == 1:
+        return (packed[0], b"") if len(packed[0]) == 4 else (b"", packed[0])
+    if not packed:
+        return b"", b""
+    return b"".join(a for a in packed if len(a) == 4), b"".join(a for a in packed if len(a) == 16)
+
+
 class Federation:
     """What the index knows of one federation.
 
     ``clusters`` are the cluster records (``P/F/_clusters/C``); ``shard_refs``
-    counts the shards of each cluster name; ``namespaces`` counts the
-    services of each namespace (for empty non-terminals, RFC 8020).
+    counts the shards of each cluster name; ``namespaces`` counts the services
+    of each namespace; ``known`` maps each cluster name with a record or a
+    shard, as bytes, to itself (the names a cluster-name option may give; the
+    query path names clusters by these bytes).
     """
 
-    clusters: dict[str, ClusterRecord] = field(default_factory=dict)
-    shard_refs: Counter[str] = field(default_factory=Counter)
-    namespaces: Counter[str] = field(default_factory=Counter)
-    cidr_table: list[tuple[IPNetwork, str]] = field(default_factory=list)
+    __slots__ = ("cidr_table", "clusters", "known", "name", "namespaces", "shard_refs")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.clusters: dict[str, ClusterRecord] = {}
+        self.shard_refs: dict[str, int] = {}
+        self.namespaces: Counter[str] = Counter()
+        self.known: dict[bytes, bytes] = {}
+        self.cidr_table: list[tuple[int, int, int, int, bytes]] = []
 
     def is_known(self, cluster: str) -> bool:
         """True when ``cluster`` has a cluster record or a shard in this federation."""
-        return cluster in self.clusters or self.shard_refs[cluster] > 0
+        return cluster in self.clusters or cluster in self.shard_refs
 
-    def cluster_for_address(self, address: IPAddress) -> tuple[str, int] | None:
-        """The cluster whose ``cidrs`` hold ``address`` (longest prefix wins), with
-        that prefix length, or ``None``."""
-        for network, cluster in self.cidr_table:
-            if address.version == network.version and address in network:
-                return cluster, network.prefixlen
+    def _refresh(self, cluster: str) -> bool:
+        """Update ``known`` for ``cluster``; returns False when it is no longer known."""
+        name = cluster.encode()
+        if self.is_known(cluster):
+            self.known.setdefault(name, name)
+            return True
+        self.known.pop(name, None)
+        return False
+
+    def cluster_for_address(self, packed: bytes) -> tuple[bytes, int] | None:
+        """The cluster whose ``cidrs`` hold the packed address (longest prefix
+        wins), with that prefix length, or ``None``."""
+        if not self.cidr_table:
+            return None
+        width = len(packed)
+        value = int.from_bytes(packed, "big")
+        for size, network, mask, prefix, cluster in self.cidr_table:
+            if size == width and value & mask == network:
+                return cluster, prefix
         return None
 
-    def rebuild_cidrs(self) -> None:
-        table = [(net, name) for name, rec in self.clusters.items() for net in rec.cidrs]
-        table.sort(key=lambda item: (-item[0].prefixlen, item[1]))
+    def _rebuild_cidrs(self) -> None:
+        table = []
+        for name, record in self.clusters.items():
+            for net in record.cidrs:
+                size = 4 if net.version == 4 else 16
+                table.append((size, int(net.network_address), int(net.netmask), net.prefixlen, name.encode()))
+        table.sort(key=lambda row: (-row[3], row[4]))
         self.cidr_table = table
 
     @property
@@ -78,42 +179,110 @@ class Federation:
         return not self.clusters and not self.namespaces
 
 
+@dataclass(slots=True)
+class Node:
+    """A name that exists in the zone, with what answering it needs.
+
+    ``federation`` and ``shards`` are those of the service the name belongs to
+    (``None`` above services); ``service`` its :data:`ServiceId`; ``cluster``
+    the shard's cluster (``SHARD``); ``port_name`` and ``protocol`` the named
+    port (``SRV_NAME``, protocol upper case as in Kubernetes).
+    """
+
+    kind: NodeKind
+    federation: Federation | None = None
+    service: ServiceId | None = None
+    shards: dict[str, Shard] | None = None
+    cluster: str | None = None
+    port_name: str | None = None
+    protocol: str | None = None
+
+
+_APEX, _ENT, _NS_HOST = Node(NodeKind.APEX), Node(NodeKind.ENT), Node(NodeKind.NS_HOST)
+_FIXED_NAMES = {b"": _APEX, b"\x03dns": _ENT, b"\x02ns\x03dns": _NS_HOST}
+
+
+def _label(text: str) -> bytes:
+    raw = text.encode("ascii")
+    return bytes((len(raw),)) + raw
+
+
 class Index:
     """All shard and cluster records under one key prefix.
 
-    ``services`` maps a :data:`ServiceId` to its shards by cluster name;
-    ``federations`` maps a federation name to :class:`Federation`;
-    ``invalid`` maps each key that failed to parse to the reason;
-    ``skipped`` counts the skips logged (once per key and reason).
+    ``services`` maps a service's name (wire form relative to the zone:
+    ``<svc>.<ns>.<F>.svc``) to its ``SERVICE`` :class:`Node`; ``federations``
+    maps a federation name to :class:`Federation`; ``invalid`` maps each key
+    that failed to parse to the reason; ``skipped`` counts the skips logged
+    (once per key and reason); ``revision`` is the etcd revision applied.
     """
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self.services: dict[ServiceId, dict[str, ShardRecord]] = {}
+        self.services: dict[bytes, Node] = {}
+        self.by_id: dict[ServiceId, Node] = {}
         self.federations: dict[str, Federation] = {}
         self.invalid: dict[str, str] = {}
         self.skipped = 0
         self.revision = 0
+        self._empty_non_terminals: Counter[bytes] = Counter()
+        self._port_sets: dict[tuple[Port, ...], tuple[Port, ...]] = {}
+        self._shard_count = 0
 
     def __len__(self) -> int:
         """The number of valid records held."""
-        shards = sum(len(shards) for shards in self.services.values())
-        return shards + sum(len(fed.clusters) for fed in self.federations.values())
+        return self._shard_count + sum(len(fed.clusters) for fed in self.federations.values())
 
     def replace(self, items: Iterable[tuple[str, bytes]], revision: int = 0) -> None:
-        """Replace every record with ``items`` (a full range read at ``revision``)."""
-        self.services.clear()
-        self.federations.clear()
-        self.invalid.clear()
+        """Add ``items`` (a full range read at ``revision``) to an empty index."""
         for key, value in items:
             self.put(key, value)
-        self.revision = revision
+        self.revision = max(self.revision, revision)
+
+    # -- reading ------------------------------------------------------------------
+
+    def lookup(self, rel: bytes) -> Node | None:
+        """The node for a name in wire form, lowercased, relative to the zone (no root
+        label: ``b"\\x09myservice\\x04myns..."``), or ``None`` when the name does not exist.
+
+        ``rel`` need not be a well-formed name: every name found is one.
+        """
+        node = self.services.get(rel)
+        if node is not None:
+            return node
+        node = _FIXED_NAMES.get(rel)
+        if node is not None:
+            return node
+        if rel in self._empty_non_terminals:
+            return _ENT
+        first = rel[0]
+        if first > 63:
+            return None
+        label, rest = rel[1 : first + 1], rel[first + 1 :]
+        parent = self.services.get(rest)
+        if parent is not None:
+            return _below_service(parent, label)
+        if rest in self._empty_non_terminals:  # under a namespace or above: only services live there
+            return None
+        if not rest or rest[0] > 63:
+            return None
+        second = rest[0]
+        grandparent = self.services.get(rest[second + 1 :])
+        if grandparent is None or label[:1] != b"_" or rest[1:2] != b"_":
+            return None
+        return _srv_name(grandparent, label[1:], rest[2 : second + 1])
+
+    # -- changing -----------------------------------------------------------------
 
     def put(self, key: str, value: bytes) -> Change:
         """Store one record; a bad key or value is skipped, logged once and kept in
         ``invalid`` (and an older valid record under that key is removed)."""
         try:
-            parsed, record = parse_record(self.layout, key, value)
+            parts = self.layout.split(key)
+            obj = decode_json(value)
+            if len(parts) == 4:
+                return self._put_shard(parts, obj)
+            return self._put_cluster(parts[0], parts[1], ClusterRecord.from_json(obj))
         except RecordError as exc:
             reason = str(exc).removeprefix(f"{key}: ")
             if self.invalid.get(key) != reason:
@@ -121,9 +290,6 @@ class Index:
                 self.skipped += 1
             self.invalid[key] = reason
             return self._remove(key)
-        if isinstance(parsed, ShardKey):
-            return self._put_shard(parsed, record)  # type: ignore[arg-type]
-        return self._put_cluster(parsed, record)  # type: ignore[arg-type]
 
     def delete(self, key: str) -> Change:
         """Remove the record under ``key`` (nothing when there is none)."""
@@ -132,160 +298,168 @@ class Index:
 
     def _remove(self, key: str) -> Change:
         try:
-            parsed = self.layout.parse(key)
+            parts = self.layout.split(key)
         except RecordError:
             return None
-        if isinstance(parsed, ShardKey):
-            return self._delete_shard(parsed)
-        return self._delete_cluster(parsed)
+        if len(parts) == 4:
+            return self._delete_shard(parts)
+        return self._delete_cluster(parts[0], parts[1])
 
     def _federation(self, name: str) -> Federation:
         fed = self.federations.get(name)
         if fed is None:
-            fed = self.federations[name] = Federation()
+            fed = self.federations[name] = Federation(name)
         return fed
 
-    def _put_shard(self, key: ShardKey, record: ShardRecord) -> Change:
-        self.invalid.pop(self.layout.shard_key(key), None)
-        sid = (key.federation, key.namespace, key.service)
-        shards = self.services.get(sid)
-        if shards is not None and key.cluster in shards:
-            old = shards[key.cluster]
-            if old == record:
-                return None
-            shards[key.cluster] = record
-            # New ports can make SRV names and their parents appear or go.
-            return ServiceChanged(sid) if old.ports == record.ports else EVERYTHING
-        fed = self._federation(key.federation)
-        if shards is None:
-            shards = self.services[sid] = {}
-            fed.namespaces[key.namespace] += 1
-        shards[key.cluster] = record
-        fed.shard_refs[key.cluster] += 1
-        return EVERYTHING
-
-    def _delete_shard(self, key: ShardKey) -> Change:
-        sid = (key.federation, key.namespace, key.service)
-        shards = self.services.get(sid)
-        if shards is None or key.cluster not in shards:
+    def _put_shard(self, parts: tuple[str, str, str, str], obj: Any) -> Change:
+        cluster_ips, external_ips, ports, ready = read_shard(obj)
+        if len(ports) > 1:  # one-port tuples are shared already (feddns.records)
+            ports = self._port_sets.setdefault(ports, ports)
+        shard = Shard(cluster_ips, external_ips, ports, ready)
+        if self.invalid:
+            self.invalid.pop(self.layout.shard_key_of(parts), None)
+        sid: ServiceId = parts[:3]
+        cluster = sys.intern(parts[3])  # a million shards name a few clusters
+        node = self.by_id.get(sid)
+        if node is None:
+            node = self._add_service(sid)
+        shards: dict[str, Shard] = node.shards  # type: ignore[assignment]
+        old = shards.get(cluster)
+        if old is not None and old == shard:
             return None
-        del shards[key.cluster]
-        fed = self.federations[key.federation]
-        _decrement(fed.shard_refs, key.cluster)
-        if not shards:
-            del self.services[sid]
-            _decrement(fed.namespaces, key.namespace)
-        self._drop_if_empty(key.federation)
-        return EVERYTHING
+        shards[cluster] = shard
+        if old is None:
+            self._shard_count += 1
+            fed: Federation = node.federation  # type: ignore[assignment]
+            refs = fed.shard_refs
+            count = refs.get(cluster, 0) + 1
+            refs[cluster] = count
+            if count == 1:
+                fed._refresh(cluster)
+        return ServiceChanged(sid)
 
-    def _put_cluster(self, key: ClusterKey, record: ClusterRecord) -> Change:
-        self.invalid.pop(self.layout.cluster_key(key), None)
-        fed = self._federation(key.federation)
-        if fed.clusters.get(key.cluster) == record:
-            return None
-        fed.clusters[key.cluster] = record
-        fed.rebuild_cidrs()
-        return EVERYTHING
+    def _add_service(self, sid: ServiceId) -> Node:
+        federation, namespace, service = sid
+        fed = self._federation(federation)
+        wire = _label(service) + _label(namespace) + _label(federation) + b"\x03svc"
+        node = Node(NodeKind.SERVICE, fed, sid, {})
+        self.services[wire] = self.by_id[sid] = node
+        fed.namespaces[namespace] += 1
+        for parent in _parents(wire):
+            self._empty_non_terminals[parent] += 1
+        return node
 
-    def _delete_cluster(self, key: ClusterKey) -> Change:
-        fed = self.federations.get(key.federation)
-        if fed is None or fed.clusters.pop(key.cluster, None) is None:
+    def _delete_shard(self, parts: tuple[str, str, str, str]) -> Change:
+        federation, namespace, service, cluster = parts
+        sid = (federation, namespace, service)
+        node = self.by_id.get(sid)
+        if node is None or node.shards is None or cluster not in node.shards:
             return None
-        fed.rebuild_cidrs()
-        self._drop_if_empty(key.federation)
-        return EVERYTHING
+        del node.shards[cluster]
+        self._shard_count -= 1
+        fed = self.federations[federation]
+        _decrement(fed.shard_refs, cluster)
+        known = fed._refresh(cluster)
+        if not node.shards:
+            wire = _label(service) + _label(namespace) + _label(federation) + b"\x03svc"
+            del self.services[wire], self.by_id[sid]
+            _decrement(fed.namespaces, namespace)
+            for parent in _parents(wire):
+                _decrement(self._empty_non_terminals, parent)
+            self._drop_if_empty(federation)
+        # A cluster no longer known: answers cached for it as the asker, in every
+        # service of the federation, must go (the query path trusts their keys).
+        return ServiceChanged(sid) if known else FederationChanged(federation)
+
+    def _put_cluster(self, federation: str, cluster: str, record: ClusterRecord) -> Change:
+        if self.invalid:
+            self.invalid.pop(self.layout.cluster_key_of(federation, cluster), None)
+        fed = self._federation(federation)
+        if fed.clusters.get(cluster) == record:
+            return None
+        fed.clusters[cluster] = record
+        fed._refresh(cluster)
+        fed._rebuild_cidrs()
+        return FederationChanged(federation)
+
+    def _delete_cluster(self, federation: str, cluster: str) -> Change:
+        fed = self.federations.get(federation)
+        if fed is None or fed.clusters.pop(cluster, None) is None:
+            return None
+        fed._refresh(cluster)
+        fed._rebuild_cidrs()
+        self._drop_if_empty(federation)
+        return FederationChanged(federation)
 
     def _drop_if_empty(self, name: str) -> None:
         if self.federations[name].empty:
             del self.federations[name]
 
-
-def parse_record(
-    layout: Layout, key: str, value: bytes
-) -> tuple[ShardKey, ShardRecord] | tuple[ClusterKey, ClusterRecord]:
-    """Parse one stored ``(key, value)``; raises :class:`RecordError` naming the key."""
-    parsed = layout.parse(key)
-    try:
-        obj = decode_json(value)
-        if isinstance(parsed, ShardKey):
-            return parsed, ShardRecord.from_json(obj)
-        return parsed, ClusterRecord.from_json(obj)
-    except RecordError as exc:
-        raise RecordError(str(exc), key) from exc
+    def services_of(self, federation: str) -> list[ServiceId]:
+        """The services of one federation."""
+        return [sid for sid in self.by_id if sid[0] == federation]
 
 
-def _decrement(counter: Counter[str], key: str) -> None:
+def _parents(wire: bytes) -> list[bytes]:
+    """The names above a service's, up to ``svc``: ``<ns>.<F>.svc``, ``<F>.svc``, ``svc``."""
+    out: list[bytes] = []
+    while True:
+        wire = wire[wire[0] + 1 :]
+        if not wire:
+            return out
+        out.append(wire)
+
+
+def _below_service(parent: Node, label: bytes) -> Node | None:
+    """A shard name (``C.<svc>...``) or a protocol's empty non-terminal (``_tcp.<svc>...``)."""
+    assert parent.shards is not None
+    if label[:1] != b"_":
+        cluster = label.decode("latin-1")
+        if cluster not in parent.shards:
+            return None
+        return Node(NodeKind.SHARD, parent.federation, parent.service, parent.shards, cluster=cluster)
+    protocol = label[1:].decode("latin-1").upper()
+    found = any(p.protocol == protocol for shard in parent.shards.values() for p in shard.ports)
+    return _ENT if found else None
+
+
+def _srv_name(parent: Node, port: bytes, protocol_label: bytes) -> Node | None:
+    """``_<port>._<proto>.<svc>...`` when some shard has that named port."""
+    assert parent.shards is not None
+    name, protocol = port.decode("latin-1"), protocol_label.decode("latin-1").upper()
+    if not any(p.protocol == protocol and p.name == name for s in parent.shards.values() for p in s.ports):
+        return None
+    return Node(NodeKind.SRV_NAME, parent.federation, parent.service, parent.shards,
+                port_name=name, protocol=protocol)
+
+
+def _decrement(counter: dict[Any, int], key: object) -> None:
     counter[key] -= 1
     if counter[key] <= 0:
         del counter[key]
 
 
-def parse_ip(text: str) -> IPAddress | None:
-    """The client address ``text`` as an IP address, or ``None`` when it is not one."""
+def pack_client(text: str) -> bytes | None:
+    """The packed form of a client address as the transports give it (an IPv6
+    address may carry a ``%zone``), or ``None`` when it is not an IP address."""
+    text = text.split("%", 1)[0]
     try:
-        return ipaddress.ip_address(text.split("%", 1)[0])
-    except ValueError:
+        return socket.inet_pton(socket.AF_INET6 if ":" in text else socket.AF_INET, text)
+    except OSError:
         return None
 
 
-APEX, ENT, NS_HOST, SERVICE, SHARD, SRV_NAME = "apex", "ent", "ns-host", "service", "shard", "srv"
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    """A name that exists in the zone (CONTRACTS 1).
-
-    ``kind`` is one of ``APEX``, ``ENT`` (empty non-terminal), ``NS_HOST``
-    (``ns.dns.Z``, the server's own name), ``SERVICE``, ``SHARD``
-    (``C.<svc>...``) or ``SRV_NAME`` (``_<port>._<proto>.<svc>...``).
-    """
-
-    kind: str
-    service: ServiceId | None = None
-    cluster: str | None = None
-    port_name: str | None = None
-    protocol: str | None = None
-
-
-_APEX, _ENT, _NS_HOST = Node(APEX), Node(ENT), Node(NS_HOST)
-
-
-def lookup(index: Index, rel: tuple[str, ...]) -> Node | None:
-    """The node for a name given by its labels below the zone, from the zone down
-    (``("svc", F, ns, svc)``), or ``None`` when the name does not exist."""
-    depth = len(rel)
-    if depth == 0:
-        return _APEX
-    if rel[0] == "dns":
-        return _ENT if depth == 1 else _NS_HOST if rel[1:] == ("ns",) else None
-    if rel[0] != "svc":
-        return None
-    if depth == 1:
-        return _ENT if index.services else None
-    fed = index.federations.get(rel[1])
-    if fed is None or not fed.namespaces:
-        return None
-    if depth == 2 or depth == 3:
-        return _ENT if depth == 2 or fed.namespaces[rel[2]] > 0 else None
-    sid = (rel[1], rel[2], rel[3])
-    shards = index.services.get(sid)
-    if shards is None:
-        return None
-    if depth == 4:
-        return Node(SERVICE, sid)
-    return _below_service(sid, shards, rel[4:])
-
-
-def _below_service(sid: ServiceId, shards: dict[str, ShardRecord], rest: tuple[str, ...]) -> Node | None:
-    first = rest[0]
-    if not first.startswith("_"):
-        return Node(SHARD, sid, cluster=first) if len(rest) == 1 and first in shards else None
-    protocol = first[1:].upper()
-    if len(rest) == 1:
-        found = any(p.protocol == protocol for s in shards.values() for p in s.ports)
-        return _ENT if found else None
-    if len(rest) != 2 or not rest[1].startswith("_"):
-        return None
-    name = rest[1][1:]
-    found = any(p.protocol == protocol and p.name == name for s in shards.values() for p in s.ports)
-    return Node(SRV_NAME, sid, port_name=name, protocol=protocol) if found else None
+def check_record(layout: Layout, key: str, value: bytes) -> None:
+    """Check one stored ``(key, value)`` as :meth:`Index.put` reads it; raises
+    :class:`RecordError` naming the key and what is wrong."""
+    try:
+        parts = layout.split(key)
+        obj = decode_json(value)
+        if len(parts) == 4:
+            read_shard(obj)
+        else:
+            ClusterRecord.from_json(obj)
+    except RecordError as exc:
+        if exc.key is not None:
+            raise
+        raise RecordError(str(exc), key) from exc

@@ -1,8 +1,10 @@
 """Prometheus metrics of Federated-DNS, read at scrape time.
 
-The query path only increments plain integers (``Entry.hits``, ``Stats``);
-this collector sums them when ``/metrics`` is scraped, so counting costs the
-query path no lock and no call into ``prometheus_client``.
+The query path only increments plain integers (the hit count of a cache
+entry, ``Stats``); this collector sums them when ``/metrics`` is scraped, so
+counting costs the query path no lock and no call into ``prometheus_client``.
+Every label takes a bounded set of values: qtype is one of the types the
+server knows or ``other``, rcode one of the rcodes it sends.
 """
 
 from collections import Counter
@@ -11,6 +13,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from feddns.dns.cache import Reply
 from feddns.dns.responder import Responder
 
 
@@ -21,18 +24,22 @@ class ServeCollector(Collector):
     watch restarts and invalid records skipped.
     """
 
-    def __init__(self, responder: Responder, restarts: Callable[[], int], skipped: Callable[[], int]) -> None:
+    def __init__(self, responder: Responder, restarts: Callable[[], int], skipped: Callable[[], int],
+                 tcp: Callable[[], tuple[int, int]] = lambda: (0, 0)) -> None:
         self.responder = responder
         self.restarts = restarts
         self.skipped = skipped
+        self.tcp = tcp
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         responder = self.responder
-        totals: Counter[tuple[str, str, str]] = Counter(responder.stats.answered)
-        entries = 0
-        for entry in responder.entries():
+        totals: Counter[tuple[str, str, str]] = Counter(dict(responder.stats.answered))  # dict(): one C call, atomic
+        cache = responder.cache
+        entries = list(cache.entries())
+        replies = 0
+        for entry in entries:
             totals[entry.labels] += entry.hits
-            entries += 1
+            replies += isinstance(entry, Reply)
         queries = CounterMetricFamily("feddns_dns_queries", "DNS queries answered, by qtype and rcode",
                                       labels=["qtype", "rcode"])
         sources = CounterMetricFamily("feddns_dns_answers", "Answers by whether the source cluster was found",
@@ -50,7 +57,21 @@ class ServeCollector(Collector):
         yield sources
         yield CounterMetricFamily("feddns_dns_dropped", "Packets dropped (shorter than a header, or responses)",
                                   value=responder.stats.dropped)
-        yield GaugeMetricFamily("feddns_dns_cached_replies", "Replies in the reply cache", value=entries)
+        kinds = GaugeMetricFamily("feddns_dns_cache_entries", "Entries in the cache, by kind", labels=["kind"])
+        kinds.add_metric(["reply"], replies)
+        kinds.add_metric(["answer"], len(entries) - replies)
+        yield kinds
+        yield GaugeMetricFamily("feddns_dns_cache_bytes", "Bytes held by the cache (as it counts them)",
+                                value=cache.used)
+        yield GaugeMetricFamily("feddns_dns_cache_limit_bytes", "The cache's bound in bytes (--cache-size)",
+                                value=cache.limit)
+        yield CounterMetricFamily("feddns_dns_cache_evictions", "Cache entries evicted for room",
+                                  value=cache.evictions)
+        open_connections, refused = self.tcp()
+        yield GaugeMetricFamily("feddns_dns_tcp_connections", "Open DNS-over-TCP connections",
+                                value=open_connections)
+        yield CounterMetricFamily("feddns_dns_tcp_refused", "TCP connections closed at once: over --max-tcp-connections",
+                                  value=refused)
         yield GaugeMetricFamily("feddns_records_loaded", "Valid records in the index", value=len(responder.index))
         yield GaugeMetricFamily("feddns_records_invalid", "Keys whose key or value does not parse",
                                 value=len(responder.index.invalid))

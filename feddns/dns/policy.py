@@ -1,200 +1,183 @@
-"""The policy: which records answer a name, in which order, for which asker.
+"""The policy: which records answer a name, in which tiers, for which asker.
 
-Source cluster (CONTRACTS 3): the 0xFEDD EDNS0 option, else an EDNS Client
-Subnet (RFC 7871) inside a cluster's ``cidrs``, else the query's source
-address. Tiers (CONTRACTS 2, the design document's "Service
-Discovery/Lookup"): the asker's own shard (clusterIPs), then shards in its
-zone, its region, then all others (externalIPs). Within a tier the order
-rotates from query to query: this module returns every rotation, the
-answer cache cycles through them.
+Source cluster (docs/reference.md section 3): the 0xFEDD EDNS0 option naming a
+known cluster, else an EDNS Client Subnet (RFC 7871) inside a cluster's
+``cidrs``, else the query's source address inside them. Tiers (section 2, the
+design document's "Service Discovery/Lookup"): the asker's own shard
+(clusterIPs), then shards in its zone, its region, then all others
+(externalIPs). This module builds the records of each tier, packed
+(``feddns.dns.answer``); the answer's ordering decides the order within a tier
+per query.
 """
 
-import ipaddress
-import math
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from enum import IntEnum
 
-from feddns.dns import wire
-from feddns.dns.index import Federation, ServiceId
-from feddns.records import IPAddress, ShardRecord
+from feddns.dns import answer
+from feddns.dns.answer import Tiers
+from feddns.dns.index import Federation, Node, NodeKind, ServiceId, Shard, pack_client
+from feddns.dns.wire import FormError, Query
 
-T = TypeVar("T")
+Source = tuple[bytes | None, bytes | None, bool]
+"""``(cluster, ecs, by_address)``: the asking cluster's name as bytes (``None``:
+unknown, every shard is tier 3), the ECS option data to echo (RFC 7871 7.2.1; ``None`` when
+the query had none), and whether the query's source address decided (then
+another address may get another answer to the same bytes)."""
 
-OWN, SAME_ZONE, SAME_REGION, OTHER = 0, 1, 2, 3
-MAX_ROTATIONS = 64
-"""At most this many distinct orders are kept per answer (bytes cached per answer)."""
+NO_SOURCE: Source = (None, None, False)
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
-    """The asking cluster (``None``: unknown, every shard is tier 3).
+class Tier(IntEnum):
+    """Where a shard stands for an asker (docs/reference.md section 2)."""
 
-    ``by_address`` is True when the query's source address was consulted, so
-    the answer may differ for another address; ``ecs`` is the ECS option data
-    to echo (RFC 7871 7.2.1), ``None`` when the query had none.
+    OWN = 0
+    SAME_ZONE = 1
+    SAME_REGION = 2
+    OTHER = 3
+
+
+def find_source(fed: Federation | None, query: Query, client: str) -> Source:
+    """Decide the source cluster of ``query`` for a name of federation ``fed``
+    (``None`` above federations), asked from address ``client``.
+
+    Raises :class:`FormError` for a malformed ECS option (RFC 7871 7.1.2).
     """
-
-    cluster: str | None
-    by_address: bool = False
-    ecs: bytes | None = None
-
-
-NO_SOURCE = Source(None)
-
-
-def find_source(
-    fed: Federation, edns: wire.Edns | None, client: IPAddress | None, option_code: int
-) -> Source:
-    """Decide the source cluster of a query in federation ``fed`` (CONTRACTS 3).
-
-    Raises :class:`wire.FormError` for a malformed ECS option (RFC 7871 7.1.2).
-    """
-    ecs = edns.option(wire.OPTION_ECS) if edns else None
-    subnet = parse_ecs(ecs) if ecs is not None else None
-    named = edns.option(option_code) if edns else None
+    ecs = query.ecs
+    if fed is None:
+        return NO_SOURCE if ecs is None else (None, _ecs_reply(parse_ecs(ecs), 0), False)
+    named = query.cluster
     if named is not None:
-        name = named.decode("ascii", "replace").strip().lower()
-        if fed.is_known(name):
-            return Source(name, ecs=_ecs_reply(subnet, 0))
-    if subnet is not None:
+        cluster = fed.known.get(named.strip().lower())
+        if cluster is not None:
+            return cluster, None if ecs is None else _ecs_reply(parse_ecs(ecs), 0), False
+    if ecs is not None:
+        subnet = parse_ecs(ecs)
         match = fed.cluster_for_address(subnet[0])
         if match is not None:
-            return Source(match[0], ecs=_ecs_reply(subnet, match[1]))
-    match = fed.cluster_for_address(client) if client is not None else None
-    by_address = bool(fed.cidr_table) and client is not None
-    scope = subnet[1] if subnet is not None else 0
-    return Source(match[0] if match else None, by_address, _ecs_reply(subnet, scope))
+            return match[0], _ecs_reply(subnet, match[1]), False
+        return _by_address(fed, client), _ecs_reply(subnet, subnet[1]), bool(fed.cidr_table)
+    if not fed.cidr_table:
+        return NO_SOURCE
+    return _by_address(fed, client), None, True
 
 
-def parse_ecs(data: bytes) -> tuple[IPAddress, int, bytes]:
-    """``(address, source prefix length, raw data)`` of an ECS option (RFC 7871 6).
+def _by_address(fed: Federation, client: str) -> bytes | None:
+    if not fed.cidr_table:
+        return None
+    packed = pack_client(client)
+    match = fed.cluster_for_address(packed) if packed is not None else None
+    return match[0] if match else None
 
-    Raises :class:`wire.FormError` for an unknown family, a prefix longer than
+
+def parse_ecs(data: bytes) -> tuple[bytes, int, bytes]:
+    """``(address packed to full width, source prefix length, raw data)`` of an
+    ECS option (RFC 7871 6).
+
+    Raises :class:`FormError` for an unknown family, a prefix longer than
     the family allows, an address of the wrong length, or bits set beyond the
     prefix.
     """
     if len(data) < 4:
-        raise wire.FormError("ECS option is shorter than 4 bytes")
+        raise FormError("ECS option is shorter than 4 bytes")
     family, source_prefix, _scope = struct.unpack_from("!HBB", data)
     width = {1: 4, 2: 16}.get(family)
     if width is None:
-        raise wire.FormError(f"ECS family {family} is not 1 (IPv4) or 2 (IPv6)")
+        raise FormError(f"ECS family {family} is not 1 (IPv4) or 2 (IPv6)")
     if source_prefix > width * 8:
-        raise wire.FormError(f"ECS source prefix /{source_prefix} is too long for the family")
+        raise FormError(f"ECS source prefix /{source_prefix} is too long for the family")
     address = data[4:]
     if len(address) != (source_prefix + 7) // 8:
-        raise wire.FormError("ECS address length does not match its source prefix")
-    padded = int.from_bytes(address.ljust(width, b"\0"), "big")
-    if padded & ((1 << (width * 8 - source_prefix)) - 1):
-        raise wire.FormError("ECS address has bits set beyond its source prefix")
-    ip = ipaddress.ip_address(address.ljust(width, b"\0"))
-    return ip, source_prefix, data
+        raise FormError("ECS address length does not match its source prefix")
+    padded = address.ljust(width, b"\0")
+    if int.from_bytes(padded, "big") & ((1 << (width * 8 - source_prefix)) - 1):
+        raise FormError("ECS address has bits set beyond its source prefix")
+    return padded, source_prefix, data
 
 
-def _ecs_reply(subnet: tuple[IPAddress, int, bytes] | None, scope: int) -> bytes | None:
-    if subnet is None:
-        return None
+def _ecs_reply(subnet: tuple[bytes, int, bytes], scope: int) -> bytes:
     raw = subnet[2]
     return raw[:3] + bytes((scope,)) + raw[4:]
 
 
-def tier(fed: Federation, source: str | None, cluster: str) -> int:
-    """The tier of ``cluster``'s shard for an asker in ``source`` (CONTRACTS 2)."""
+def tier(fed: Federation, source: str | None, cluster: str) -> Tier:
+    """The tier of ``cluster``'s shard for an asker in ``source``."""
     if source is None:
-        return OTHER
+        return Tier.OTHER
     if cluster == source:
-        return OWN
+        return Tier.OWN
     mine, theirs = fed.clusters.get(source), fed.clusters.get(cluster)
     if mine is None or theirs is None:
-        return OTHER
+        return Tier.OTHER
     if mine.zone and mine.zone == theirs.zone:
-        return SAME_ZONE
+        return Tier.SAME_ZONE
     if mine.region and mine.region == theirs.region:
-        return SAME_REGION
-    return OTHER
+        return Tier.SAME_REGION
+    return Tier.OTHER
 
 
-def shard_addresses(record: ShardRecord, own: bool, version: int) -> list[IPAddress]:
-    """The addresses an asker reaches a shard by: its clusterIPs from its own
-    cluster, else its externalIPs; only those of IP ``version`` (4 or 6)."""
-    pool = record.cluster_ips if own else record.external_ips
-    return [ip for ip in pool if ip.version == version]
+def address_tiers(node: Node, source: str | None, versions: tuple[int, ...], ttl: int) -> Tiers:
+    """A and AAAA records (owned by the qname) answering ``node`` for ``source``.
 
-
-def address_tiers(
-    fed: Federation, shards: dict[str, ShardRecord], source: str | None, version: int
-) -> list[list[IPAddress]]:
-    """The addresses of the healthy shards, grouped by tier, lowest tier first.
-
-    Within a tier, shards come in cluster-name order (the rotation starts there).
+    A service name gives the healthy shards' addresses grouped by tier, lowest
+    tier first, each tier in cluster-name order, IPv4 tiers before IPv6 ones. A
+    shard name gives that shard's addresses, whatever its ready count.
     """
-    groups: list[list[IPAddress]] = [[], [], [], []]
-    for cluster in sorted(shards):
-        record = shards[cluster]
-        if record.healthy:
-            rank = tier(fed, source, cluster)
-            groups[rank].extend(shard_addresses(record, rank == OWN, version))
-    return [group for group in groups if group]
+    assert node.shards is not None and node.federation is not None
+    if node.kind == NodeKind.SHARD:
+        assert node.cluster is not None
+        shard = node.shards[node.cluster]
+        own = node.cluster == source
+        records = tuple(r for version in versions for r in _address_records(shard, own, version, ttl))
+        return (records,) if records else ()
+    out: list[tuple[bytes, ...]] = []
+    for version in versions:
+        groups: list[list[bytes]] = [[], [], [], []]
+        for cluster in sorted(node.shards):
+            shard = node.shards[cluster]
+            if shard.healthy:
+                rank = tier(node.federation, source, cluster)
+                groups[rank].extend(_address_records(shard, rank == Tier.OWN, version, ttl))
+        out.extend(tuple(group) for group in groups if group)
+    return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
-class SrvTarget:
-    """One SRV record (RFC 2782): the shard in ``cluster`` at ``port``."""
-
-    priority: int
-    weight: int
-    port: int
-    cluster: str
+def _address_records(shard: Shard, own: bool, version: int, ttl: int,
+                     owner: bytes = answer.POINTER_TO_QNAME) -> list[bytes]:
+    packed = shard.addresses(own, version)
+    width = 4 if version == 4 else 16
+    return [answer.address_rr(packed[i : i + width], ttl, owner) for i in range(0, len(packed), width)]
 
 
-def srv_tiers(
-    fed: Federation, shards: dict[str, ShardRecord], source: str | None, name: str, protocol: str
-) -> list[list[SrvTarget]]:
-    """SRV targets of the healthy, reachable shards with the named port, by tier.
+def srv_records(node: Node, source: str | None, zone: bytes, ttl: int) -> tuple[Tiers, list[bytes]]:
+    """SRV records (RFC 2782) of the healthy, reachable shards with ``node``'s named
+    port, by tier, and the additional A/AAAA records of their targets (each
+    target ``<cluster>.<svc>...``, answered as for the asker).
 
     Priority is 10 x tier; weight the shard's ready count (1 when absent).
     """
-    groups: list[list[SrvTarget]] = [[], [], [], []]
-    for cluster in sorted(shards):
-        record = shards[cluster]
-        port = next((p for p in record.ports if p.name == name and p.protocol == protocol), None)
-        if port is None or not record.healthy:
+    assert node.shards is not None and node.federation is not None and node.service is not None
+    base = service_wire(node.service) + zone
+    groups: list[list[bytes]] = [[], [], [], []]
+    extra: list[list[bytes]] = [[], [], [], []]
+    for cluster in sorted(node.shards):
+        shard = node.shards[cluster]
+        port = next((p for p in shard.ports if p.name == node.port_name and p.protocol == node.protocol), None)
+        if port is None or not shard.healthy:
             continue
-        rank = tier(fed, source, cluster)
-        if not (record.cluster_ips if rank == OWN else record.external_ips):
+        rank = tier(node.federation, source, cluster)
+        own = rank == Tier.OWN
+        if not (shard.addresses(own, 4) or shard.addresses(own, 6)):
             continue
-        weight = record.ready if record.ready is not None else 1
-        groups[rank].append(SrvTarget(10 * rank, min(weight, 65535), port.port, cluster))
-    return [group for group in groups if group]
+        weight = min(shard.ready if shard.ready is not None else 1, 65535)
+        target = bytes((len(cluster),)) + cluster.encode("ascii") + base
+        groups[rank].append(answer.srv_rr(10 * rank, weight, port.port, target, ttl))
+        for version in (4, 6):
+            extra[rank].extend(_address_records(shard, own, version, ttl, target))
+    tiers = tuple(tuple(group) for group in groups if group)
+    return tiers, [record for group in extra for record in group]
 
 
-def rotations(groups: Sequence[Sequence[T]], stable: bool = False) -> list[list[T]]:
-    """Every order the answer takes, each group rotated one step per query.
+def service_wire(sid: ServiceId) -> bytes:
+    """``<svc>.<ns>.<F>.svc`` in wire form, without the zone."""
+    return b"".join(bytes((len(part),)) + part.encode("ascii") for part in (sid[2], sid[1], sid[0], "svc"))
 
-    With groups of sizes n1..nk there are lcm(n1..nk) orders (capped at
-    :data:`MAX_ROTATIONS`; past that, the largest group rotates fully and
-    the others as far as the count allows). ``stable`` gives one order.
-    """
-    sizes = [len(g) for g in groups if g]
-    count = math.lcm(*sizes) if sizes else 1
-    if count > MAX_ROTATIONS:
-        count = min(max(sizes), MAX_ROTATIONS)
-    if stable:
-        count = 1
-    out = []
-    for step in range(count):
-        order: list[T] = []
-        for group in groups:
-            shift = step % len(group) if group else 0
-            order.extend(group[shift:])
-            order.extend(group[:shift])
-        out.append(order)
-    return out
-
-
-def service_name(sid: ServiceId, zone: str) -> str:
-    """``<svc>.<ns>.F.svc.Z`` for service ``sid`` in ``zone`` (ends with a dot)."""
-    federation, namespace, service = sid
-    return f"{service}.{namespace}.{federation}.svc.{zone}"

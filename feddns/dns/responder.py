@@ -1,58 +1,64 @@
-"""The query path: packed answers looked up by the query's bytes.
+"""The query path: match the zone, look the name up, switch on the node kind and qtype, pack.
 
-Two caches sit over the index, both filled on first use and emptied when
-records change (never on a timer):
+It reads like CoreDNS's ``plugin/etcd/handler.go``, with the cache in front
+(``feddns.dns.cache``) and the records from the index (``feddns.dns.index``)
+instead of an etcd call. One synchronous function per query over the index as
+it is between two changes: no lock, no await, no etcd call. Work happens when
+records change (answers are built on first use after a change, then reused).
 
-* the **reply cache** maps a query's bytes after the ID (flags, counts,
-  question, OPT) to the finished replies, one per rotation; a hit costs one
-  dict lookup and one concatenation with the query's ID, and is done inline by
-  the UDP transport (``feddns.dns.transport``). A reply that depends on the
-  source address (CONTRACTS 3, rule 3) is kept in a second map keyed by
-  ``(bytes, address)``.
-* the **answer cache** maps ``(qname, qtype, qclass, source cluster, EDNS
-  state, size limit)`` to replies packed for a canonical query (ID 0,
-  lowercase qname, RD and CD clear). A reply-cache miss that hits here (a new
-  ID is not a miss; a new letter case or RD/CD bit is) only patches the
-  flags and the question's case: RFC 1035 2.3.3, the question echoed as asked.
+A query goes:
 
-Each cache entry is registered under the service its name belongs to, so a
-change to one service's records drops only that service's entries
-(:class:`feddns.dns.index.ServiceChanged`); a change that can create or remove
-names drops everything.
+1. (UDP) the reply cache: the packet's bytes after the ID, seen before, give the
+   finished reply;
+2. :func:`wire.read_common` reads the common shape with a few slices; anything
+   else goes to :func:`wire.parse_query`, which drops short packets and
+   responses and answers FORMERR or NOTIMP;
+3. :meth:`Responder.serve`: REFUSED outside the zone or class IN, SERVFAIL
+   until the first load, NXDOMAIN from the zone's template when the name does
+   not exist; else the source cluster (``policy.find_source``), then the answer
+   cache under ``(qname lowercased, QTYPE+QCLASS, source cluster)``, building
+   the answer (``policy``, ``answer``) on a miss. The reply splices the query's
+   ID, flags, question and OPT around the answer's records.
 """
 
-import itertools
 import logging
-import struct
 from collections import Counter
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from dnslib import RR, DNSLabel
-
-from feddns.dns import answer, index, policy, wire
-from feddns.dns.index import EVERYTHING, Change, Index, Node, ServiceChanged, ServiceId
+from feddns.dns import answer, policy, wire
+from feddns.dns.answer import Answer, Tiers
+from feddns.dns.cache import Cache, Cached, Doorkeeper, Labels, Reply
+from feddns.dns.index import Change, FederationChanged, Index, Node, NodeKind, Reload, ServiceChanged
+from feddns.dns.wire import QType, Query, Rcode
 from feddns.records import IPAddress
 
 log = logging.getLogger(__name__)
 
-MAX_ENTRIES = 200_000
-"""Reply-cache entries kept before the cache is emptied (bounds memory against
-queries for random names)."""
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+"""``--cache-size`` default: 64 MiB."""
 
-Labels = tuple[str, str, str]
-"""Metric labels of an answer: ``(qtype, rcode, source)``; source is
-``"cluster"`` when the asking cluster was found, else ``"none"``."""
+_VERSIONS: dict[int, tuple[int, ...]] = {QType.A: (4,), QType.AAAA: (6,), QType.ANY: (4, 6)}
+_QTYPE_LABELS = {int(t): t.name for t in QType}
+_QTYPE_LABELS_BY_BYTES = {int(t).to_bytes(2, "big"): t.name for t in QType}
+_TRANSFERS = (QType.AXFR, QType.IXFR)
+_CLASS_IN = b"\x00\x01"
+
+
+def qtype_label(qtype: int) -> str:
+    """The metric label of ``qtype``: its mnemonic when Federated-DNS knows the
+    type, else ``"other"`` (so that the label takes a bounded set of values)."""
+    return _QTYPE_LABELS.get(qtype, "other")
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """How Federated-DNS answers (the ``feddns serve`` flags).
+    """How Federated-DNS answers (the ``feddns serve`` flags, docs/serve.md).
 
     ``zone`` ends with a dot; ``ttl`` and ``negative_ttl`` are seconds;
-    ``option_code`` is the EDNS0 option carrying the cluster name (CONTRACTS
-    3); ``stable`` turns off rotation; ``ns_addresses`` answer ``ns.dns.Z``;
-    ``serial`` is the SOA serial.
+    ``option_code`` is the EDNS0 option carrying the cluster name
+    (docs/reference.md section 3); ``stable`` turns off rotation;
+    ``ns_addresses`` answer ``ns.dns.Z``; ``serial`` is the SOA serial;
+    ``cache_size`` bounds the cache in bytes.
     """
 
     zone: str = "federation."
@@ -62,51 +68,46 @@ class Settings:
     stable: bool = False
     ns_addresses: tuple[IPAddress, ...] = ()
     serial: int = 1
-
-
-class Entry:
-    """A cached reply: ``next()`` gives the next rotation (bytes after the ID).
-
-    Entries made from one answer share its ``turn`` counter, so the rotation
-    advances across askers whose queries differ in bytes (IDs aside), such as
-    a different cookie or letter case.
-    """
-
-    __slots__ = ("next", "hits", "labels")
-
-    def __init__(self, replies: list[bytes], labels: Labels, turn: Iterator[int]) -> None:
-        self.next: Callable[[], bytes]
-        if len(replies) == 1:
-            self.next = itertools.repeat(replies[0]).__next__
-        else:
-            self.next = lambda: replies[next(turn) % len(replies)]
-        self.hits = 0
-        self.labels = labels
-
-
-@dataclass(slots=True)
-class _Plan:
-    replies: list[bytes]
-    labels: Labels
-    bucket: ServiceId | None
-    by_address: bool
-    turn: Iterator[int] = field(default_factory=itertools.count)
+    cache_size: int = DEFAULT_CACHE_BYTES
 
 
 @dataclass
 class Stats:
-    """Counts the metrics read (``feddns.dns.metrics``)."""
+    """Counts the metrics read (``feddns.dns.metrics``): queries answered without
+    a cache entry, and the hits of entries no longer cached, by labels."""
 
     answered: Counter[Labels] = field(default_factory=Counter)
     dropped: int = 0
+
+    def add_hits(self, entry: Cached) -> None:
+        """Keep the hits of an entry that leaves the cache."""
+        if entry.hits:
+            self.answered[entry.labels] += entry.hits
+
+
+class Templates:
+    """The replies of a zone that carry no records of a name, made once
+    (``feddns.dns.answer``): NXDOMAIN and NODATA (with the SOA, RFC 2308),
+    REFUSED (not authoritative), SERVFAIL, BADVERS and FORMERR."""
+
+    def __init__(self, zone: bytes, serial: int, negative_ttl: int) -> None:
+        soa = answer.soa_rr(zone, zone, serial, negative_ttl, negative_ttl)
+        self.nxdomain = Answer(Rcode.NXDOMAIN, authority=[soa], labels=("", "NXDOMAIN", ""))
+        self.nodata = Answer(Rcode.NOERROR, authority=[soa], labels=("", "NOERROR", ""))
+        self.refused = Answer(Rcode.REFUSED, authoritative=False, labels=("", "REFUSED", ""))
+        self.servfail = Answer(Rcode.SERVFAIL, labels=("", "SERVFAIL", ""))
+        self.badvers = Answer(Rcode.BADVERS, labels=("", "BADVERS", ""))
+        self.formerr = Answer(Rcode.FORMERR, authoritative=False, labels=("", "FORMERR", ""))
+        self.soa = soa
 
 
 class Responder:
     """Answers queries from ``index`` under ``settings``.
 
     ``ready`` stays False until the store's first load; until then every
-    well-formed query in the zone gets SERVFAIL, never NXDOMAIN.
-    ``udp_replies`` is the reply cache the UDP transport reads directly.
+    well-formed query in the zone gets SERVFAIL, never NXDOMAIN. ``cache``
+    holds replies and answers (``feddns.dns.cache``); its ``get`` is what the
+    UDP transport calls first.
     """
 
     def __init__(self, idx: Index, settings: Settings) -> None:
@@ -114,38 +115,68 @@ class Responder:
         self.settings = settings
         self.ready = False
         self.stats = Stats()
-        self.udp_replies: dict[bytes, Entry] = {}
-        self.tcp_replies: dict[bytes, Entry] = {}
-        self._by_address: dict[tuple[bytes, bool, str], Entry] = {}
-        self._answers: dict[tuple[object, ...], _Plan] = {}
-        self._buckets: dict[ServiceId | None, list[tuple[dict, object]]] = {}
-        self._zone_labels = tuple(label.encode() for label in settings.zone.rstrip(".").split("."))
-        self._soa = answer.soa_rr(settings.zone, settings.serial, settings.negative_ttl, settings.negative_ttl)
+        self.cache = Cache(settings.cache_size, self.stats.add_hits)
+        self.doorkeeper = Doorkeeper()
+        self.zone = answer.name_wire(settings.zone)
+        self.option = settings.option_code.to_bytes(2, "big")
+        self.templates = Templates(self.zone, settings.serial, settings.negative_ttl)
 
-    # -- the query path ---------------------------------------------------------
+    # -- the query path -----------------------------------------------------------
 
     def respond(self, data: bytes, client: str, tcp: bool) -> bytes | None:
-        """The reply to the packet ``data`` from address ``client``, or ``None`` to drop it."""
-        entry = (self.tcp_replies if tcp else self.udp_replies).get(data[2:])
-        if entry is not None:
-            entry.hits += 1
-            return data[:2] + entry.next()
-        return self.slow(data, client, tcp)
-
-    def slow(self, data: bytes, client: str, tcp: bool) -> bytes | None:
-        """The reply to a packet the reply cache did not hold; caches what it can.
+        """The reply to the packet ``data`` from address ``client``, or ``None`` to drop it.
 
         Never raises: a failure answers SERVFAIL and is logged.
         """
-        try:
-            return self._slow(data, client, tcp)
-        except Exception:
-            log.exception("failed to answer a query; answering SERVFAIL")
-            return self._count(wire.error_reply(data, wire.SERVFAIL), "unknown", wire.SERVFAIL)
+        if not tcp:
+            entry: Reply | None = self.cache.get(data[2:])  # type: ignore[assignment]
+            if entry is not None:
+                entry.hits += 1
+                return data[:2] + entry.reply
+        return self.respond_uncached(data, client, tcp)
 
-    def _slow(self, data: bytes, client: str, tcp: bool) -> bytes | None:
+    def respond_uncached(self, data: bytes, client: str, tcp: bool) -> bytes | None:
+        """:meth:`respond` past the exact-bytes lookup (the UDP transport did that).
+
+        A UDP packet is looked up again with its qname lowercased: a reply cached
+        for one letter case serves every other, with the question spliced in as
+        asked (the bytes up to the first zero byte after the header are the qname
+        of the packet the entry was made from; see :meth:`_send`).
+        """
+        folded = None
+        if not tcp:
+            zero = data.find(0, 12)
+            if zero > 12:
+                name = data[12:zero]
+                lowered = name.lower()
+                if lowered == name:
+                    folded = b""  # the packet is its own key: the transport looked it up
+                else:
+                    folded = data[2:12] + lowered + data[zero:]
+                    entry: Reply | None = self.cache.get(folded)  # type: ignore[assignment]
+                    if entry is not None:
+                        entry.hits += 1
+                        reply = entry.reply
+                        return data[:2] + reply[:10] + name + reply[zero - 2 :]
         try:
-            _, flags, *_ = wire.parse_header(data)
+            query = wire.read_common(data, self.option)
+            if query is None:
+                return self._respond_strictly(data, client, tcp)
+            if query.cluster is not None and query.ecs is None:
+                # The option names a known cluster exactly as the answer cache keys it:
+                # the key is decided without looking the name up (the entry proves the
+                # name is in the zone, and the cluster known, as of the last change).
+                found: Answer | None = self.cache.get((query.name, query.qtc, query.cluster))  # type: ignore[assignment]
+                if found is not None:
+                    return self._send(found, data, query, None, tcp, False, folded)
+            return self.serve(data, query, client, tcp, False, folded)
+        except Exception:  # a bug must not take the server down: log it, answer SERVFAIL
+            log.exception("failed to answer a query; answering SERVFAIL")
+            return self._count(wire.error_reply(data, Rcode.SERVFAIL), "other", Rcode.SERVFAIL)
+
+    def _respond_strictly(self, data: bytes, client: str, tcp: bool) -> bytes | None:
+        try:
+            flags = wire.parse_header(data)[1]
         except wire.ShortHeader:
             self.stats.dropped += 1
             return None
@@ -153,213 +184,148 @@ class Responder:
             self.stats.dropped += 1  # a response: never answer one (no loops)
             return None
         if flags & wire.OPCODE_MASK:
-            return self._count(wire.error_reply(data, wire.NOTIMP), "unknown", wire.NOTIMP)
-        key = data[2:]
-        entry = self._by_address.get((key, tcp, client))
-        if entry is not None:
-            entry.hits += 1
-            return data[:2] + entry.next()
+            return self._count(wire.error_reply(data, Rcode.NOTIMP), "other", Rcode.NOTIMP)
         try:
-            query = wire.parse_query(data)
+            query = wire.parse_query(data, self.option)
         except wire.FormError as exc:
             log.debug("FORMERR to %s: %s", client, exc)
-            return self._count(wire.error_reply(data, wire.FORMERR), "unknown", wire.FORMERR)
-        try:
-            plan = self._plan(query, client, tcp)
-        except wire.FormError as exc:  # a malformed ECS option
-            log.debug("FORMERR to %s: %s", client, exc)
-            return self._count(wire.error_reply(data, wire.FORMERR), "unknown", wire.FORMERR)
-        if plan is None:  # not ready: SERVFAIL, not cached
-            reply = self._pack_canonical(query, wire.SERVFAIL, tcp)
-            return self._count(data[:2] + _patch(reply, query), answer.qtype_name(query.qtype), wire.SERVFAIL)
-        entry = Entry([_patch(reply, query) for reply in plan.replies], plan.labels, plan.turn)
-        self._store(entry, key, tcp, client if plan.by_address else None, plan.bucket)
-        entry.hits += 1
-        return data[:2] + entry.next()
+            return self._count(wire.error_reply(data, Rcode.FORMERR), "other", Rcode.FORMERR)
+        return self.serve(data, query, client, tcp, True, None)
 
-    def _count(self, reply: bytes, qtype: str, rcode: int) -> bytes:
-        self.stats.answered[(qtype, answer.RCODE_NAMES.get(rcode, str(rcode)), "none")] += 1
+    def serve(self, data: bytes, query: Query, client: str, tcp: bool, strict: bool,
+              folded: bytes | None) -> bytes | None:
+        """Answer ``query`` (read from ``data``); ``strict`` says which reader read it;
+        ``folded`` is the UDP packet less its ID with the qname lowercased (``b""``
+        when that is the packet itself; ``None`` over TCP or when read strictly),
+        the key its reply may be cached under.
+
+        A name that the common reader may have cut wrongly (it is not found and is
+        not made of well-formed labels) is read again strictly.
+        """
+        name = query.name
+        limit = 65535 if tcp else (max(512, query.payload)) if query.edns else 512
+        zone = self.zone
+        if not name.endswith(zone) or query.qtc[2:] != _CLASS_IN or query.version:
+            if not strict:
+                return self._respond_strictly(data, client, tcp)
+            return self._refuse(data, query, limit)
+        rel = name[: len(name) - len(zone)]
+        node = self.index.lookup(rel) if self.ready else None
+        if node is None:
+            if not wire.is_labels(rel):
+                return self._respond_strictly(data, client, tcp) if not strict else self._refuse(data, query, limit)
+            return self._negative(data, query, client, limit)
+        try:
+            cluster, ecs, by_address = policy.find_source(node.federation, query, client)
+        except wire.FormError as exc:
+            log.debug("FORMERR to %s: %s", client, exc)
+            return self._template(self.templates.formerr, data, query, None, limit, None)
+        key = (name, query.qtc, cluster)
+        found: Answer | None = self.cache.get(key)  # type: ignore[assignment]
+        if found is None:
+            qtype = query.qtype
+            if qtype in _TRANSFERS:  # as NSD and BIND answer when transfers are not allowed
+                return self._template(self.templates.refused, data, query, ecs, limit, cluster)
+            found = self._answer(node, qtype, cluster)
+            if found is None:
+                return self._template(self.templates.nodata, data, query, ecs, limit, cluster)
+            self.cache.put(key, found)
+        return self._send(found, data, query, ecs, tcp, by_address, folded)
+
+    def _send(self, found: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool, by_address: bool,
+              folded: bytes | None) -> bytes:
+        """The reply from an answer. A UDP reply in one fixed order whose bytes
+        depend on the packet alone is kept in the reply cache once the packet (its
+        qname lowercased) repeats, with the qname lowercased: the name was found,
+        so the bytes before the packet's first zero byte are exactly its qname."""
+        found.hits += 1
+        limit = 65535 if tcp else (max(512, query.payload)) if query.edns else 512
+        reply = found.reply(data[:2], query, answer.opt_for(query, ecs), limit)
+        if folded is not None and found.fixed is not None and not by_address:
+            folded = folded or data[2:]
+            if not self.doorkeeper.admit(folded):
+                return reply
+            name = query.name
+            stored = reply[2:12] + name + reply[12 + len(name) :]
+            self.cache.put(folded, Reply(folded, stored, found.owner, found.labels))
         return reply
 
-    def _store(self, entry: Entry, key: bytes, tcp: bool, client: str | None, bucket: ServiceId | None) -> None:
-        if len(self.udp_replies) + len(self.tcp_replies) + len(self._by_address) >= MAX_ENTRIES:
-            self._drop_all()
-        if client is None:
-            replies = self.tcp_replies if tcp else self.udp_replies
-            replies[key] = entry
-            self._buckets.setdefault(bucket, []).append((replies, key))
+    def _refuse(self, data: bytes, query: Query, limit: int) -> bytes:
+        if query.version:  # EDNS version > 0: BADVERS, with our version 0 (RFC 6891 6.1.3)
+            self.stats.answered[(qtype_label(query.qtype), "BADVERS", "none")] += 1
+            return self.templates.badvers.reply(data[:2], query, answer.opt_rr(False, None, 1), limit)
+        return self._template(self.templates.refused, data, query, None, limit, None)
+
+    def _negative(self, data: bytes, query: Query, client: str, limit: int) -> bytes:
+        """NXDOMAIN for a name that does not exist (SERVFAIL before the first load)."""
+        try:
+            ecs = None if query.ecs is None else policy.find_source(None, query, client)[1]
+        except wire.FormError:
+            return self._template(self.templates.formerr, data, query, None, limit, None)
+        template = self.templates.nxdomain if self.ready else self.templates.servfail
+        return self._template(template, data, query, ecs, limit, None)
+
+    def _template(self, template: Answer, data: bytes, query: Query, ecs: bytes | None, limit: int,
+                  cluster: bytes | None) -> bytes:
+        qtype = _QTYPE_LABELS_BY_BYTES.get(query.qtc[:2], "other")
+        self.stats.answered[(qtype, template.labels[1], "cluster" if cluster else "none")] += 1
+        return template.reply(data[:2], query, answer.opt_for(query, ecs), limit)
+
+    def _count(self, reply: bytes, qtype: str, rcode: Rcode) -> bytes:
+        self.stats.answered[(qtype, rcode.name, "none")] += 1
+        return reply
+
+    # -- building answers -----------------------------------------------------------
+
+    def _answer(self, node: Node, qtype: int, asker: bytes | None) -> Answer | None:
+        """The answer of ``node`` to ``qtype`` for ``cluster``, or ``None`` for the
+        zone's NODATA (a name with no records of that type, whoever asks)."""
+        ttl = self.settings.ttl
+        kind = node.kind
+        cluster = asker.decode() if asker is not None else None
+        additional: list[bytes] = []
+        if kind == NodeKind.APEX:
+            if qtype in (QType.SOA, QType.ANY):  # ANY: one RRset (RFC 8482 4.2)
+                s = self.settings
+                tiers: Tiers = ((answer.soa_rr(answer.POINTER_TO_QNAME, self.zone, s.serial, s.negative_ttl, ttl),),)
+            elif qtype == QType.NS:
+                tiers = ((answer.ns_rr(answer.POINTER_TO_QNAME, self.zone, ttl),),)
+                glue = b"\x02ns\x03dns" + self.zone
+                additional = [answer.address_rr(ip.packed, ttl, glue) for ip in self.settings.ns_addresses]
+            else:
+                return None
+        elif kind == NodeKind.NS_HOST:
+            versions = _VERSIONS.get(qtype, ())
+            records = tuple(answer.address_rr(ip.packed, ttl) for ip in self.settings.ns_addresses
+                            if ip.version in versions)
+            if not records:
+                return None
+            tiers = (records,)
+        elif kind == NodeKind.SRV_NAME:
+            if qtype not in (QType.SRV, QType.ANY):
+                return None
+            tiers, additional = policy.srv_records(node, cluster, self.zone, ttl)
+        elif kind in (NodeKind.SERVICE, NodeKind.SHARD) and qtype in _VERSIONS:
+            tiers = policy.address_tiers(node, cluster, _VERSIONS[qtype], ttl)
         else:
-            self._by_address[(key, tcp, client)] = entry
-            self._buckets.setdefault(bucket, []).append((self._by_address, (key, tcp, client)))
-
-    # -- building answers -------------------------------------------------------
-
-    def _plan(self, query: wire.Query, client: str, tcp: bool) -> _Plan | None:
-        edns = query.edns
-        limit = 65535 if tcp else max(512, edns.payload) if edns else 512
-        qtype = answer.qtype_name(query.qtype)
-        if edns is not None and edns.version > 0:
-            reply = self._pack(query, wire.BADVERS, limit, edns=answer.EdnsReply(False, (), 1))
-            return _Plan([reply], (qtype, "BADVERS", "none"), None, False)
-        rel = self._relative(query)
-        if rel is None or query.qclass != wire.CLASS_IN:
-            reply = self._pack(query, wire.REFUSED, limit, authoritative=False, edns=_edns(edns, None))
-            return _Plan([reply], (qtype, "REFUSED", "none"), None, False)
-        if not self.ready:
             return None
-        node = index.lookup(self.index, rel)
-        source = self._source(node, edns, client)
-        key = (query.labels, query.qtype, query.qclass, source.cluster, source.ecs,
-               edns is not None and edns.flags & wire.EDNS_DO, edns is not None, limit)
-        plan = self._answers.get(key)
-        if plan is None:
-            plan = self._build(query, node, source, limit)
-            plan.by_address = source.by_address
-            self._answers[key] = plan
-            self._buckets.setdefault(plan.bucket, []).append((self._answers, key))
-        return plan
+        labels = (qtype_label(qtype), "NOERROR", "cluster" if cluster else "none")
+        if not tiers:  # the name has such records, but none for this asker now (e.g. every shard unready)
+            return Answer(Rcode.NOERROR, authority=[self.templates.soa], labels=labels, owner=node.service)
+        ordering = answer.FIXED if self.settings.stable else answer.Rotation()
+        return Answer(Rcode.NOERROR, tiers=tiers, additional=additional, ordering=ordering, labels=labels,
+                      owner=node.service)
 
-    def _relative(self, query: wire.Query) -> tuple[str, ...] | None:
-        zone = self._zone_labels
-        labels = query.labels
-        if len(labels) < len(zone) or labels[len(labels) - len(zone):] != zone:
-            return None
-        return tuple(label.decode("latin-1") for label in reversed(labels[: len(labels) - len(zone)]))
-
-    def _source(self, node: Node | None, edns: wire.Edns | None, client: str) -> policy.Source:
-        fed = self.index.federations.get(node.service[0]) if node and node.service else None
-        if fed is None:
-            ecs = edns.option(wire.OPTION_ECS) if edns else None
-            if ecs is None:
-                return policy.NO_SOURCE
-            raw = policy.parse_ecs(ecs)[2]
-            return policy.Source(None, ecs=raw[:3] + b"\0" + raw[4:])
-        return policy.find_source(fed, edns, index.parse_ip(client), self.settings.option_code)
-
-    def _build(self, query: wire.Query, node: Node | None, source: policy.Source, limit: int) -> _Plan:
-        edns = _edns(query.edns, source.ecs)
-        found = "cluster" if source.cluster else "none"
-        qtype = answer.qtype_name(query.qtype)
-        bucket = node.service if node else None
-        if node is None:
-            reply = self._pack(query, wire.NXDOMAIN, limit, authority=[self._soa], edns=edns)
-            return _Plan([reply], (qtype, "NXDOMAIN", found), None, False)
-        orders = self._records(query, node, source)
-        if not orders or not orders[0][0]:
-            reply = self._pack(query, wire.NOERROR, limit, authority=[self._soa], edns=edns)
-            return _Plan([reply], (qtype, "NOERROR", found), bucket, False)
-        replies = [
-            self._pack(query, wire.NOERROR, limit, answer=ans, additional=add, edns=edns) for ans, add in orders
-        ]
-        return _Plan(replies, (qtype, "NOERROR", found), bucket, False)
-
-    def _records(self, query: wire.Query, node: Node, source: policy.Source) -> list[tuple[list[RR], list[RR]]]:
-        """Every rotation of (answer, additional) records for ``node``; [] for NODATA."""
-        owner = DNSLabel(list(query.labels))
-        ttl = self.settings.ttl
-        qtype = query.qtype
-        versions = {wire.A: (4,), wire.AAAA: (6,), wire.ANY: (4, 6)}.get(qtype, ())
-        if node.kind == index.APEX:
-            records = []
-            if qtype in (wire.SOA, wire.ANY):
-                records.append(answer.soa_rr(self.settings.zone, self.settings.serial, self.settings.negative_ttl, ttl))
-            if qtype in (wire.NS, wire.ANY):
-                records.append(answer.ns_rr(self.settings.zone, ttl))
-                glue = [answer.address_rr(f"ns.dns.{self.settings.zone}", ip, ttl) for ip in self.settings.ns_addresses]
-                return [(records, glue)]
-            return [(records, [])]
-        if node.kind == index.NS_HOST:
-            ips = [ip for ip in self.settings.ns_addresses if ip.version in versions]
-            return [([answer.address_rr(owner, ip, ttl) for ip in ips], [])]
-        if node.kind == index.SRV_NAME:
-            return self._srv_records(owner, node, source) if qtype in (wire.SRV, wire.ANY) else []
-        if node.kind not in (index.SERVICE, index.SHARD) or not versions:
-            return []
-        groups = self._address_groups(node, source, versions)
-        return [([answer.address_rr(owner, ip, ttl) for ip in order], [])
-                for order in policy.rotations(groups, self.settings.stable)]
-
-    def _address_groups(self, node: Node, source: policy.Source, versions: tuple[int, ...]) -> list[list[IPAddress]]:
-        assert node.service is not None
-        shards = self.index.services[node.service]
-        fed = self.index.federations[node.service[0]]
-        if node.kind == index.SHARD:
-            assert node.cluster is not None
-            record, own = shards[node.cluster], node.cluster == source.cluster
-            return [[ip for v in versions for ip in policy.shard_addresses(record, own, v)]]
-        return [group for v in versions for group in policy.address_tiers(fed, shards, source.cluster, v)]
-
-    def _srv_records(self, owner: DNSLabel, node: Node, source: policy.Source) -> list[tuple[list[RR], list[RR]]]:
-        assert node.service is not None and node.port_name and node.protocol
-        shards = self.index.services[node.service]
-        fed = self.index.federations[node.service[0]]
-        groups = policy.srv_tiers(fed, shards, source.cluster, node.port_name, node.protocol)
-        base = policy.service_name(node.service, self.settings.zone)
-        ttl = self.settings.ttl
-        out = []
-        for order in policy.rotations(groups, self.settings.stable):
-            records, extra = [], []
-            for t in order:
-                target = f"{t.cluster}.{base}"
-                records.append(answer.srv_rr(owner, t.priority, t.weight, t.port, target, ttl))
-                own = t.cluster == source.cluster
-                for version in (4, 6):
-                    for ip in policy.shard_addresses(shards[t.cluster], own, version):
-                        extra.append(answer.address_rr(target, ip, ttl))
-            out.append((records, extra))
-        return out
-
-    def _pack(self, query: wire.Query, rcode: int, limit: int, **sections: object) -> bytes:
-        return answer.pack(query.labels, query.qtype, query.qclass, rcode, limit=limit, **sections)  # type: ignore[arg-type]
-
-    def _pack_canonical(self, query: wire.Query, rcode: int, tcp: bool) -> bytes:
-        limit = 65535 if tcp else 512
-        return self._pack(query, rcode, limit, edns=_edns(query.edns, None))
-
-    # -- changes ----------------------------------------------------------------
+    # -- changes --------------------------------------------------------------------
 
     def changed(self, change: Change) -> None:
-        """Drop the cached answers that ``change`` (from the index) can affect."""
+        """Drop the cached entries that ``change`` (from the index) can affect."""
         if change is None:
             return
         if isinstance(change, ServiceChanged):
-            for cache, key in self._buckets.pop(change.service, ()):
-                entry = cache.pop(key, None)
-                if isinstance(entry, Entry):
-                    self.stats.answered[entry.labels] += entry.hits
-            return
-        if change == EVERYTHING:
-            self._drop_all()
-
-    def _drop_all(self) -> None:
-        for entry in self.entries():
-            self.stats.answered[entry.labels] += entry.hits
-        self.udp_replies.clear()
-        self.tcp_replies.clear()
-        self._by_address.clear()
-        self._answers.clear()
-        self._buckets.clear()
-
-    def entries(self) -> Iterator[Entry]:
-        """Every cached reply (for metrics; safe to call from another thread)."""
-        for cache in (self.udp_replies, self.tcp_replies, self._by_address):
-            yield from list(cache.values())
-
-
-def _edns(edns: wire.Edns | None, ecs: bytes | None) -> answer.EdnsReply | None:
-    if edns is None:
-        return None
-    options = ((wire.OPTION_ECS, ecs),) if ecs is not None else ()
-    return answer.EdnsReply(bool(edns.flags & wire.EDNS_DO), options)
-
-
-_FLAGS = struct.Struct("!H")
-
-
-def _patch(canonical: bytes, query: wire.Query) -> bytes:
-    """The reply to ``query`` from one packed for the canonical query, less its ID:
-    RD and CD copied (RFC 1035 4.1.1, RFC 4035 3.1.6), the qname in the
-    query's case."""
-    flags = _FLAGS.unpack_from(canonical, 2)[0] | (query.flags & (wire.RD | wire.CD))
-    end = 12 + len(query.qname_wire)
-    return _FLAGS.pack(flags) + canonical[4:12] + query.qname_wire + canonical[end:]
+            self.cache.drop(change.service)
+        elif isinstance(change, FederationChanged):
+            for sid in self.index.services_of(change.federation):
+                self.cache.drop(sid)
+        elif isinstance(change, Reload):
+            self.cache.clear()

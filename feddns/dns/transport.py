@@ -1,43 +1,70 @@
 """UDP and TCP transports (RFC 1035 4.2, RFC 7766) for one listen address.
 
-UDP: the reply-cache hit is inlined in ``datagram_received`` (one dict
-lookup, one concatenation, one ``sendto``); anything else goes to
-:meth:`Responder.slow`. TCP: 2-byte length framing, pipelined queries answered
-in order, idle connections closed after ``idle_timeout`` seconds.
+UDP: the reply-cache hit is inlined in ``datagram_received`` (one dict lookup,
+one concatenation, one ``sendto``); anything else goes to
+:meth:`Responder.respond`.
+
+TCP (RFC 7766): 2-byte length framing, pipelined queries answered in order,
+and the limits that keep a client from holding memory or sockets:
+
+* backpressure: while a connection's unsent replies exceed
+  :attr:`TcpLimits.high_water` bytes, it is not read (the kernel's buffers then
+  push back on the client); reading resumes below a quarter of that;
+* a deadline: a connection must complete a message within ``idle_timeout``
+  seconds of connecting or of its last complete message, else it is aborted,
+  unsent replies and all. This closes idle connections (RFC 7766 6.2.3),
+  clients that never read (their connection stops being read, so no message
+  completes), and clients that send a message a byte every few seconds;
+* at most ``max_connections`` connections at once; one above that is closed as
+  soon as it is accepted.
 """
 
 import asyncio
 import logging
 import socket
-import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from feddns.dns.cache import Reply
 from feddns.dns.responder import Responder
 
 log = logging.getLogger(__name__)
 
-TCP_IDLE_TIMEOUT = 10.0
-"""Seconds an idle TCP connection is kept open (RFC 7766 6.2.3)."""
+
+@dataclass(frozen=True, slots=True)
+class TcpLimits:
+    """Limits of DNS over TCP (docs/serve.md).
+
+    ``idle_timeout``: seconds a connection may go without completing a message
+    (``--tcp-idle-timeout``); ``max_connections``: open connections at most
+    (``--max-tcp-connections``); ``high_water``: bytes of unsent replies above
+    which a connection is no longer read.
+    """
+
+    idle_timeout: float = 10.0
+    max_connections: int = 1000
+    high_water: int = 256 * 1024
 
 
 class UdpServer(asyncio.DatagramProtocol):
     """Answers DNS over UDP on one socket."""
 
     def __init__(self, responder: Responder) -> None:
-        self.replies = responder.udp_replies
-        self.slow = responder.slow
+        self.replies: Callable[[bytes], Reply | None] = responder.cache.get  # type: ignore[assignment]
+        self.respond = responder.respond_uncached
         self.sendto: Any = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.sendto = transport.sendto  # type: ignore[attr-defined]
 
     def datagram_received(self, data: bytes, addr: tuple[Any, ...]) -> None:
-        entry = self.replies.get(data[2:])
+        entry = self.replies(data[2:])
         if entry is not None:
             entry.hits += 1
-            self.sendto(data[:2] + entry.next(), addr)
+            self.sendto(data[:2] + entry.reply, addr)
             return
-        reply = self.slow(data, addr[0], False)
+        reply = self.respond(data, addr[0], False)
         if reply is not None:
             self.sendto(reply, addr)
 
@@ -45,77 +72,132 @@ class UdpServer(asyncio.DatagramProtocol):
         log.debug("UDP error: %s", exc)
 
 
+class TcpConnections:
+    """The TCP connections of one server: counts them against the limit."""
+
+    def __init__(self, responder: Responder, limits: TcpLimits) -> None:
+        self.responder = responder
+        self.limits = limits
+        self.open = 0
+        self.refused = 0
+
+    def protocol(self) -> "TcpConnection":
+        return TcpConnection(self)
+
+
 class TcpConnection(asyncio.Protocol):
     """One DNS-over-TCP connection (RFC 7766 8: length-prefixed messages)."""
 
-    def __init__(self, responder: Responder, idle_timeout: float = TCP_IDLE_TIMEOUT) -> None:
-        self.responder = responder
-        self.idle_timeout = idle_timeout
+    def __init__(self, server: TcpConnections) -> None:
+        self.server = server
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
         self.client = ""
+        self.paused = False
+        self.counted = False
         self.timer: asyncio.TimerHandle | None = None
+        self.progress = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        server = self.server
+        if server.open >= server.limits.max_connections:
+            server.refused += 1
+            log.debug("TCP connection refused: %d open", server.open)
+            transport.abort()  # type: ignore[attr-defined]
+            return
+        server.open += 1
+        self.counted = True
         peer = transport.get_extra_info("peername")
         self.client = peer[0] if peer else ""
-        self._arm()
-
-    def _arm(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
+        high = server.limits.high_water
+        transport.set_write_buffer_limits(high=high, low=high // 4)  # type: ignore[attr-defined]
         loop = asyncio.get_running_loop()
-        self.timer = loop.call_later(self.idle_timeout, self._idle)
+        self.progress = loop.time()
+        self.timer = loop.call_later(server.limits.idle_timeout, self._check_deadline)
 
-    def _idle(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
+    def _check_deadline(self) -> None:
+        """Abort when no message completed within the timeout; else look again when
+        the deadline of the last complete message comes."""
+        assert self.transport is not None
+        loop = asyncio.get_running_loop()
+        late = loop.time() - self.progress
+        timeout = self.server.limits.idle_timeout
+        if late >= timeout:
+            self.timer = None
+            self.transport.abort()  # unsent replies too: a client that does not read gets no more
+            return
+        self.timer = loop.call_later(timeout - late, self._check_deadline)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        self._arm()
-        while len(self.buffer) >= 2:
-            (size,) = struct.unpack_from("!H", self.buffer)
-            if len(self.buffer) < 2 + size:
-                return
-            message = bytes(self.buffer[2 : 2 + size])
-            del self.buffer[: 2 + size]
-            reply = self.responder.respond(message, self.client, True)
+        self._answer_buffered()
+
+    def _answer_buffered(self) -> None:
+        transport = self.transport
+        assert transport is not None
+        buffer = self.buffer
+        answered = False
+        while not self.paused and len(buffer) >= 2:
+            size = buffer[0] << 8 | buffer[1]
+            if len(buffer) < 2 + size:
+                break
+            message = bytes(buffer[2 : 2 + size])
+            del buffer[: 2 + size]
+            answered = True
+            reply = self.server.responder.respond(message, self.client, True)
             if reply is None:  # unreadable: the stream cannot be trusted any more
-                assert self.transport is not None
-                self.transport.close()
+                transport.close()
                 return
-            assert self.transport is not None
-            self.transport.write(struct.pack("!H", len(reply)) + reply)
+            transport.write(len(reply).to_bytes(2, "big") + reply)
+        if answered:
+            self.progress = asyncio.get_running_loop().time()
+
+    def pause_writing(self) -> None:
+        """Unsent replies passed the high-water mark: stop reading this client."""
+        self.paused = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        """The client read its replies down to the low-water mark: go on."""
+        self.paused = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+            self._answer_buffered()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.timer is not None:
             self.timer.cancel()
+        if self.counted:
+            self.server.open -= 1
+            self.counted = False
+        self.buffer.clear()
 
 
-async def listen(responder: Responder, host: str, port: int) -> tuple[list[asyncio.BaseTransport], int]:
+async def listen(responder: Responder, host: str, port: int,
+                 limits: TcpLimits = TcpLimits()) -> tuple[list[Any], int, TcpConnections]:
     """Open UDP and TCP on ``host:port`` (port 0: one port the OS picks, the same
-    for both). Returns the transports/servers to close and the bound port.
+    for both). Returns the transports/servers to close, the bound port and the
+    TCP connection counter.
 
     Raises ``OSError`` when the address cannot be bound.
     """
     loop = asyncio.get_running_loop()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    connections = TcpConnections(responder, limits)
     for attempt in range(20 if port == 0 else 1):
         udp_sock = socket.socket(family, socket.SOCK_DGRAM)
         udp_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
         udp_sock.bind((host, port))
         bound = udp_sock.getsockname()[1]
         try:
-            server = await loop.create_server(
-                lambda: TcpConnection(responder), host, bound, family=family, reuse_address=True
-            )
+            server = await loop.create_server(connections.protocol, host, bound, family=family, reuse_address=True)
         except OSError:
             udp_sock.close()
             if attempt == 19 or port != 0:
                 raise
             continue
         udp, _ = await loop.create_datagram_endpoint(lambda: UdpServer(responder), sock=udp_sock)
-        return [udp, server], bound  # type: ignore[list-item]
+        return [udp, server], bound, connections
     raise OSError(f"could not bind UDP and TCP on one port of {host}")

@@ -1,31 +1,62 @@
 """The DNS wire format of queries (RFC 1035 section 4.1, RFC 6891 section 6).
 
-Parsing is strict because the answer cache is keyed by the query's bytes: a
-query is accepted only when every byte belongs to a well-formed header,
-exactly one question, resource records and at most one OPT record. Anything
-else raises :class:`FormError` (answered FORMERR), or :class:`ShortHeader`
-when not even the 12-byte header is there (dropped, as dnspython's test server
-does). Answers are packed elsewhere (``feddns.dns.answer``); this module only
-builds the header-only error replies.
+Two readers produce the same :class:`Query`:
+
+* :func:`read_common` takes the shape nearly every query has (one question whose
+  name is not compressed, no answer or authority records, at most one OPT record,
+  EDNS version 0) with a few slices of the packet, and returns ``None`` for
+  anything else;
+* :func:`parse_query` parses any packet strictly: a query is accepted only when
+  every byte belongs to a well-formed header, exactly one question, resource
+  records and at most one OPT record. Anything else raises :class:`FormError`
+  (answered FORMERR), or :class:`ShortHeader` when not even the 12-byte header
+  is there (dropped, as dnspython's test server does).
+
+What the common reader accepts, the strict parser accepts with the same result
+(tests/dns/test_wire.py checks both on the same packets). Answers are packed in
+``feddns.dns.answer``; this module only builds the header-only error replies.
 """
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import IntEnum
 
-# RR types (RFC 1035 3.2.2, RFC 3596, RFC 2782, RFC 6891)
-A, NS, SOA, AAAA, SRV, OPT, IXFR, AXFR, ANY = 1, 2, 6, 28, 33, 41, 251, 252, 255
+
+class QType(IntEnum):
+    """The RR types Federated-DNS knows (RFC 1035 3.2.2, RFC 3596, RFC 2782, RFC 6891, RFC 1995)."""
+
+    A = 1
+    NS = 2
+    SOA = 6
+    AAAA = 28
+    SRV = 33
+    OPT = 41
+    IXFR = 251
+    AXFR = 252
+    ANY = 255
+
+
+class Rcode(IntEnum):
+    """Response codes (RFC 1035 4.1.1; BADVERS: RFC 6891 9, 12 bits with the OPT's upper 8)."""
+
+    NOERROR = 0
+    FORMERR = 1
+    SERVFAIL = 2
+    NXDOMAIN = 3
+    NOTIMP = 4
+    REFUSED = 5
+    BADVERS = 16
+
+
 CLASS_IN = 1
-
-# RCODEs (RFC 1035 4.1.1, RFC 6891 9)
-NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED, BADVERS = 0, 1, 2, 3, 4, 5, 16
 
 # Header flag bits (RFC 1035 4.1.1, RFC 4035 3.2)
 QR, AA, TC, RD, RA, AD, CD = 0x8000, 0x0400, 0x0200, 0x0100, 0x0080, 0x0020, 0x0010
 OPCODE_MASK = 0x7800
 EDNS_DO = 0x8000
 
-# EDNS0 option codes
-OPTION_ECS = 8  # RFC 7871
+OPTION_ECS = 8
+"""EDNS0 option code of Client Subnet (RFC 7871)."""
 
 MAX_NAME_BYTES = 255  # RFC 1035 3.1
 MAX_POINTER_JUMPS = 64
@@ -33,6 +64,13 @@ MAX_POINTER_JUMPS = 64
 _HEADER = struct.Struct("!HHHHHH")
 _RR_FIXED = struct.Struct("!HHIH")
 _OPTION = struct.Struct("!HH")
+_OPTION_RAW = struct.Struct("!2sH")
+_COMMON_HEADER = struct.Struct("!2xH6s2s")  # flags, QD/AN/NS counts, AR count
+_OPT_FIXED = struct.Struct("!3sHHHH")  # root + TYPE, CLASS (payload), extended rcode + version, flags, RDLENGTH
+_ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00"
+_NO_ADDITIONAL, _ONE_ADDITIONAL = b"\x00\x00", b"\x00\x01"
+_OPT_HEAD = b"\x00\x00\x29"  # the root name and TYPE OPT
+_ECS_CODE = b"\x00\x08"
 
 
 class ShortHeader(Exception):
@@ -44,47 +82,90 @@ class FormError(Exception):
 
 
 @dataclass(slots=True)
-class Edns:
-    """The OPT pseudo-RR of a query (RFC 6891 6.1.2).
-
-    ``payload`` is the requester's UDP payload size in bytes, ``version`` the
-    EDNS version, ``flags`` the 16 EDNS flag bits (``EDNS_DO`` among them) and
-    ``options`` the ``(code, data)`` pairs in wire order.
-    """
-
-    payload: int
-    version: int
-    flags: int
-    options: list[tuple[int, bytes]] = field(default_factory=list)
-
-    def option(self, code: int) -> bytes | None:
-        """The data of the first option with ``code``, or ``None``."""
-        for option_code, data in self.options:
-            if option_code == code:
-                return data
-        return None
-
-
-@dataclass(slots=True)
 class Query:
-    """A parsed query.
+    """A query, as both readers return it.
 
-    ``labels`` are the qname's labels lowercased (ASCII), most specific first;
-    ``qname_wire`` is the qname uncompressed in its original case, as the
-    answer echoes it; ``flags`` the header's 16 flag bits.
+    ``flags`` are the header's 16 flag bits; ``question`` the question section as
+    asked (the qname uncompressed, in the asker's letter case, then QTYPE and
+    QCLASS), which replies echo; ``name`` the qname in wire form lowercased
+    (ASCII), which keys lookups; ``qtc`` the 4 bytes of QTYPE and QCLASS.
+    ``edns`` is True when the query had an OPT record; then ``payload`` is its
+    UDP payload size in bytes, ``version`` the EDNS version, ``do`` the DO bit
+    (RFC 3225), ``cluster`` the data of the first cluster-name option (the
+    ``option_code`` asked for) and ``ecs`` the data of the first Client Subnet
+    option, each ``None`` when absent. Other options (cookies, padding, unknown
+    codes) are skipped: they do not change the answer.
     """
 
-    id: int
     flags: int
-    labels: tuple[bytes, ...]
-    qname_wire: bytes
-    qtype: int
-    qclass: int
-    edns: Edns | None
+    question: bytes
+    name: bytes
+    qtc: bytes
+    edns: bool = False
+    payload: int = 512
+    do: bool = False
+    cluster: bytes | None = None
+    ecs: bytes | None = None
+    version: int = 0
+
+    @property
+    def qtype(self) -> int:
+        return (self.qtc[0] << 8) | self.qtc[1]
+
+    @property
+    def qclass(self) -> int:
+        return (self.qtc[2] << 8) | self.qtc[3]
 
     @property
     def opcode(self) -> int:
         return (self.flags & OPCODE_MASK) >> 11
+
+
+def read_common(data: bytes, option_code: bytes) -> Query | None:
+    """Read a query of the common shape with a few slices, or return ``None``.
+
+    The common shape: QR clear, opcode QUERY, one question whose name holds no
+    zero byte before its end (so no compression pointer can hide in it: a
+    pointer would leave the name without its root label), no answer or
+    authority records, and either no additional record or exactly one OPT owned
+    by the root, EDNS version 0 and extended rcode 0, whose options fill its
+    RDATA exactly. ``option_code`` is the cluster-name option code as 2 bytes.
+    Anything else (including every malformed packet) returns ``None``, for
+    :func:`parse_query` to judge.
+    """
+    if len(data) < 17:
+        return None
+    flags, counts, additional = _COMMON_HEADER.unpack_from(data)
+    zero = data.find(0, 12)
+    if flags & 0xF800 or counts != _ONE_QUESTION or zero < 13 or zero > 12 + MAX_NAME_BYTES - 1:
+        return None
+    end = zero + 5
+    size = len(data)
+    if additional == _NO_ADDITIONAL:
+        if size != end:
+            return None
+        return Query(flags, data[12:end], data[12 : zero + 1].lower(), data[zero + 1 : end])
+    pos = end + 11
+    if additional != _ONE_ADDITIONAL or size < pos:
+        return None
+    head, payload, extended, ednsflags, rdlength = _OPT_FIXED.unpack_from(data, end)
+    if head != _OPT_HEAD or extended or pos + rdlength != size:
+        return None
+    cluster = ecs = None
+    while pos < size:
+        if pos + 4 > size:
+            return None
+        code, length = _OPTION_RAW.unpack_from(data, pos)
+        pos += 4 + length
+        if pos > size:
+            return None
+        if code == option_code:
+            if cluster is None:
+                cluster = data[pos - length : pos]
+        elif code == _ECS_CODE and ecs is None:
+            ecs = data[pos - length : pos]
+    return Query(flags, data[12:end], data[12 : zero + 1].lower(), data[zero + 1 : end], True, payload,
+                 ednsflags >= EDNS_DO, cluster, ecs)
 
 
 def read_name(data: bytes, pos: int) -> tuple[list[bytes], int]:
@@ -136,6 +217,18 @@ def name_to_wire(labels: list[bytes] | tuple[bytes, ...]) -> bytes:
     return b"".join(bytes((len(label),)) + label for label in labels) + b"\0"
 
 
+def is_labels(wire: bytes) -> bool:
+    """True when ``wire`` is exactly a sequence of uncompressed labels of 1 to 63
+    bytes each (a name in wire form without its root label)."""
+    pos, size = 0, len(wire)
+    while pos < size:
+        length = wire[pos]
+        if length == 0 or length > 63:
+            return False
+        pos += length + 1
+    return pos == size
+
+
 def parse_header(data: bytes) -> tuple[int, int, int, int, int, int]:
     """``(id, flags, qdcount, ancount, nscount, arcount)``; raises :class:`ShortHeader`."""
     if len(data) < 12:
@@ -143,23 +236,24 @@ def parse_header(data: bytes) -> tuple[int, int, int, int, int, int]:
     return _HEADER.unpack_from(data)
 
 
-def parse_query(data: bytes) -> Query:
-    """Parse a query packet.
+def parse_query(data: bytes, option_code: bytes) -> Query:
+    """Parse a query packet strictly (``option_code``: the cluster-name option, 2 bytes).
 
     Raises :class:`ShortHeader` (drop it) or :class:`FormError` (answer
     FORMERR): not exactly one question, an OPT outside the additional section,
     not owned by the root or given twice (RFC 6891 6.1.1), a truncated record
     or option, or bytes after the last record.
     """
-    ident, flags, qdcount, ancount, nscount, arcount = parse_header(data)
+    _, flags, qdcount, ancount, nscount, arcount = parse_header(data)
     if qdcount != 1:
         raise FormError(f"query has {qdcount} questions, not 1")
     labels, pos = read_name(data, 12)
     if pos + 4 > len(data):
         raise FormError("question runs past the end of the packet")
-    qtype, qclass = struct.unpack_from("!HH", data, pos)
+    qtc = data[pos : pos + 4]
     pos += 4
-    edns = None
+    query = Query(flags, name_to_wire(labels) + qtc, name_to_wire([label.lower() for label in labels]), qtc)
+    seen_opt = False
     for index in range(ancount + nscount + arcount):
         rr_labels, pos = read_name(data, pos)
         if pos + 10 > len(data):
@@ -170,19 +264,19 @@ def parse_query(data: bytes) -> Query:
         if len(rdata) < rdlength:
             raise FormError("RDATA runs past the end of the packet")
         pos += rdlength
-        if rtype == OPT:
-            if index < ancount + nscount or rr_labels or edns is not None:
+        if rtype == QType.OPT:
+            if index < ancount + nscount or rr_labels or seen_opt:
                 raise FormError("OPT must appear once, in the additional section, owned by the root")
-            edns = Edns(rclass, (ttl >> 16) & 0xFF, ttl & 0xFFFF, _parse_options(rdata))
+            seen_opt = True
+            _read_opt(query, rclass, ttl, rdata, option_code)
     if pos != len(data):
         raise FormError(f"{len(data) - pos} bytes after the last record")
-    return Query(
-        ident, flags, tuple(label.lower() for label in labels), name_to_wire(labels), qtype, qclass, edns
-    )
+    return query
 
 
-def _parse_options(rdata: bytes) -> list[tuple[int, bytes]]:
-    options = []
+def _read_opt(query: Query, payload: int, ttl: int, rdata: bytes, option_code: bytes) -> None:
+    query.edns, query.payload, query.version = True, payload, (ttl >> 16) & 0xFF
+    query.do = bool(ttl & EDNS_DO)
     pos = 0
     while pos < len(rdata):
         if pos + 4 > len(rdata):
@@ -191,17 +285,23 @@ def _parse_options(rdata: bytes) -> list[tuple[int, bytes]]:
         value = rdata[pos + 4 : pos + 4 + length]
         if len(value) < length:
             raise FormError(f"EDNS option {code} is truncated")
-        options.append((code, value))
+        raw = rdata[pos : pos + 2]
+        if raw == option_code and query.cluster is None:
+            query.cluster = value
+        elif code == OPTION_ECS and query.ecs is None:
+            query.ecs = value
         pos += 4 + length
-    return options
 
 
 def error_reply(data: bytes, rcode: int) -> bytes:
     """A header-only reply to the packet ``data`` (at least 12 bytes) with ``rcode``.
 
-    Copies the ID, opcode and RD and sets QR; no question, no records. Used
-    where the question cannot be trusted (FORMERR) or the opcode is not QUERY
-    (NOTIMP).
+    Copies the ID and opcode and sets QR; no question, no records. Used where
+    the question cannot be trusted (FORMERR: RD is copied, RFC 1035 4.1.1) or
+    the opcode is not QUERY (NOTIMP: no flag is echoed, because AA, RD, AD and
+    CD are defined only for QUERY; ISC's genreport checks this as
+    ``opcode``/``opcodeflg``).
     """
     ident, flags = struct.unpack_from("!HH", data)
-    return _HEADER.pack(ident, QR | (flags & (OPCODE_MASK | RD)) | rcode, 0, 0, 0, 0)
+    copied = OPCODE_MASK if flags & OPCODE_MASK else OPCODE_MASK | RD
+    return _HEADER.pack(ident, QR | (flags & copied) | rcode, 0, 0, 0, 0)

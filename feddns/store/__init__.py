@@ -1,10 +1,9 @@
 """Where records come from: etcd (``feddns.store.etcd``) or a YAML records file
 (``feddns.store.file``). Both feed one :class:`Feed`."""
 
-import asyncio
 from collections.abc import Iterable
 
-from feddns.dns.index import EVERYTHING, Index
+from feddns.dns.index import Index, Reload
 from feddns.dns.responder import Responder
 
 
@@ -26,25 +25,19 @@ class Feed:
         """Replace every record (a full read); the server is ready from now on."""
         fresh = Index(self.index.layout)
         fresh.replace(items, revision)
-        self._swap(fresh)
-
-    async def replace_in_thread(self, items: Iterable[tuple[str, bytes]], revision: int = 0) -> None:
-        """Like :meth:`replace`, parsing in a worker thread: a load of 100,000 records
-        takes seconds, during which the loop goes on answering from the old index."""
-        fresh = Index(self.index.layout)
-        await asyncio.to_thread(fresh.replace, items, revision)
-        self._swap(fresh)
+        self.install(fresh)
 
     @property
     def skipped(self) -> int:
         """Invalid records skipped since start, over every index loaded."""
         return self._skipped_earlier + self.index.skipped
 
-    def _swap(self, fresh: Index) -> None:
+    def install(self, fresh: Index) -> None:
+        """Answer from ``fresh`` (a full load) from now on; the server is ready."""
         self._skipped_earlier += self.index.skipped
         self.index = fresh
         self.responder.index = fresh
-        self.responder.changed(EVERYTHING)
+        self.responder.changed(Reload())
         self.responder.ready = True
         self.loads += 1
 

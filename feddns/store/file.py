@@ -1,4 +1,4 @@
-"""Records from a YAML file: a map from the etcd keys of CONTRACTS 4 to their values.
+"""Records from a YAML file: a map from the etcd keys of docs/reference.md section 4 to their values.
 
 Used when ``feddns serve`` has no ``--etcd`` (trying it out, tests, small
 static federations). Values are YAML maps or JSON strings. At start-up every
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from feddns.dns.index import parse_record
+from feddns.dns.index import check_record
 from feddns.errors import ConfigError, RecordError
 from feddns.keys import Layout
 from feddns.store import Feed
@@ -48,7 +48,7 @@ def read_records(path: Path, layout: Layout) -> list[tuple[str, bytes]]:
     items = [(str(key), _value_bytes(value)) for key, value in data.items()]
     for key, value in items:
         try:
-            parse_record(layout, key, value)
+            check_record(layout, key, value)
         except RecordError as exc:
             raise ConfigError(f"records file {path}: {exc}") from exc
     return items

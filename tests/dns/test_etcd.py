@@ -162,3 +162,29 @@ def test_relists_when_its_revision_was_compacted(private_etcd, etcd_prefix):
         wait_until(lambda: server.addresses(QNAME, cluster="foo") == ["10.0.3.66", "104.32.64.130"],
                    timeout=15, what="state after relist")
         assert "compacted" in server.log
+
+
+def test_etcd_outage_backs_off_and_logs_lost_and_back_once(private_etcd, etcd_prefix):
+    import time
+
+    put_design_keys(private_etcd, etcd_prefix)
+    with ServeProcess(etcd_url=private_etcd.url, prefix=etcd_prefix, extra_args=["--metrics", "127.0.0.1:0"]) as server:
+        wait_until(lambda: server.addresses(QNAME, cluster="foo"), what="first load")
+        before = metrics(server)["feddns_etcd_watch_restarts_total"]
+        private_etcd.stop()
+        wait_until(lambda: " lost: " in server.log, timeout=20, what="the loss logged")
+        lost_at = time.monotonic()
+        answered = 0
+        while time.monotonic() - lost_at < 8:  # the outage: the last records keep being served
+            assert server.addresses(QNAME, cluster="foo")[0] == "10.0.3.64"
+            answered += 1
+        retries = metrics(server)["feddns_etcd_watch_restarts_total"] - before
+        outage = time.monotonic() - lost_at
+        # 0.1 s doubling to 5 s: 0.1+0.2+0.4+0.8+1.6+3.2 = 6.3 s for six tries, then one per 5 s.
+        # A delay reset before every try would give one try every 0.1 s (80 here).
+        assert retries <= 6 + (outage - 6.3) / 5 + 2, f"{retries} retries in {outage:.1f}s"
+        private_etcd.start()
+        private_etcd.put(f"{etcd_prefix}/myfederation/myns/myservice/foo", {"clusterIP": "10.0.3.65"})
+        wait_until(lambda: server.addresses(QNAME, cluster="foo")[:1] == ["10.0.3.65"], timeout=15, what="catch up")
+        assert server.log.count(" lost: ") == 1 and server.log.count(" back after ") == 1
+        assert answered > 10

@@ -6,9 +6,11 @@ import struct
 import dns.edns
 import dns.flags
 import dns.message
+import dns.name
 import dns.opcode
 import dns.query
 import dns.rcode
+import dns.rdatatype
 import pytest
 
 from tests.support.serve import ServeProcess, write_records
@@ -166,3 +168,62 @@ def test_order_rotates_within_a_tier_from_query_to_query():
     assert {order[0] for order in orders} == {"10.0.0.1"}
     assert {tuple(order[1:3]) for order in orders} == {("1.1.1.2", "1.1.1.3"), ("1.1.1.3", "1.1.1.2")}
     assert {order[3] for order in orders} == {"1.1.1.4"}
+
+
+def genreport_opcode_query(flags: int) -> bytes:
+    """What ISC's genreport sends for ``opcode``/``opcodeflg``: opcode 15, a header only."""
+    return struct.pack("!HHHHHH", 0x1234, (15 << 11) | flags, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("flags", [0, 0x0200 | 0x0100 | 0x0080 | 0x0040 | 0x0020 | 0x0010 | 0x0400],
+                         ids=["opcode", "opcodeflg"])
+def test_unknown_opcode_gets_notimp_as_genreport_expects(served, flags):
+    reply = raw_exchange(served.port, genreport_opcode_query(flags))
+    message = dns.message.from_wire(reply)
+    assert message.id == 0x1234 and message.flags & dns.flags.QR
+    assert message.opcode() == 15 and message.rcode() == dns.rcode.NOTIMP
+    # AA, RD, RA, AD and CD are defined for QUERY only: none is echoed; Z never is
+    assert not message.flags & (dns.flags.AA | dns.flags.RD | dns.flags.RA | dns.flags.AD | dns.flags.CD | 0x0040)
+    assert message.edns == -1 and not (message.question or message.answer or message.additional)
+
+
+def test_notify_with_a_question_gets_notimp_with_rd_cleared(served):
+    message = dns.message.make_query(WEB, "A")
+    message.set_opcode(dns.opcode.NOTIFY)
+    message.flags |= dns.flags.RD
+    reply = dns.message.from_wire(raw_exchange(served.port, message.to_wire()))
+    assert reply.rcode() == dns.rcode.NOTIMP and reply.opcode() == dns.opcode.NOTIFY
+    assert not reply.flags & dns.flags.RD
+
+
+def test_formerr_for_a_malformed_ecs_option_carries_an_opt_record(served):
+    bad = dns.edns.GenericOption(8, b"\x00\x01\x18\x00\x0a\xf0")
+    reply = served.query(WEB, "A", options=[bad])
+    assert reply.rcode() == dns.rcode.FORMERR
+    assert reply.edns == 0 and reply.payload == 1232  # RFC 6891 7: the OPT tells the asker we speak EDNS
+    assert not reply.options
+
+
+@pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
+@pytest.mark.parametrize("qtype", ["AXFR", "IXFR"])
+def test_zone_transfers_are_refused(served, qtype, tcp):
+    reply = served.query("federation.", qtype, tcp=tcp)
+    assert reply.rcode() == dns.rcode.REFUSED and not reply.answer
+
+
+def test_any_at_the_apex_gets_one_rrset(served):
+    reply = served.query("federation.", "ANY")
+    assert reply.rcode() == dns.rcode.NOERROR
+    assert [dns.rdatatype.to_text(r.rdtype) for r in reply.answer] == ["SOA"]  # RFC 8482 4.2
+
+
+def test_a_zero_byte_inside_a_label_is_read_strictly(served):
+    # The common reader takes the first zero byte for the root label; a name with a
+    # zero byte in a label must still get the answer its real name gets.
+    name = dns.name.Name([b"a\x00b", b"web", b"prod", b"fed", b"svc", b"federation", b""])
+    query = dns.message.make_query(name, "A")
+    reply = dns.message.from_wire(raw_exchange(served.port, query.to_wire()))
+    assert reply.rcode() == dns.rcode.NXDOMAIN and reply.question[0].name == name
+    outside = dns.name.Name([b"x\x00", b"federation", b""])  # "federation" only after the zero byte
+    reply = dns.message.from_wire(raw_exchange(served.port, dns.message.make_query(outside, "A").to_wire()))
+    assert reply.rcode() == dns.rcode.NXDOMAIN

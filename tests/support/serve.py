@@ -13,8 +13,8 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
-from tests.support.process import stop_process
 from tests.support.ports import wait_until
+from tests.support.process import stop_process
 
 CLUSTER_OPTION = 65245
 _LISTEN = re.compile(r"listening on udp\+tcp (\S+):(\d+)")
@@ -89,6 +89,28 @@ class ServeProcess:
         message = dns.message.make_query(qname, qtype, use_edns=use_edns, **make_query_args)
         ask = dns.query.tcp if tcp else dns.query.udp
         return ask(message, "127.0.0.1", port=self.port, timeout=timeout)
+
+    def rss(self) -> int:
+        """Resident memory of the server process in bytes (VmRSS)."""
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS line")
+
+    def metrics(self) -> dict[str, float]:
+        """The samples of ``/metrics`` (needs ``--metrics``), by name with labels."""
+        import urllib.request
+
+        assert self.metrics_url is not None, "start with --metrics 127.0.0.1:0"
+        text = urllib.request.urlopen(self.metrics_url + "/metrics", timeout=5).read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
 
     def addresses(self, qname: str, qtype: str = "A", cluster: str | None = None, tcp: bool = False) -> list[str]:
         """The addresses in the answer, in order ([] for NODATA and NXDOMAIN)."""
