@@ -99,13 +99,22 @@ def _ecs_reply(subnet: tuple[bytes, int, bytes], scope: int) -> bytes:
     return raw[:3] + bytes((scope,)) + raw[4:]
 
 
-def tier(fed: Federation, source: str | None, cluster: str) -> Tier:
-    """The tier of ``cluster``'s shard for an asker in ``source``."""
-    if source is None:
-        return Tier.OTHER
+def tier(fed: Federation, source: str | None, cluster: str) -> Tier | None:
+    """The tier of ``cluster``'s shard for an asker in ``source``; ``None`` when it is left out.
+
+    A shard of a stale cluster (its record says ``"stale": true``: the controller has
+    not reached it for its ``staleAfterSeconds``) is in the last tier, or left out
+    with ``"staleAction": "drop"``, for every asker but the cluster itself, whose own
+    query shows that it is up (docs/reference.md section 2).
+    """
     if cluster == source:
         return Tier.OWN
-    mine, theirs = fed.clusters.get(source), fed.clusters.get(cluster)
+    theirs = fed.clusters.get(cluster)
+    if theirs is not None and theirs.stale:
+        return None if theirs.stale_action == "drop" else Tier.OTHER
+    if source is None:
+        return Tier.OTHER
+    mine = fed.clusters.get(source)
     if mine is None or theirs is None:
         return Tier.OTHER
     if mine.zone and mine.zone == theirs.zone:
@@ -134,8 +143,8 @@ def address_tiers(node: Node, source: str | None, versions: tuple[int, ...], ttl
         groups: list[list[bytes]] = [[], [], [], []]
         for cluster in sorted(node.shards):
             shard = node.shards[cluster]
-            if shard.healthy:
-                rank = tier(node.federation, source, cluster)
+            rank = tier(node.federation, source, cluster) if shard.healthy else None
+            if rank is not None:
                 groups[rank].extend(_address_records(shard, rank == Tier.OWN, version, ttl))
         out.extend(tuple(group) for group in groups if group)
     return tuple(out)
@@ -166,7 +175,7 @@ def srv_records(node: Node, source: str | None, zone: bytes, ttl: int) -> tuple[
             continue
         rank = tier(node.federation, source, cluster)
         own = rank == Tier.OWN
-        if not (shard.addresses(own, 4) or shard.addresses(own, 6)):
+        if rank is None or not (shard.addresses(own, 4) or shard.addresses(own, 6)):
             continue
         weight = min(shard.ready if shard.ready is not None else 1, 65535)
         target = bytes((len(cluster),)) + cluster.encode("ascii") + base
