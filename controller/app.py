@@ -177,6 +177,7 @@ class Controller:
                     label_selector=label_selector if resource == SERVICES else None,
                     optional=resource == SERVICE_EXPORTS,
                     timing=self._watch_timing,
+                    shrink=self.views[cluster.name].shrinker(resource),
                 )
                 reflector.start()
                 self._reflectors.append(reflector)

@@ -62,7 +62,9 @@ class WatchFailed(Exception):
 
 
 class Sink(Protocol):
-    """Where a reflector delivers, from its thread. Implementations hop to the event loop."""
+    """Where a reflector delivers, from its thread. Implementations hop to the event loop.
+
+    Objects arrive as the reflector's ``shrink`` made them, never as the API's JSON."""
 
     def listed(self, resource: str, objects: list[Any]) -> None:
         """A complete list of ``resource`` (replaces what was known)."""
@@ -148,7 +150,10 @@ class Reflector:
 
     ``connect`` builds the API client (called in the thread, again after each
     failure, so that credentials are re-read); ``label_selector`` narrows the
-    list and watch on the server. An ``optional`` resource (a CRD that a
+    list and watch on the server. ``shrink`` turns each decoded object into what
+    the sink keeps, in this thread as each list page or event arrives, so that
+    no more than one page of the API's JSON is alive at a time (a Service is a
+    few kilobytes of JSON and a hundred bytes shrunk). An ``optional`` resource (a CRD that a
     cluster may not have) that answers 404 counts as listed and empty, and is
     looked for again every ``backoff_max`` seconds. ``start()``/``stop()``; ``stop`` ends a
     blocked read at once by shutting its socket.
@@ -165,9 +170,11 @@ class Reflector:
         label_selector: str | None = None,
         optional: bool = False,
         timing: Timing = Timing(),
+        shrink: Callable[[Any], Any] = lambda obj: obj,
     ) -> None:
         self.cluster, self.resource = cluster, resource
         self._connect, self._sink, self._metrics = connect, sink, metrics
+        self._shrink = shrink
         self._selector = label_selector
         self._optional = optional
         self._timing = timing
@@ -253,7 +260,7 @@ class Reflector:
             items = page.get("items") or []
             if not isinstance(items, list):
                 raise WatchFailed("list has no items array")
-            objects.extend(items)
+            objects.extend(map(self._shrink, items))
             meta = page.get("metadata") or {}
             token = meta.get("continue")
             if not token:
@@ -330,7 +337,7 @@ class Reflector:
         self._just_listed = False
         self._delay = self._timing.backoff_initial
         if event_type in ("ADDED", "MODIFIED", "DELETED"):
-            self._sink.event(self.resource, event_type, obj)
+            self._sink.event(self.resource, event_type, self._shrink(obj))
         elif event_type != "BOOKMARK":
             log.warning("cluster %s: ignoring %s watch event of type %r", self.cluster, self.resource, event_type)
         return str(new_version) if new_version else version
