@@ -50,11 +50,15 @@ def _prefix_end(prefix: str) -> str:
 
 
 class EtcdServer:
-    """One etcd member on 127.0.0.1; ``url`` is its client URL."""
+    """One etcd member on 127.0.0.1; ``url`` is its client URL.
 
-    def __init__(self, *, enable_v2: bool = True, pki: EtcdPki | None = None) -> None:
+    Alone by default; :func:`etcd_cluster` makes members of one cluster (``name`` and
+    ``initial_cluster``, etcd's ``--name`` and ``--initial-cluster``)."""
+
+    def __init__(self, *, enable_v2: bool = True, pki: EtcdPki | None = None, name: str = "test") -> None:
         self.enable_v2 = enable_v2
         self.pki = pki
+        self.name = name
         self._token: str | None = None
         self._v2_auth: str | None = None
         self.data_dir = tempfile.mkdtemp(prefix="feddns-etcd-")
@@ -62,16 +66,22 @@ class EtcdServer:
         self.peer_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = os.path.join(self.data_dir, "etcd.log")
+        self.initial_cluster = f"{name}={self.peer_url}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
 
     @property
     def url(self) -> str:
         scheme = "https" if self.pki is not None else "http"
         return f"{scheme}://127.0.0.1:{self.client_port}"
 
-    def start(self) -> None:
-        """Start (or restart) etcd and wait until it answers."""
+    def start(self, wait: bool = True) -> None:
+        """Start (or restart) etcd and wait until it answers (``wait``; a member of a
+        cluster answers only once a quorum has started: see :func:`etcd_cluster`)."""
         binary = shutil.which("etcd") or "/usr/bin/etcd"
-        peer = f"http://127.0.0.1:{self.peer_port}"
+        peer = self.peer_url
         tls: list[str] = []
         if self.pki is not None:
             cert, key = self.pki.server_cert
@@ -80,17 +90,22 @@ class EtcdServer:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [
-                binary, "--name", "test", "--data-dir", os.path.join(self.data_dir, "data"),
+                binary, "--name", self.name, "--data-dir", os.path.join(self.data_dir, "data"),
                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", f"test={peer}", "--logger", "zap",
+                "--initial-cluster", self.initial_cluster, "--logger", "zap",
                 "--log-level", os.environ.get("FEDDNS_TEST_ETCD_LOG", "error"),
                 *(["--enable-v2"] if self.enable_v2 else []), *tls,
             ],
             stdout=log, stderr=log,
         )
         log.close()
-        wait_until(self._healthy, timeout=20, interval=0.05, what=f"etcd on {self.url}")
+        if wait:
+            self.wait_healthy()
+
+    def wait_healthy(self, timeout: float = 20) -> None:
+        """Wait until this member answers; raises if it exits."""
+        wait_until(self._healthy, timeout=timeout, interval=0.05, what=f"etcd on {self.url}")
 
     def _healthy(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
@@ -277,3 +292,15 @@ class EtcdServer:
     def v2_index(self) -> int:
         """The v2 store's current index (moves with every v2 write)."""
         return self.v2_call("GET", "/")[2]
+
+
+def etcd_cluster(size: int = 3) -> list[EtcdServer]:
+    """``size`` members of one etcd cluster on 127.0.0.1, started and answering."""
+    members = [EtcdServer(name=f"m{i}") for i in range(size)]
+    initial = ",".join(f"{m.name}={m.peer_url}" for m in members)
+    for member in members:
+        member.initial_cluster = initial
+        member.start(wait=False)
+    for member in members:
+        member.wait_healthy(timeout=30)
+    return members
