@@ -50,9 +50,10 @@ class ClusterConfig:
     ``kubeconfig`` is a path, or ``None`` to run in-cluster (the pod's service
     account); ``context`` a context of that kubeconfig (``None``: its
     current-context). ``zone``/``region``/``cidrs`` go to the cluster record.
-    ``stale_after`` (seconds, ``None``: never) is how long the cluster may be unreachable before its record says ``"stale": true``, and
-    ``stale_action`` what ``feddns serve`` then does with its shards
-    (``demote``: last tier; ``drop``: left out; docs/reference.md section 2).
+    ``stale_after`` (seconds, ``None``: never) is how long the cluster may be
+    unreachable before its record says ``"stale": true``, and ``stale_action`` what
+    ``feddns serve`` then does with its shards (``demote``: last tier; ``drop``: left
+    out; docs/reference.md section 2).
     """
 
     name: str

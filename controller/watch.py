@@ -122,9 +122,9 @@ def api_client(cluster: ClusterConfig) -> kubernetes.client.ApiClient:
     configuration.retries = False
     configuration.socket_options = tcp_keepalive_socket_options(*KEEPALIVE)
     if cluster.kubeconfig is None:
-        kubernetes.config.load_incluster_config(client_configuration=configuration)
+        kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
-        kubernetes.config.load_kube_config(
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=cluster.kubeconfig, context=cluster.context,
             client_configuration=configuration, persist_config=False,
         )
@@ -221,7 +221,7 @@ class Reflector:
                     self._pause()
             except Exception as exc:  # noqa: BLE001 - any failure means: back off, list again
                 if client is not None:
-                    client.close()
+                    client.close()  # type: ignore[no-untyped-call]
                     client = None
                 if self._stop.is_set():
                     break
@@ -233,7 +233,7 @@ class Reflector:
                 self._sink.failed(self.resource, _describe(exc))
                 self._pause()
         if client is not None:
-            client.close()
+            client.close()  # type: ignore[no-untyped-call]
 
     def _pause(self) -> None:
         """Wait the backoff delay (full jitter over its upper half), then double it."""

@@ -42,7 +42,8 @@ def test_etcd_stalls_shorter_than_the_lease_never_end_the_leader(private_etcd, e
                        timeout=3 * LEASE_SECONDS, interval=0.05, what=f"the change made during stall {n} written")
             # the next stall only once the lease has been renewed by a keep-alive sent after this one
             wait_until(lambda resumed=resumed: leader.metric(
-                "feddns_controller_lease_confirmed_timestamp_seconds") > resumed, timeout=3 * LEASE_SECONDS, interval=0.05, what=f"the lease renewed after stall {n}")
+                "feddns_controller_lease_confirmed_timestamp_seconds") > resumed, timeout=3 * LEASE_SECONDS,
+                interval=0.05, what=f"the lease renewed after stall {n}")
             assert leader.proc is not None and leader.proc.poll() is None, f"exited after stall {n}:\n{leader.log()}"
         log = leader.log()
         print(f"{STALL_TRIES} stalls of {STALL_SECONDS}s against a {LEASE_SECONDS}s lease: "
