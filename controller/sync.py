@@ -237,7 +237,10 @@ class Syncer:
             return
         self.metrics.resyncs.inc()
         self._stop_watch()
-        self.known, revision = await store.read_prefix(client, self.prefix)
+        known, revision = await store.read_prefix(client, self.prefix)
+        if not self.leadership.is_leader:
+            return  # stepped down during the read
+        self.known = known
         self._next_resync = time.monotonic() + self.config.resync_seconds
         self._dirty.clear()
         self._dirty_clusters.clear()

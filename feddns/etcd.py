@@ -5,8 +5,8 @@ has had no release since 2020; ``aetcd`` keeps its API (docs/choices.md).
 The gRPC receive limit is raised from the 4 MiB default: a range read of
 100,000 shard records is larger than that.
 
-Security, the same in every component (docs/reference.md section 6), with
-etcdctl's names:
+Security, the same in every component (docs/reference.md section 6, "Reaching
+etcd"), with etcdctl's names:
 
 * ``https://`` endpoints, the CA that signed etcd's server certificate
   (``--etcd-cacert``; default: the system's roots) and a client certificate and
@@ -23,8 +23,8 @@ changed, so that it reconnects at a safe point (:func:`until_stale`).
 :func:`describe` tells an authentication or TLS failure apart from an etcd that
 cannot be reached.
 
-This module imports neither ``aiohttp`` nor ``kubernetes`` (the layering of
-docs/architecture.md); the etcd v2 HTTP client of the SkyDNS backend takes
+This module imports neither ``aiohttp`` nor ``kubernetes`` (``feddns`` never
+does); the etcd v2 HTTP client of the SkyDNS backend takes
 :meth:`TLSFiles.ssl_context` and :meth:`Access.password` from here.
 """
 
@@ -52,7 +52,6 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024
 """gRPC send and receive limit (bytes) for etcd calls."""
-
 
 
 def grpc_options(timeout: float) -> dict[str, int]:

@@ -10,6 +10,7 @@ import yaml
 from controller.config import DEFAULT_LABEL, load_config
 from feddns.errors import ConfigError
 from tests.controller.harness import REPO, env_without_kubernetes
+from tests.support.etcdpki import EtcdPki
 from tests.support.fakekube import FakeKube
 
 
@@ -56,9 +57,16 @@ def test_complete_example_from_the_docs(tmp_path, kubeconfig):
     secret = tmp_path / "tsig.secret"
     secret.write_text("c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0\n")
     raw["external"]["tsig"]["secretFile"] = str(secret)
+    pki = EtcdPki(tmp_path / "etcd-pki")
+    cert, key = pki.client_cert
+    raw["etcd"]["tls"] = {"cacert": str(pki.server_ca), "cert": str(cert), "key": str(key)}
+    (tmp_path / "password").write_text("etcd-password\n")
+    raw["etcd"]["passwordFile"] = str(tmp_path / "password")
     config = load_config(write(tmp_path, raw))
     assert config.federation == "myfederation" and len(config.clusters) == 3
     assert config.external is not None and config.external.zone == "example.com."
+    assert config.etcd_access.user == "feddns-controller" and config.etcd_access.password() == "etcd-password"
+    assert config.clusters[1].stale_after == 600
 
 
 CASES = [
