@@ -26,6 +26,7 @@ import base64
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -164,7 +165,11 @@ def main() -> None:
               f"{time.monotonic() - started:.1f} s")
         runs = {"this tree": measure(REPO, "current", fakes, etcd, workdir, args)}
         if args.compare:
-            runs[args.compare] = measure(checkout(args.compare), "compared", fakes, etcd, workdir, args)
+            tree = checkout(args.compare)
+            try:
+                runs[args.compare] = measure(tree, "compared", fakes, etcd, workdir, args)
+            finally:
+                shutil.rmtree(tree, ignore_errors=True)
         names = {"sync_s": "initial sync (s)", "cpu_s": "controller CPU (s)", "peak_mib": "peak RSS (MiB)",
                  "rss_mib": "RSS after sync (MiB)", "change_ms": "one change, median (ms)"}
         print(f"{'':26}" + "".join(f"{label:>14}" for label in runs) + ("       ratio" if len(runs) > 1 else ""))

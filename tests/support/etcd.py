@@ -104,8 +104,12 @@ class EtcdServer:
             self.wait_healthy()
 
     def wait_healthy(self, timeout: float = 20) -> None:
-        """Wait until this member answers; raises if it exits."""
-        wait_until(self._healthy, timeout=timeout, interval=0.05, what=f"etcd on {self.url}")
+        """Wait until this member answers; raises if it exits, and stops it if it never answers."""
+        try:
+            wait_until(self._healthy, timeout=timeout, interval=0.05, what=f"etcd on {self.url}")
+        except BaseException:
+            self.stop()
+            raise
 
     def _healthy(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
