@@ -108,9 +108,8 @@ class Churn:
 
     def expected(self) -> dict[str, Any]:
         with self.lock:
-            out: dict[str, Any] = {f"{PREFIX}/{FEDERATION}/_clusters/{f.name}": {"zone": f"zone-{f.name}",
-                                                                              "region": "region"}
-                                   for f in self.fakes}
+            out: dict[str, Any] = {f"{PREFIX}/{FEDERATION}/_clusters/{f.name}": {
+                "zone": f"zone-{f.name}", "region": "region", "podNetwork": "isolated"} for f in self.fakes}
             for (cluster, name), (cluster_ip, lb_ip, ready) in self.state.items():
                 out[f"{PREFIX}/{FEDERATION}/app/{name}/{cluster}"] = {
                     "clusterIP": cluster_ip, "clusterIPs": [cluster_ip], "externalIP": lb_ip, "externalIPs": [lb_ip],

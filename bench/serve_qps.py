@@ -10,11 +10,14 @@ option 65245 = "foo", as cluster DNS tags it) against three servers, one process
 * bench/fixed_server.py, a bare uvloop server that sends the same bytes to every query
   (the floor of a Python server), for the exact-repeat file only.
 
-Four query files: the same question repeated exactly; that question in random letter case
+Five query files: the same question repeated exactly; that question in random letter case
 (0x20, as unbound's use-caps-for-id sends it); random names under a namespace (NXDOMAIN);
-2,000 distinct services. For each it prints q/s, the server's CPU time per answered query
+2,000 distinct services; the same question for a service with the weighted policy (weights
+3, 2, 1: its order is drawn afresh for every answer, where the first file's locality answer
+is one fixed order). For each it prints q/s, the server's CPU time per answered query
 (utime + stime of its processes over the run), the ratio to feddns's exact-repeat figure,
-and the ratio to NSD's figure for the same file.
+and the ratio to NSD's figure for the same file (NSD answers the weighted name in one
+fixed order).
 
 Usage: python bench/serve_qps.py [--seconds 10] [--clients 8] [--rounds 1] [--feddns-args "..."]
 """
@@ -49,13 +52,17 @@ CLUSTERS = {
     "bar": ("us-central1-b", "us-central1"),
     "baz": ("europe-west1-b", "europe-west1"),
 }
-FILES = ("exact", "0x20", "nxdomain", "2000 services")
+FILES = ("exact", "0x20", "nxdomain", "2000 services", "weighted")
+WEIGHTED = f"weighted.myns.myfederation.svc.{ZONE}"
+WEIGHTS = {"foo": 3, "bar": 2, "baz": 1}
 
 
 def service_shards() -> dict[str, dict[str, tuple[str, str]]]:
     """qname -> cluster -> (clusterIP, externalIP)."""
     out = {QNAME: {"foo": ("10.0.3.64", "104.32.64.128"), "bar": ("10.0.4.20", "104.32.64.130"),
-                   "baz": ("10.56.62.6", "108.120.45.12")}}
+                   "baz": ("10.56.62.6", "108.120.45.12")},
+           WEIGHTED: {"foo": ("10.0.3.65", "104.32.64.129"), "bar": ("10.0.4.21", "104.32.64.131"),
+                      "baz": ("10.56.62.7", "108.120.45.13")}}
     for i in range(SERVICES):
         a, b = i // 250, i % 250 + 1
         out[f"svc{i}.bench.myfederation.svc.{ZONE}"] = {
@@ -76,8 +83,9 @@ def write_records(path: Path) -> None:
     for qname, shards in service_shards().items():
         service, namespace = qname.split(".")[:2]
         for cluster, (cluster_ip, external_ip) in shards.items():
+            policy = f", policy: weighted, weight: {WEIGHTS[cluster]}" if qname == WEIGHTED else ""
             lines.append(f"/myfederation/{namespace}/{service}/{cluster}: "
-                         f"{{clusterIP: {cluster_ip}, externalIP: {external_ip}}}")
+                         f"{{clusterIP: {cluster_ip}, externalIP: {external_ip}{policy}}}")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -123,6 +131,7 @@ def write_queries(directory: Path) -> dict[str, Path]:
     names = ["".join(rng.choices(letters, k=10)) + ".myns.myfederation.svc." + ZONE for _ in range(200_000)]
     files["nxdomain"].write_text("".join(f"{q} A\n" for q in names))
     files["2000 services"].write_text("".join(f"svc{i}.bench.myfederation.svc.{ZONE} A\n" for i in range(SERVICES)))
+    files["weighted"].write_text(f"{WEIGHTED} A\n")
     return files
 
 
@@ -258,9 +267,12 @@ def report(result: dict[str, dict[str, Figure]]) -> None:
         ("random names >= 0.6 x exact", feddns["nxdomain"].qps / exact, 0.6),
         ("2,000 services >= 0.8 x exact", feddns["2000 services"].qps / exact, 0.8),
         ("exact >= 0.95 x fixed server", exact / fx.qps, 0.95),
+        ("weighted q/s >= exact / 1.5", feddns["weighted"].qps / exact, 1 / 1.5),
+        ("weighted CPU <= 1.5 x exact", feddns["exact"].cpu_us / feddns["weighted"].cpu_us, 1 / 1.5),
     ]
     for text, value, goal in targets:
         print(f"target {text:32} {value:5.2f}  {'met' if value >= goal else 'NOT MET'}")
+    print(f"weighted / exact CPU per query: {feddns['weighted'].cpu_us / feddns['exact'].cpu_us:.2f}")
     print(f"feddns exact / NSD exact: {exact / nsd['exact'].qps:.2f}")
 
 

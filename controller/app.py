@@ -89,8 +89,10 @@ class Controller:
         self.config = config
         self.registry = registry
         self.metrics = Metrics(registry)
+        names = frozenset(c.name for c in config.clusters)
         self.views = {
-            c.name: ClusterView(c.name, config.federation, config.selector, self.metrics) for c in config.clusters
+            c.name: ClusterView(c.name, config.federation, config.selector, self.metrics, names)
+            for c in config.clusters
         }
         self.elector = Elector(
             self._link(),

@@ -25,7 +25,7 @@ from feddns import names
 from feddns.errors import ConfigError
 from feddns.etcd import Access, Endpoints, TLSFiles
 from feddns.keys import Layout
-from feddns.records import STALE_ACTIONS, ClusterRecord, IPNetwork
+from feddns.records import POD_NETWORKS, STALE_ACTIONS, ClusterRecord, IPNetwork
 
 DEFAULT_LABEL = "federation.feddns.io/name"
 DEFAULT_RESYNC_SECONDS = 300.0
@@ -34,7 +34,8 @@ MIN_LEASE_SECONDS = 2
 """etcd refuses shorter lease TTLs with its default election timeout."""
 
 _TOP_KEYS = ("federation", "etcd", "clusters", "selector", "resyncSeconds", "leaseSeconds", "external")
-_CLUSTER_KEYS = ("name", "kubeconfig", "context", "zone", "region", "cidrs", "staleAfterSeconds", "staleAction")
+_CLUSTER_KEYS = ("name", "kubeconfig", "context", "zone", "region", "cidrs", "podNetwork", "staleAfterSeconds",
+                 "staleAction")
 _ETCD_KEYS = ("endpoints", "prefix", "tls", "user", "passwordFile")
 _TLS_KEYS = ("cacert", "cert", "key")
 # A Kubernetes label key: an optional DNS subdomain prefix and "/", then a name
@@ -49,11 +50,13 @@ class ClusterConfig:
 
     ``kubeconfig`` is a path, or ``None`` to run in-cluster (the pod's service
     account); ``context`` a context of that kubeconfig (``None``: its
-    current-context). ``zone``/``region``/``cidrs`` go to the cluster record.
-    ``stale_after`` (seconds, ``None``: never) is how long the cluster may be
-    unreachable before its record says ``"stale": true``, and ``stale_action`` what
-    ``feddns serve`` then does with its shards (``demote``: last tier; ``drop``: left
-    out; docs/reference.md section 2).
+    current-context). ``zone``/``region``/``cidrs``/``pod_network`` go to the
+    cluster record; ``pod_network`` is ``"routable"`` when other clusters can
+    reach this cluster's pod IPs (then they are answered its headless Services'
+    endpoints), else ``"isolated"``. ``stale_after`` (seconds, ``None``: never) is
+    how long the cluster may be unreachable before its record says ``"stale":
+    true``, and ``stale_action`` what ``feddns serve`` then does with its shards
+    (``demote``: last tier; ``drop``: left out; docs/reference.md section 2).
     """
 
     name: str
@@ -62,13 +65,14 @@ class ClusterConfig:
     zone: str | None = None
     region: str | None = None
     cidrs: tuple[IPNetwork, ...] = ()
+    pod_network: str = "isolated"
     stale_after: float | None = None
     stale_action: str = "demote"
 
     def record(self, stale: bool = False) -> ClusterRecord:
         """The cluster record written at ``P/F/_clusters/C`` (docs/reference.md section 4)."""
-        return ClusterRecord(zone=self.zone, region=self.region, cidrs=self.cidrs, stale=stale,
-                             stale_action=self.stale_action)
+        return ClusterRecord(zone=self.zone, region=self.region, cidrs=self.cidrs, pod_network=self.pod_network,
+                             stale=stale, stale_action=self.stale_action)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +302,7 @@ def _cluster(raw: object, where: str) -> ClusterConfig:
         zone=_optional_string(item, "zone", where),
         region=_optional_string(item, "region", where),
         cidrs=_cidrs(item.get("cidrs", []), f"{where}.cidrs"),
+        pod_network=_choice(item, "podNetwork", POD_NETWORKS, where) or "isolated",
         stale_after=None if item.get("staleAfterSeconds") is None else _positive(
             item["staleAfterSeconds"], f"{where}.staleAfterSeconds"),
         stale_action=_choice(item, "staleAction", STALE_ACTIONS, where) or "demote",

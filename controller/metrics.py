@@ -44,8 +44,22 @@ class Metrics:
         )
         self.skipped = counter(
             "skipped_services",
-            "federated Services that cannot be shards (reason: headless, hostname-only, malformed, ...)",
+            "federated Services that cannot be shards (reason: externalname, hostname-only, malformed, ...)",
             ("cluster", "reason"),
+        )
+        self.bad_annotations = counter(
+            "bad_policy_annotations",
+            "federated Services whose policy annotations are bad (written with the default policy)",
+            ("cluster",),
+        )
+        self.policy_conflicts = counter(
+            "policy_conflicts",
+            "federated services whose shards set different policies (written with the default policy)",
+        )
+        self.trimmed = counter(
+            "trimmed_endpoints",
+            "headless shards with more ready endpoints than a record keeps (1,000): the rest left out",
+            ("cluster",),
         )
         self.skipped_objects = counter(
             "skipped_objects", "API objects skipped for an unexpected shape", ("cluster", "resource")

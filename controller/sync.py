@@ -22,6 +22,12 @@ Three kinds of work, all only while this replica is the leader:
 Writes go through guarded transactions (:mod:`controller.store`). An etcd
 failure leaves the work queued and is retried with backoff; nothing is lost.
 The writer and the prefix watch each own their etcd connection.
+
+A service's answer policy must be the same on every shard (docs/reference.md
+section 2): when the listed clusters' Services set different policies, every
+shard is written with the default policy, and the conflict is logged once and
+counted. A change in one cluster can so change the records of the others: when
+a service's agreement changes, its shards in every cluster are looked at again.
 """
 
 import asyncio
@@ -29,7 +35,7 @@ import logging
 import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import aetcd
@@ -42,7 +48,7 @@ from controller.view import ClusterView, Key
 from feddns.errors import RecordError
 from feddns.etcd import EtcdError, cancelled_by_client, describe, prefix_range_end, unless_stale
 from feddns.keys import ClusterKey, ShardKey
-from feddns.records import IPAddress, ShardRecord, decode_json, encode
+from feddns.records import DEFAULT_POLICY, IPAddress, ShardRecord, decode_json, encode
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +143,10 @@ class Syncer:
         self._next_resync = 0.0
         self._unparsable: set[str] = set()
         self._watch: asyncio.Task[None] | None = None
+        self._conflicts: set[Key] = set()
+        """Services whose shards set different policies, as last worked out."""
+        self._flipped: set[Key] = set()
+        """Services whose agreement changed since the last plan (their shards elsewhere change)."""
 
     # -- called on the event loop by the controller ------------------------------
 
@@ -247,6 +257,7 @@ class Syncer:
         self._reconcile.clear()
         self._start_watch(self.known, revision)
         await self._apply(client, self._plan(None))
+        self._flipped.clear()  # every shard was planned with the agreement as it is now
         self.resynced = True
         if self.publisher is not None:
             await self.publisher.resync(self.external_desired())
@@ -259,7 +270,9 @@ class Syncer:
         clusters, self._dirty_clusters = self._dirty_clusters, set()
         try:
             changes = self._plan(reconcile) if reconcile else []
-            changes += self._touched_changes(dirty - {d for d in dirty if d[0] in reconcile})
+            done = {d for d in dirty if d[0] not in reconcile}
+            changes += self._touched_changes(done)
+            changes += self._spread_flips(done, reconcile)
             changes += self._cluster_changes(clusters)
             await self._apply(client, changes)
         except BaseException:
@@ -354,7 +367,7 @@ class Syncer:
             if view is None or not view.synced:
                 continue
             key = self.layout.shard_key(ShardKey(self.config.federation, namespace, service, cluster))
-            record = view.shard((namespace, service))
+            record = self._shard_record(view, (namespace, service))
             new = encode(record) if record is not None else None
             old = self.known.get(key)
             if new != old:
@@ -372,6 +385,47 @@ class Syncer:
                 if new != old:
                     changes.append(Change(key, old, new))
         return changes
+
+    def _spread_flips(self, done: set[tuple[str, str, str]], reconciled: set[str]) -> list[Change]:
+        """The changes to the shards, in every other cluster, of the services whose
+        policy agreement changed while planning (none were planned yet)."""
+        flipped, self._flipped = self._flipped, set()
+        others = {(cluster, ns, svc) for ns, svc in flipped for cluster in self.views
+                  if cluster not in reconciled} - done
+        return self._touched_changes(others)
+
+    def _shard_record(self, view: ClusterView, key: Key) -> ShardRecord | None:
+        """The record to write for ``key`` in ``view``'s cluster: its own, with the
+        default policy when the service's shards set different policies."""
+        record = view.shard(key)
+        if record is None:
+            return None
+        if self._agreed(key) or record.policy == DEFAULT_POLICY:  # agreement looked at always: it may have changed
+            return record
+        return replace(record, policy=DEFAULT_POLICY)
+
+    def _agreed(self, key: Key) -> bool:
+        """True when every listed cluster where ``key`` is a shard sets the same policy
+        (name and failover order); a change of that is logged once and counted."""
+        policies = {}
+        for cluster, view in self.views.items():
+            policy = view.policy(key) if view.synced else None
+            if policy is not None:
+                policies[cluster] = policy
+        agreed = len({(p.name, p.failover_order) for p in policies.values()}) <= 1
+        if agreed == (key not in self._conflicts):
+            return agreed
+        self._flipped.add(key)
+        if agreed:
+            self._conflicts.discard(key)
+            log.info("service %s/%s: its shards set the same policy again", *key)
+        else:
+            self._conflicts.add(key)
+            self.metrics.policy_conflicts.inc()
+            sides = ", ".join(f"{cluster}: {shards.describe_policy(p)}" for cluster, p in sorted(policies.items()))
+            log.warning("service %s/%s: its shards set different policies (%s); writing every shard with the "
+                        "default policy (locality)", key[0], key[1], sides)
+        return agreed
 
     def _plan(self, scope: set[str] | None) -> list[Change]:
         """The changes that make ``known`` equal to the views: all of it (``scope`` None,
@@ -405,9 +459,11 @@ class Syncer:
             view = self.views[cluster.name]
             if not view.synced:
                 continue
-            for (namespace, service), record in view.shard_records().items():
-                key = self.layout.shard_key(ShardKey(federation, namespace, service, cluster.name))
-                wanted[key] = encode(record)
+            for namespace, service in view.selected:
+                record = self._shard_record(view, (namespace, service))
+                if record is not None:
+                    key = self.layout.shard_key(ShardKey(federation, namespace, service, cluster.name))
+                    wanted[key] = encode(record)
         return wanted
 
     def _stale(self, key: str, scope: set[str] | None) -> object:

@@ -16,7 +16,7 @@ from typing import Any
 from controller import shards
 from controller.config import SelectorConfig
 from controller.metrics import Metrics
-from feddns.records import ShardRecord
+from feddns.records import MAX_ENDPOINTS, Policy, ShardRecord
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +33,12 @@ class ClusterView:
 
     ``synced`` is true once every resource has been listed; until then the
     view must not be taken as the cluster's state (an unlisted cluster keeps
-    its shards in etcd).
+    its shards in etcd). ``clusters`` are the configured cluster names (what a
+    failover order may name).
     """
 
-    def __init__(self, cluster: str, federation: str, selector: SelectorConfig, metrics: Metrics) -> None:
+    def __init__(self, cluster: str, federation: str, selector: SelectorConfig, metrics: Metrics,
+                 clusters: frozenset[str] = frozenset()) -> None:
         self.cluster = cluster
         self.federation = federation
         self.selector = selector
@@ -52,8 +54,10 @@ class ClusterView:
         self.selected: set[Key] = set()
         """Federated services of this cluster that are shards (labelled or exported, not skipped)."""
         self._skips: dict[Key, shards.Skip] = {}
+        self._policy_problems: dict[Key, str] = {}
+        self._trimmed: dict[Key, int] = {}
         self._shrink: dict[str, Callable[[Any], Any]] = {
-            SERVICES: lambda obj: shards.service_info(obj, federation, selector.label),
+            SERVICES: lambda obj: shards.service_info(obj, federation, selector.label, clusters),
             ENDPOINT_SLICES: shards.slice_info,
             SERVICE_EXPORTS: lambda obj: True,
         }
@@ -90,15 +94,30 @@ class ClusterView:
         return self._refresh(self._put(resource, key, None if event_type == "DELETED" else info))
 
     def shard(self, key: Key) -> ShardRecord | None:
-        """The shard record of service ``key`` in this cluster, or ``None`` when it is not a shard."""
+        """The shard record of service ``key`` in this cluster, or ``None`` when it is not a shard.
+
+        A headless shard with more ready endpoints than a record keeps is trimmed;
+        that is logged once (and counted) when it starts."""
         if key not in self.selected:
             return None
-        ready = shards.ready_count(self.slices_by_service.get(key, {}).values())
-        return shards.shard_record(self.services[key], ready)
+        record, beyond = shards.shard_record(self.services[key], self.slices_by_service.get(key, {}).values())
+        if beyond and key not in self._trimmed:
+            log.warning("shard %s/%s in %s: %d ready endpoints; keeping the first %d (by address)", key[0], key[1],
+                        self.cluster, beyond + MAX_ENDPOINTS, MAX_ENDPOINTS)
+            self.metrics.trimmed.labels(self.cluster).inc()
+        if beyond:
+            self._trimmed[key] = beyond
+        else:
+            self._trimmed.pop(key, None)
+        return record
 
-    def shard_records(self) -> dict[Key, ShardRecord]:
-        """Every shard of this cluster."""
-        return {key: record for key in self.selected if (record := self.shard(key)) is not None}
+    def policy(self, key: Key) -> Policy | None:
+        """The answer policy service ``key``'s annotations set in this cluster (the
+        default when they are bad), or ``None`` when it is not a shard here."""
+        if key not in self.selected:
+            return None
+        record = self.services[key].record
+        return record.policy if record is not None else None
 
     def load_balancer_ips(self, key: Key) -> tuple[Any, ...]:
         """externalIPs of ``key`` when it is a ready shard of type LoadBalancer, else ``()``."""
@@ -170,12 +189,27 @@ class ClusterView:
                 self._skips.pop(key, None)
             if wanted and info is not None and info.record is not None:
                 self.selected.add(key)
+                self._note_policy(key, info.policy_problem)
             else:
                 self.selected.discard(key)
+                self._policy_problems.pop(key, None)
+                self._trimmed.pop(key, None)
             if not self.slices_by_service.get(key):
                 self.slices_by_service.pop(key, None)
         self.metrics.services.labels(self.cluster).set(len(self.selected))
         return keys
+
+    def _note_policy(self, key: Key, problem: str | None) -> None:
+        """Log a bad policy annotation once per Service and reason, and count it."""
+        if problem is None:
+            self._policy_problems.pop(key, None)
+            return
+        if self._policy_problems.get(key) == problem:
+            return
+        self._policy_problems[key] = problem
+        log.warning("shard %s/%s in %s: %s; writing it with the default policy (locality)", key[0], key[1],
+                    self.cluster, problem)
+        self.metrics.bad_annotations.labels(self.cluster).inc()
 
     def _note_skip(self, key: Key, skip: shards.Skip) -> None:
         if self._skips.get(key) == skip:

@@ -61,6 +61,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="open DNS-over-TCP connections at most; more are closed at once (default 1000)")
     add("--tcp-idle-timeout", type=float, default=10.0, metavar="SECONDS",
         help="close a TCP connection that completes no message for this long (default 10)")
+    add("--mcs-zone", metavar="ZONE",
+        help="also answer the Multi-Cluster Services names <svc>.<ns>.svc.ZONE and <cluster>.<svc>.<ns>.svc.ZONE "
+             "(e.g. clusterset.local.; default off)")
+    add("--mcs-federation", metavar="F",
+        help="the federation whose services the --mcs-zone shows (default: the only federation held)")
 
 
 def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> Settings:
@@ -74,11 +79,30 @@ def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> S
             raise ConfigError(f"{flag} {value} is not from 0 to 2147483647 seconds")
     if not 0 < args.cluster_option_code < 65535 or args.cluster_option_code == 8:
         raise ConfigError(f"--cluster-option-code {args.cluster_option_code} is not a usable EDNS0 option code")
+    mcs_zone, mcs_federation = _mcs(args.mcs_zone, args.mcs_federation, zone)
     return Settings(
         zone=zone, ttl=args.ttl, negative_ttl=args.negative_ttl, option_code=args.cluster_option_code,
         stable=args.order == "stable", ns_addresses=_ns_addresses(args.ns_address, listens),
         serial=int(time.time()) & 0xFFFFFFFF, cache_size=parse_size(args.cache_size),
+        mcs_zone=mcs_zone, mcs_federation=mcs_federation,
     )
+
+
+def _mcs(text: str | None, federation: str | None, zone: str) -> tuple[str | None, str | None]:
+    """Check ``--mcs-zone`` and ``--mcs-federation``; raises :class:`ConfigError`."""
+    if text is None:
+        if federation is not None:
+            raise ConfigError("--mcs-federation needs --mcs-zone")
+        return None, None
+    try:
+        mcs_zone = names.normalize_zone(text)
+    except ValueError as exc:
+        raise ConfigError(f"--mcs-zone: {exc}") from exc
+    if ("." + mcs_zone).endswith("." + zone) or ("." + zone).endswith("." + mcs_zone):
+        raise ConfigError(f"--mcs-zone {mcs_zone} must not be --zone {zone}, nor above or below it")
+    if federation is not None and not names.is_label(federation):
+        raise ConfigError(f"--mcs-federation {federation!r} is not a lowercase DNS label")
+    return mcs_zone, federation
 
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3, "gib": 1024**3}

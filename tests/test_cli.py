@@ -27,6 +27,12 @@ def feddns(*args: str) -> subprocess.CompletedProcess[str]:
     (["serve", "--etcd-prefix", "noslash"], "must start with '/'"),
     (["serve", "--cluster-option-code", "8"], "option code"),
     (["serve", "--no-such-flag"], "unrecognized arguments"),
+    (["serve", "--mcs-zone", "federation."], "must not be --zone"),
+    (["serve", "--mcs-zone", "svc.federation."], "nor above or below it"),
+    (["serve", "--zone", "x.clusterset.local.", "--mcs-zone", "clusterset.local."], "must not be"),
+    (["serve", "--mcs-zone", "cluster_set.local."], "--mcs-zone"),
+    (["serve", "--mcs-federation", "fed"], "--mcs-federation needs --mcs-zone"),
+    (["serve", "--mcs-zone", "clusterset.local.", "--mcs-federation", "Fed"], "--mcs-federation"),
     (["serve", "--records", "/nonexistent/records.yaml"], "/nonexistent/records.yaml"),
     (["nosuchcommand"], "invalid choice"),
 ])

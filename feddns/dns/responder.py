@@ -25,10 +25,10 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
-from feddns.dns import answer, policy, wire
+from feddns.dns import answer, policy, weights, wire
 from feddns.dns.answer import Answer, Tiers
 from feddns.dns.cache import Cache, Cached, Doorkeeper, Labels, Reply
-from feddns.dns.index import Change, FederationChanged, Index, Node, NodeKind, Reload, ServiceChanged
+from feddns.dns.index import Change, FederationChanged, Index, Node, NodeKind, Reload, ServiceChanged, ServiceId
 from feddns.dns.wire import QType, Query, Rcode
 from feddns.records import IPAddress
 
@@ -58,7 +58,9 @@ class Settings:
     ``option_code`` is the EDNS0 option carrying the cluster name
     (docs/reference.md section 3); ``stable`` turns off rotation;
     ``ns_addresses`` answer ``ns.dns.Z``; ``serial`` is the SOA serial;
-    ``cache_size`` bounds the cache in bytes.
+    ``cache_size`` bounds the cache in bytes; ``mcs_zone`` (ending with a dot;
+    ``None``: off) also answers the services of federation ``mcs_federation``
+    under the Multi-Cluster Services names (``None``: the only federation held).
     """
 
     zone: str = "federation."
@@ -69,6 +71,8 @@ class Settings:
     ns_addresses: tuple[IPAddress, ...] = ()
     serial: int = 1
     cache_size: int = DEFAULT_CACHE_BYTES
+    mcs_zone: str | None = None
+    mcs_federation: str | None = None
 
 
 @dataclass
@@ -101,6 +105,27 @@ class Templates:
         self.soa = soa
 
 
+class Zone:
+    """A zone served: ``wire`` its name in wire form, its ``templates``, and whether
+    it is the Multi-Cluster Services zone (``mcs``: names ``<svc>.<ns>.svc.ZONE``,
+    the federation's label left out; docs/reference.md section 1)."""
+
+    def __init__(self, name: str, settings: Settings, mcs: bool) -> None:
+        self.wire = answer.name_wire(name)
+        self.templates = Templates(self.wire, settings.serial, settings.negative_ttl)
+        self.mcs = mcs
+
+    def service_base(self, sid: ServiceId) -> bytes:
+        """The service's name in wire form in this zone: ``<svc>.<ns>.<F>.svc.Z`` (``<svc>.<ns>.svc.Z`` for MCS)."""
+        if self.mcs:
+            return _label(sid[2]) + _label(sid[1]) + b"\x03svc" + self.wire
+        return policy.service_wire(sid) + self.wire
+
+
+def _label(text: str) -> bytes:
+    return bytes((len(text),)) + text.encode("ascii")
+
+
 class Responder:
     """Answers queries from ``index`` under ``settings``.
 
@@ -117,9 +142,12 @@ class Responder:
         self.stats = Stats()
         self.cache = Cache(settings.cache_size, self.stats.add_hits)
         self.doorkeeper = Doorkeeper()
-        self.zone = answer.name_wire(settings.zone)
+        self.main = Zone(settings.zone, settings, mcs=False)
+        self.zone = self.main.wire
         self.option = settings.option_code.to_bytes(2, "big")
-        self.templates = Templates(self.zone, settings.serial, settings.negative_ttl)
+        self.templates = self.main.templates
+        self.mcs = None if settings.mcs_zone is None else Zone(settings.mcs_zone, settings, mcs=True)
+        self._mcs_ambiguous_logged = False
 
     # -- the query path -----------------------------------------------------------
 
@@ -206,29 +234,71 @@ class Responder:
         limit = 65535 if tcp else (max(512, query.payload)) if query.edns else 512
         zone = self.zone
         if not name.endswith(zone) or query.qtc[2:] != _CLASS_IN or query.version:
+            mcs = self.mcs
+            if mcs is not None and name.endswith(mcs.wire) and query.qtc[2:] == _CLASS_IN and not query.version:
+                return self._serve_mcs(mcs, data, query, client, tcp, strict, folded, limit)
             if not strict:
                 return self._respond_strictly(data, client, tcp)
             return self._refuse(data, query, limit)
         rel = name[: len(name) - len(zone)]
         node = self.index.lookup(rel) if self.ready else None
+        return self._serve_node(self.main, node, rel, data, query, client, tcp, strict, folded, limit)
+
+    def _serve_mcs(self, mcs: Zone, data: bytes, query: Query, client: str, tcp: bool, strict: bool,
+                   folded: bytes | None, limit: int) -> bytes | None:
+        """A name in the MCS zone: ``<...>.svc.ZONE`` is looked up as ``<...>.F.svc`` of the
+        federation shown there; other names (apex, ``ns.dns``) as they are."""
+        rel = query.name[: len(query.name) - len(mcs.wire)]
+        node = None
+        if self.ready:
+            if rel.endswith(b"\x03svc"):
+                federation = self._mcs_federation()
+                if federation is None:
+                    return self._template(mcs.templates.servfail, data, query, None, limit, None)
+                node = self.index.lookup(rel[:-4] + _label(federation) + b"\x03svc")
+            else:
+                node = self.index.lookup(rel)
+        return self._serve_node(mcs, node, rel, data, query, client, tcp, strict, folded, limit)
+
+    def _mcs_federation(self) -> str | None:
+        """The federation the MCS zone shows: ``--mcs-federation``, else the only one
+        held; ``None`` (logged once) while several are held and none was named."""
+        named = self.settings.mcs_federation
+        if named is not None:
+            return named
+        federations = self.index.federations
+        if len(federations) == 1:
+            return next(iter(federations))
+        if len(federations) > 1 and not self._mcs_ambiguous_logged:
+            self._mcs_ambiguous_logged = True
+            log.warning("the MCS zone %s cannot show %d federations (%s): answering SERVFAIL there; "
+                        "choose one with --mcs-federation", self.settings.mcs_zone, len(federations),
+                        ", ".join(sorted(federations)))
+        return None
+
+    def _serve_node(self, zone: Zone, node: Node | None, rel: bytes, data: bytes, query: Query, client: str,
+                    tcp: bool, strict: bool, folded: bytes | None, limit: int) -> bytes | None:
+        """Answer ``query`` for ``node`` (``None``: the name does not exist) in ``zone``."""
+        name = query.name
+        templates = zone.templates
         if node is None:
             if not wire.is_labels(rel):
                 return self._respond_strictly(data, client, tcp) if not strict else self._refuse(data, query, limit)
-            return self._negative(data, query, client, limit)
+            return self._negative(data, query, client, limit, templates)
         try:
             cluster, ecs, by_address = policy.find_source(node.federation, query, client)
         except wire.FormError as exc:
             log.debug("FORMERR to %s: %s", client, exc)
-            return self._template(self.templates.formerr, data, query, None, limit, None)
+            return self._template(templates.formerr, data, query, None, limit, None)
         key = (name, query.qtc, cluster)
         found: Answer | None = self.cache.get(key)  # type: ignore[assignment]
         if found is None:
             qtype = query.qtype
             if qtype in _TRANSFERS:  # as NSD and BIND answer when transfers are not allowed
-                return self._template(self.templates.refused, data, query, ecs, limit, cluster)
-            found = self._answer(node, qtype, cluster)
+                return self._template(templates.refused, data, query, ecs, limit, cluster)
+            found = self._answer(node, qtype, cluster, zone)
             if found is None:
-                return self._template(self.templates.nodata, data, query, ecs, limit, cluster)
+                return self._template(templates.nodata, data, query, ecs, limit, cluster)
             self.cache.put(key, found)
         return self._send(found, data, query, ecs, tcp, by_address, folded)
 
@@ -241,13 +311,26 @@ class Responder:
         found.hits += 1
         limit = 65535 if tcp else (max(512, query.payload)) if query.edns else 512
         reply = found.reply(data[:2], query, answer.opt_for(query, ecs), limit)
-        if folded is not None and found.fixed is not None and not by_address:
-            folded = folded or data[2:]
-            if not self.doorkeeper.admit(folded):
-                return reply
-            name = query.name
-            stored = reply[2:12] + name + reply[12 + len(name) :]
+        if folded is None or by_address:
+            return reply
+        drawn = found.ordering if found.fixed is None and isinstance(found.ordering, weights.Draw) else None
+        if found.fixed is None and drawn is None:
+            return reply
+        folded = folded or data[2:]
+        if not self.doorkeeper.admit(folded):
+            return reply
+        name = query.name
+        stored = reply[2:12] + name + reply[12 + len(name) :]
+        variants = drawn.variants() if drawn is not None else None
+        if drawn is not None and variants is None:
+            return reply
+        if variants is None or stored[0] & 0x02:  # one order, or truncated (TC=1: no records to order)
             self.cache.put(folded, Reply(folded, stored, found.owner, found.labels))
+            return reply
+        at = 10 + len(query.question)  # the answer section starts here, as long in every order
+        bodies, table = variants
+        replies = tuple(stored[:at] + body + stored[at + len(body) :] for body in bodies)
+        self.cache.put(folded, weights.DrawnReply(folded, replies, table, found.owner, found.labels))
         return reply
 
     def _refuse(self, data: bytes, query: Query, limit: int) -> bytes:
@@ -256,13 +339,13 @@ class Responder:
             return self.templates.badvers.reply(data[:2], query, answer.opt_rr(False, None, 1), limit)
         return self._template(self.templates.refused, data, query, None, limit, None)
 
-    def _negative(self, data: bytes, query: Query, client: str, limit: int) -> bytes:
+    def _negative(self, data: bytes, query: Query, client: str, limit: int, templates: Templates) -> bytes:
         """NXDOMAIN for a name that does not exist (SERVFAIL before the first load)."""
         try:
             ecs = None if query.ecs is None else policy.find_source(None, query, client)[1]
         except wire.FormError:
-            return self._template(self.templates.formerr, data, query, None, limit, None)
-        template = self.templates.nxdomain if self.ready else self.templates.servfail
+            return self._template(templates.formerr, data, query, None, limit, None)
+        template = templates.nxdomain if self.ready else templates.servfail
         return self._template(template, data, query, ecs, limit, None)
 
     def _template(self, template: Answer, data: bytes, query: Query, ecs: bytes | None, limit: int,
@@ -277,20 +360,21 @@ class Responder:
 
     # -- building answers -----------------------------------------------------------
 
-    def _answer(self, node: Node, qtype: int, asker: bytes | None) -> Answer | None:
-        """The answer of ``node`` to ``qtype`` for ``cluster``, or ``None`` for the
-        zone's NODATA (a name with no records of that type, whoever asks)."""
+    def _answer(self, node: Node, qtype: int, asker: bytes | None, zone: Zone) -> Answer | None:
+        """The answer of ``node`` to ``qtype`` for ``cluster`` in ``zone``, or ``None`` for
+        the zone's NODATA (a name with no records of that type, whoever asks)."""
         ttl = self.settings.ttl
         kind = node.kind
         cluster = asker.decode() if asker is not None else None
         additional: list[bytes] = []
+        ordering: answer.Ordering | None = None
         if kind == NodeKind.APEX:
             if qtype in (QType.SOA, QType.ANY):  # ANY: one RRset (RFC 8482 4.2)
                 s = self.settings
-                tiers: Tiers = ((answer.soa_rr(answer.POINTER_TO_QNAME, self.zone, s.serial, s.negative_ttl, ttl),),)
+                tiers: Tiers = ((answer.soa_rr(answer.POINTER_TO_QNAME, zone.wire, s.serial, s.negative_ttl, ttl),),)
             elif qtype == QType.NS:
-                tiers = ((answer.ns_rr(answer.POINTER_TO_QNAME, self.zone, ttl),),)
-                glue = b"\x02ns\x03dns" + self.zone
+                tiers = ((answer.ns_rr(answer.POINTER_TO_QNAME, zone.wire, ttl),),)
+                glue = b"\x02ns\x03dns" + zone.wire
                 additional = [answer.address_rr(ip.packed, ttl, glue) for ip in self.settings.ns_addresses]
             else:
                 return None
@@ -304,17 +388,22 @@ class Responder:
         elif kind == NodeKind.SRV_NAME:
             if qtype not in (QType.SRV, QType.ANY):
                 return None
-            tiers, additional = policy.srv_records(node, cluster, self.zone, ttl)
-        elif kind in (NodeKind.SERVICE, NodeKind.SHARD) and qtype in _VERSIONS:
-            tiers = policy.address_tiers(node, cluster, _VERSIONS[qtype], ttl)
+            assert node.service is not None
+            tiers, ordering, additional = policy.srv_answer(node, cluster, zone.service_base(node.service), ttl)
+        elif kind in (NodeKind.SERVICE, NodeKind.SHARD, NodeKind.ENDPOINT) and qtype in _VERSIONS:
+            tiers, ordering, _ = policy.address_answer(node, cluster, _VERSIONS[qtype], ttl)
         else:
             return None
         labels = (qtype_label(qtype), "NOERROR", "cluster" if cluster else "none")
         if not tiers:  # the name has such records, but none for this asker now (e.g. every shard unready)
-            return Answer(Rcode.NOERROR, authority=[self.templates.soa], labels=labels, owner=node.service)
-        ordering = answer.FIXED if self.settings.stable else answer.Rotation()
-        return Answer(Rcode.NOERROR, tiers=tiers, additional=additional, ordering=ordering, labels=labels,
-                      owner=node.service)
+            return Answer(Rcode.NOERROR, authority=[zone.templates.soa], labels=labels, owner=node.service)
+        if ordering is None:
+            ordering = answer.FIXED if self.settings.stable else answer.Rotation()
+        built = Answer(Rcode.NOERROR, tiers=tiers, additional=additional, ordering=ordering, labels=labels,
+                       owner=node.service)
+        if isinstance(ordering, weights.Draw):
+            built.size += ordering.size  # the orders it keeps, counted against --cache-size
+        return built
 
     # -- changes --------------------------------------------------------------------
 

@@ -42,6 +42,14 @@ def test_defaults(tmp_path, kubeconfig):
     (cluster,) = config.clusters
     assert (cluster.context, cluster.zone, cluster.region, cluster.cidrs) == (None, None, None, ())
     assert (cluster.stale_after, cluster.stale_action) == (None, "demote")  # kept forever, as before
+    assert cluster.pod_network == "isolated" and cluster.record().to_json() == {"podNetwork": "isolated"}
+
+
+def test_pod_network_routable_goes_to_the_cluster_record(tmp_path, kubeconfig):
+    raw = minimal(kubeconfig)
+    raw["clusters"][0]["podNetwork"] = "routable"
+    config = load_config(write(tmp_path, raw))
+    assert config.clusters[0].record().to_json() == {"podNetwork": "routable"}
 
 
 def test_complete_example_from_the_docs(tmp_path, kubeconfig):
@@ -97,6 +105,8 @@ CASES = [
     (lambda r: r["clusters"][0].update(context="nope"), "clusters[0].context: context 'nope' is not in"),
     (lambda r: r["clusters"][0].update(kubeconfig="/nonexistent"), "clusters[0].kubeconfig: cannot read /nonexistent"),
     (lambda r: r["clusters"][0].pop("kubeconfig"), "clusters[0]: no kubeconfig given and not running in a pod"),
+    (lambda r: r["clusters"][0].update(podNetwork="flat"),
+     "clusters[0].podNetwork: must be one of isolated, routable, not a str ('flat')"),
     (lambda r: r.update(selector={"label": "bad key!"}), "selector.label: must be a Kubernetes label key"),
     (lambda r: r.update(selector={"serviceExports": "yes"}), "selector.serviceExports: must be true or false"),
     (lambda r: r.update(resyncSeconds=0), "resyncSeconds: must be a positive number of seconds"),

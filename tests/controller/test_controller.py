@@ -35,12 +35,19 @@ CART_BAR = {
     "ports": [{"name": "grpc", "protocol": "TCP", "port": 9090}],
     "ready": 2,
 }
+HEADLESS_FOO = {
+    "endpoints": [{"ip": "10.244.1.20", "hostname": "web-0"}, {"ip": "10.244.2.21", "hostname": "web-1"}],
+    "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+    "ready": 2,
+}
 SYNCED = {
     "myns/myservice/foo": MYSERVICE_FOO,
+    "myns/headless/foo": HEADLESS_FOO,
     "myns/myservice/bar": MYSERVICE_BAR,
     "shop/cart/bar": CART_BAR,
-    "_clusters/foo": {"zone": "us-central1-a", "region": "us-central1", "cidrs": ["10.0.0.0/14"]},
-    "_clusters/bar": {"zone": "us-central1-b", "region": "us-central1"},
+    "_clusters/foo": {"zone": "us-central1-a", "region": "us-central1", "cidrs": ["10.0.0.0/14"],
+                      "podNetwork": "isolated"},
+    "_clusters/bar": {"zone": "us-central1-b", "region": "us-central1", "podNetwork": "isolated"},
 }
 
 
@@ -64,8 +71,7 @@ def running(etcd, etcd_prefix, foo, bar, tmp_path):
 
 def test_initial_sync_writes_every_shard_and_cluster_record(etcd, etcd_prefix, running):
     wait_records(etcd, etcd_prefix, SYNCED)
-    assert running.metric("feddns_controller_cluster_services", cluster="foo") == 1
-    assert running.metric("feddns_controller_skipped_services_total", cluster="foo", reason="headless") == 1
+    assert running.metric("feddns_controller_cluster_services", cluster="foo") == 2
     assert running.metric("feddns_controller_skipped_services_total", cluster="foo", reason="hostname-only") == 1
 
 

@@ -102,6 +102,8 @@ BAD = {
     "relative etcd prefix": (lambda pki, tmp: {"etcd_prefix": "skydns"}, "must start with '/'"),
     "bad --metrics": (lambda pki, tmp: {"metrics": "nowhere"}, "has no port"),
     "zero handshake timeout": (lambda pki, tmp: {"tls_handshake_timeout": "0"}, "--tls-handshake-timeout must be"),
+    "zero reload interval": (lambda pki, tmp: {"tls_reload_interval": "0"}, "--tls-reload-interval must be"),
+    "no connection allowed": (lambda pki, tmp: {"max_connections": "0"}, "--max-connections must be at least 1"),
 }
 
 

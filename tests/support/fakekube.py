@@ -57,7 +57,7 @@ import json
 import threading
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -397,10 +397,9 @@ class FakeKube:
             old_ip = (old or {}).get("spec", {}).get("clusterIP")
             cluster_ip = spec.setdefault("clusterIP", old_ip or str(next(self._ips)))
             spec.setdefault("clusterIPs", [cluster_ip])
-            if cluster_ip != "None":
-                family = "IPv6" if ":" in cluster_ip else "IPv4"
-                spec.setdefault("ipFamilies", [family])
-                spec.setdefault("ipFamilyPolicy", "SingleStack")
+            family = "IPv6" if ":" in cluster_ip else "IPv4"  # a headless Service gets the default family
+            spec.setdefault("ipFamilies", [family])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
             spec.setdefault("internalTrafficPolicy", "Cluster")
         spec.setdefault("sessionAffinity", "None")
         for port in spec.get("ports") or []:
@@ -719,6 +718,7 @@ def service(
     load_balancer_hostnames: Iterable[str] = (),
     external_ips: Iterable[str] = (),
     ports: Iterable[tuple[str, str, int]] = (("http", "TCP", 80),),
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A ``v1`` Service; ``ports`` are ``(name, protocol, port)``."""
     spec: dict[str, Any] = {
@@ -734,7 +734,8 @@ def service(
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"namespace": namespace, "name": name, "labels": dict(labels or {})},
+        "metadata": {"namespace": namespace, "name": name, "labels": dict(labels or {}),
+                     **({"annotations": dict(annotations)} if annotations else {})},
         "spec": spec,
         "status": {"loadBalancer": {"ingress": ingress} if ingress else {}},
     }
@@ -749,32 +750,40 @@ def endpoint_slice(
     name: str | None = None,
     address_type: str = "IPv4",
     base: str = "10.244.0.0",
+    hostnames: Sequence[str | None] = (),
+    headless: bool = False,
+    ports: Iterable[tuple[str, str, int]] = (("http", "TCP", 8080),),
 ) -> dict[str, Any]:
     """A ``discovery.k8s.io/v1`` EndpointSlice of ``service_name`` with ``ready`` ready
-    and ``not_ready`` not-ready endpoints (pod addresses counted up from ``base``)."""
+    and ``not_ready`` not-ready endpoints (pod addresses counted up from ``base``);
+    ``hostnames`` are given to the first endpoints (as a StatefulSet's pods have);
+    ``headless`` adds the label the EndpointSlice controller puts on the slices of a
+    headless Service (``service.kubernetes.io/headless``); ``ports`` are ``(name,
+    protocol, port)``."""
     first = ipaddress.ip_address(base)
-    endpoints = [
-        {
+    endpoints = []
+    for i in range(ready + not_ready):
+        endpoint: dict[str, Any] = {
             "addresses": [str(first + i + 1)],
             "conditions": {"ready": i < ready, "serving": i < ready, "terminating": False},
             "targetRef": {"kind": "Pod", "namespace": namespace, "name": f"{service_name}-{i}"},
         }
-        for i in range(ready + not_ready)
-    ]
+        if i < len(hostnames) and hostnames[i] is not None:
+            endpoint["hostname"] = hostnames[i]
+        endpoints.append(endpoint)
+    labels = {
+        "kubernetes.io/service-name": service_name,
+        "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+    }
+    if headless:
+        labels["service.kubernetes.io/headless"] = ""
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
-        "metadata": {
-            "namespace": namespace,
-            "name": name or f"{service_name}-abcde",
-            "labels": {
-                "kubernetes.io/service-name": service_name,
-                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
-            },
-        },
+        "metadata": {"namespace": namespace, "name": name or f"{service_name}-abcde", "labels": labels},
         "addressType": address_type,
         "endpoints": endpoints,
-        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+        "ports": [{"name": n, "protocol": p, "port": port} for n, p, port in ports],
     }
 
 
