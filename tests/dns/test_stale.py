@@ -19,9 +19,19 @@ RECORDS = """
 /sf/prod/web/x: {clusterIP: 10.0.0.24, externalIP: 1.1.1.24, ports: [{name: http, protocol: TCP, port: 80}]}
 /sf/prod/web/c: {clusterIP: 10.0.0.3, externalIP: 1.1.1.3, ports: [{name: http, protocol: TCP, port: 80}]}
 /sf/prod/web/d: {clusterIP: 10.0.0.4, externalIP: 1.1.1.4, ports: [{name: http, protocol: TCP, port: 80}]}
+/sf/prod/fo/a: {clusterIP: 10.0.1.1, externalIP: 1.1.2.1, policy: failover, failoverOrder: [x, a, d]}
+/sf/prod/fo/x: {clusterIP: 10.0.1.24, externalIP: 1.1.2.24, policy: failover, failoverOrder: [x, a, d]}
+/sf/prod/fo/c: {clusterIP: 10.0.1.3, externalIP: 1.1.2.3, policy: failover, failoverOrder: [x, a, d]}
+/sf/prod/fo/d: {clusterIP: 10.0.1.4, externalIP: 1.1.2.4, policy: failover, failoverOrder: [x, a, d]}
+/sf/prod/wt/a: {externalIP: 1.1.3.1, clusterIP: 10.0.2.1, policy: weighted, weight: 5}
+/sf/prod/wt/x: {externalIP: 1.1.3.24, clusterIP: 10.0.2.24, policy: weighted, weight: 5}
+/sf/prod/wt/c: {externalIP: 1.1.3.3, clusterIP: 10.0.2.3, policy: weighted, weight: 5}
+/sf/prod/wt/d: {externalIP: 1.1.3.4, clusterIP: 10.0.2.4, policy: weighted, weight: 5}
 """
 WEB = "web.prod.sf.svc.federation."
 SRV = f"_http._tcp.{WEB}"
+FO = "fo.prod.sf.svc.federation."
+WT = "wt.prod.sf.svc.federation."
 
 CASES = [
     # from a: x would be tier 1 (same zone) and c tier 2; x goes last, c is left out
@@ -37,6 +47,9 @@ CASES = [
                        f"{SRV} 30 IN SRV 30 1 80 x.{WEB}"]),
     # one cluster's shard by name is answered whatever its state
     (f"c.{WEB}", "A", "a", [f"c.{WEB} 30 IN A 1.1.1.3"]),
+    # failover: x is listed first but stale, so it goes after every other; c is left out
+    (FO, "A", "d", [f"{FO} 30 IN A 1.1.2.1", f"{FO} 30 IN A 10.0.1.4", f"{FO} 30 IN A 1.1.2.24"]),
+    (FO, "A", "x", [f"{FO} 30 IN A 10.0.1.24", f"{FO} 30 IN A 1.1.2.1", f"{FO} 30 IN A 1.1.2.4"]),
 ]
 
 
@@ -51,3 +64,14 @@ def test_stale_clusters(stale_served: ServeProcess, qname: str, qtype: str, clus
                         expected: list[str]) -> None:
     reply = stale_served.query(qname, qtype, cluster)
     assert lines(reply.answer) == expected
+
+
+def test_weighted_answers_put_a_stale_cluster_last_and_drop_the_other(stale_served: ServeProcess) -> None:
+    """A weighted order is drawn afresh for each answer; the stale x is always after the
+    drawn ones, and c (staleAction drop) never appears."""
+    orders = set()
+    for _ in range(30):
+        addresses = [rd.address for rrset in stale_served.query(WT, "A").answer for rd in rrset]
+        assert sorted(addresses[:2]) == ["1.1.3.1", "1.1.3.4"] and addresses[2:] == ["1.1.3.24"], addresses
+        orders.add(tuple(addresses))
+    assert len(orders) == 2  # the two fresh shards are still drawn in either order
