@@ -77,7 +77,7 @@ def parse_policies(raw: Any) -> Policies:
     """Policies from the file's parsed YAML (``None`` is an empty file); raises :class:`ConfigError`."""
     if raw is None:
         return Policies()
-    _fields(raw, "the file", required=(), optional=("policies",))
+    _fields(raw, "", required=(), optional=("policies",))
     entries = raw.get("policies") or []
     if not isinstance(entries, list):
         raise ConfigError("policies: must be a list")
@@ -134,16 +134,20 @@ def _ports(raw: Any, where: str) -> tuple[Port, ...]:
 
 
 def _fields(raw: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
-    """Raise :class:`ConfigError` unless ``raw`` is a mapping with every required key and no unknown one."""
+    """Raise :class:`ConfigError` unless ``raw`` is a mapping with every required key and no unknown one.
+
+    ``where`` is the entry's path in the file (``policies[0].links[1]``), empty for the top level.
+    """
+    at = f"{where}: " if where else ""
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: must be a mapping")
+        raise ConfigError(f"{at}must be a mapping")
     known = required + optional
     for key in raw:
         if key not in known:
-            raise ConfigError(f"{where}: unknown key {key!r} (expected {', '.join(known)})")
+            raise ConfigError(f"{at}unknown key {key!r} (expected {', '.join(known)})")
     for key in required:
         if key not in raw:
-            raise ConfigError(f"{where}: {key} is missing")
+            raise ConfigError(f"{at}{key} is missing")
 
 
 def _string(raw: Any, where: str) -> str:

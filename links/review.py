@@ -112,13 +112,12 @@ class Reviewer:
             warning = f"feddns links: only pod creation is handled, not {request.get('operation')}; nothing was changed"
             return Outcome("not-a-pod", warnings=[warning])
         pod = request.get("object")
-        metadata = pod.get("metadata") if isinstance(pod, dict) else None
-        if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict) or not isinstance(metadata or {}, dict):
+        if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict) or not isinstance(pod.get("metadata"), dict):
             return Outcome("malformed", warnings=["feddns links: request.object is not a pod; nothing was changed"])
-        return await self._decide_pod(pod, str(request.get("namespace") or (metadata or {}).get("namespace") or ""))
+        return await self._decide_pod(pod, str(request.get("namespace") or pod["metadata"].get("namespace") or ""))
 
     async def _decide_pod(self, pod: JSON, namespace: str) -> Outcome:
-        metadata = pod.get("metadata") or {}
+        metadata = pod["metadata"]
         annotations = _strings(metadata.get("annotations"))
         if INJECTED_ANNOTATION in annotations:
             return Outcome("reinvoked")

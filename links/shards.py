@@ -145,7 +145,8 @@ class LocalShards:
                 response.shutdown()
             except (OSError, RuntimeError, ValueError):
                 pass  # already released
-        self._thread.join(timeout)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout)
 
     @property
     def ready(self) -> bool:
