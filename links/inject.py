@@ -140,6 +140,10 @@ def _list(value: Any) -> list[JSON]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
+def _strings(value: Any) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
 def _env_ops(where: str, container: JSON, wanted: Sequence[Variable]) -> list[JSON]:
     """JSONPatch ``add`` operations putting the variables the container lacks ahead of its ``env``."""
     own = {str(entry.get("name")) for entry in _list(container.get("env"))}
@@ -185,23 +189,21 @@ def _check_references(containers: Sequence[tuple[str, JSON]], wanted: Sequence[V
     for _, container in containers:
         env = _list(container.get("env"))
         own = [str(entry.get("name")) for entry in env]
+        defined_at = {name: index for index, name in reversed(list(enumerate(own)))}  # first definition
+        if not conflicted:
+            defined_at.update({name: -1 for name in injected if name not in defined_at})  # injected ahead of env
         from_prefixes = [str(source.get("prefix") or "") for source in _list(container.get("envFrom"))]
-        defined = set() if conflicted else {name for name in injected if name not in own}  # own ones: not injected
-        uses: list[tuple[str, str, set[str]]] = []
-        for entry in env:
-            if isinstance(entry.get("value"), str):
-                uses.append((f"env {entry.get('name')}", entry["value"], set(defined)))
-            defined.add(str(entry.get("name")))
-        for key in ("command", "args"):
-            for index, text in enumerate(container.get(key) or []):
-                if isinstance(text, str):
-                    uses.append((f"{key}[{index}]", text, defined))
-        for what, text, seen in uses:
-            for name in references(text):
+        uses = [(f"env {entry.get('name')}", entry["value"], index) for index, entry in enumerate(env)
+                if isinstance(entry.get("value"), str)]
+        uses += [(f"{key}[{index}]", text, len(env)) for key in ("command", "args")
+                 for index, text in enumerate(_strings(container.get(key)))]
+        for what, text, position in uses:
+            for name in references(text) if "$(" in text else ():
                 prefix = next((p for p in prefixes if name.startswith(p + "_SERVICE_")), None)
-                if prefix is None or name in seen or any(name.startswith(p) for p in from_prefixes):
+                if prefix is None or defined_at.get(name, len(env)) < position \
+                        or any(name.startswith(p) for p in from_prefixes):
                     continue
-                if name in own:
+                if name in defined_at:
                     why = "which is defined only after it"
                 elif conflicted:
                     why = f"which is not defined: link {prefix} was not injected (conflict)"
