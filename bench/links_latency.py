@@ -88,8 +88,7 @@ def start(args: list[str], pattern: str) -> tuple[subprocess.Popen[str], int, li
 
     def read() -> None:
         assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
+        lines.extend(proc.stderr)  # line by line, as the child writes them
 
     threading.Thread(target=read, daemon=True).start()
     regex = re.compile(pattern)

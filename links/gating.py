@@ -12,7 +12,10 @@ the cluster DNS (``--resolver``, default the first nameserver of
   denied for what the webhook could not find out; the caller warns instead.
 
 All names of one review are asked at once, under one deadline (default 2 s,
-well inside the API server's 5 s webhook timeout).
+well inside the API server's 5 s webhook timeout). At most
+:data:`MAX_QUERIES_IN_FLIGHT` questions are out at a time across all reviews,
+so a flood of pods with many links cannot run the process out of sockets nor
+flood the cluster DNS; a question still waiting at the deadline is unknown.
 """
 
 import asyncio
@@ -28,6 +31,9 @@ from feddns.errors import ConfigError
 
 DEFAULT_TIMEOUT = 2.0
 """Seconds all DNS questions of one review may take together (``--gating-timeout``)."""
+
+MAX_QUERIES_IN_FLIGHT = 128
+"""DNS questions out at once, all reviews together (each holds a socket)."""
 
 
 class Existence(enum.Enum):
@@ -63,27 +69,36 @@ class Gate:
             self._resolver.nameservers = [nameserver[0]]
             self._resolver.port = nameserver[1]
         self._resolver.cache = None
+        self._in_flight = asyncio.Semaphore(MAX_QUERIES_IN_FLIGHT)
         self.nameservers = [f"{address}:{self._resolver.port}" for address in self._resolver.nameservers]
 
     async def check(self, names: Sequence[str]) -> dict[str, Finding]:
-        """The finding for each absolute name of ``names``, all asked at once within :attr:`timeout`."""
+        """The finding for each absolute name of ``names``, all asked at once within :attr:`timeout` seconds."""
         unique = list(dict.fromkeys(names))
-        findings = await asyncio.gather(*(self._ask(name) for name in unique))
-        return dict(zip(unique, findings, strict=True))
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        tasks = {name: asyncio.create_task(self._ask(name, deadline)) for name in unique}
+        _, pending = await asyncio.wait(tasks.values(), timeout=self.timeout)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)  # let them close their sockets
+        late = Finding(Existence.UNKNOWN, f"no answer within {self.timeout:g} s")
+        return {name: late if task in pending else task.result() for name, task in tasks.items()}
 
-    async def _ask(self, name: str) -> Finding:
-        try:
-            async with asyncio.timeout(self.timeout):
-                await self._resolver.resolve(name, "A", raise_on_no_answer=False, search=False,
-                                             lifetime=self.timeout)
-        except dns.resolver.NXDOMAIN:
-            return Finding(Existence.MISSING, "NXDOMAIN")
-        except (dns.resolver.LifetimeTimeout, TimeoutError):
-            return Finding(Existence.UNKNOWN, f"no answer within {self.timeout:g} s")
-        except dns.resolver.NoNameservers as exc:
-            return Finding(Existence.UNKNOWN, _rcodes(exc) or "no nameserver answered")
-        except (dns.exception.DNSException, OSError) as exc:
-            return Finding(Existence.UNKNOWN, f"{type(exc).__name__}: {exc}")
+    async def _ask(self, name: str, deadline: float) -> Finding:
+        async with self._in_flight:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return Finding(Existence.UNKNOWN, f"no answer within {self.timeout:g} s")
+            try:
+                await self._resolver.resolve(name, "A", raise_on_no_answer=False, search=False, lifetime=remaining)
+            except dns.resolver.NXDOMAIN:
+                return Finding(Existence.MISSING, "NXDOMAIN")
+            except dns.resolver.LifetimeTimeout:
+                return Finding(Existence.UNKNOWN, f"no answer within {self.timeout:g} s")
+            except dns.resolver.NoNameservers as exc:
+                return Finding(Existence.UNKNOWN, _rcodes(exc) or "no nameserver answered")
+            except (dns.exception.DNSException, OSError) as exc:
+                return Finding(Existence.UNKNOWN, f"{type(exc).__name__}: {exc}")
         return Finding(Existence.EXISTS, "NOERROR")
 
 

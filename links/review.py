@@ -38,6 +38,8 @@ WARNING_CHARS = 256
 """The API server cuts warnings longer than this (characters)."""
 MAX_WARNINGS = 15
 """At most this many warnings (the API server keeps about 4 KiB of them)."""
+MAX_LINKS = 64
+"""Links of one pod, annotation and policies together; more are left out with a warning."""
 
 JSON = dict[str, Any]
 
@@ -124,6 +126,9 @@ class Reviewer:
         links, warnings = parse_annotation(annotations.get(SERVICES_ANNOTATION, ""))
         links += self.policies().links_for(namespace, _strings(metadata.get("labels")))
         links, clashes = merge(links)
+        if len(links) > MAX_LINKS:
+            warnings.append(f"feddns links: the pod has {len(links)} links; only the first {MAX_LINKS} are used")
+            links = links[:MAX_LINKS]
         if not links and not clashes:
             return Outcome("unchanged", warnings=warnings)
         denial, gate_warnings = await self._gate(links)
