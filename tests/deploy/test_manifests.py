@@ -246,3 +246,13 @@ def test_links_policy_configmap_is_a_valid_policy_file_mounted_whole():
     configmap = find(OBJECTS, "ConfigMap", namespace(container.workload), "feddns-links-policies")
     policies = parse_policies(yaml.safe_load(configmap["data"][Path(path).name]))
     assert len(policies) >= 1
+
+
+def test_the_image_holds_every_package_the_project_installs():
+    import tomllib
+
+    from tests.deploy.manifests import REPO
+
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    copied = {line.split()[1] for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")}
+    assert {pattern.rstrip("*") for pattern in include} <= copied
