@@ -1,6 +1,7 @@
 """The manifests in deploy/: valid Kubernetes objects whose parts agree with each other
 and with the ``feddns`` command line (issue 6)."""
 
+import tomllib
 from pathlib import Path
 
 import kubernetes_validate
@@ -9,7 +10,9 @@ import yaml
 
 from controller.config import parse_config
 from feddns.cli import build_parser
+from links.policy import parse_policies
 from tests.deploy.manifests import (
+    REPO,
     Container,
     all_objects,
     containers,
@@ -237,8 +240,6 @@ def test_links_service_account_may_list_and_watch_services():
 
 
 def test_links_policy_configmap_is_a_valid_policy_file_mounted_whole():
-    from links.policy import parse_policies
-
     container, _ = _links()
     (path,) = flag(container.spec["args"], "policies")
     mount = container.mount_for(path)
@@ -249,10 +250,6 @@ def test_links_policy_configmap_is_a_valid_policy_file_mounted_whole():
 
 
 def test_the_image_holds_every_package_the_project_installs():
-    import tomllib
-
-    from tests.deploy.manifests import REPO
-
     include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     copied = {line.split()[1] for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")}
     assert {pattern.rstrip("*") for pattern in include} <= copied
