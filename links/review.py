@@ -67,7 +67,7 @@ class Outcome:
     """The decision for one review, before it is put in the AdmissionReview.
 
     ``result`` is the metric label: ``patched``, ``unchanged``, ``denied``,
-    ``conflict``, ``reinvoked``, ``not-a-pod`` or ``malformed``.
+    ``conflict``, ``reinvoked``, ``not-a-pod``, ``malformed`` (or ``error``, set by links.app).
     """
 
     result: str
@@ -160,7 +160,7 @@ class Reviewer:
         if not missing:
             return "", warnings
         return ("feddns links: the pod requires federated services that do not exist: " + "; ".join(missing)
-                + " (mark a link ?required=false to start without it)"), warnings
+                + " (a link with required=false lets the pod start without it)"), warnings
 
     def _ports(self, links: Sequence[Link]) -> tuple[list[tuple[Link, tuple[Port, ...]]], list[str]]:
         """Each link with the local shard's ports, or its own; a warning when neither is known for sure."""
