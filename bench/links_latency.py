@@ -98,8 +98,13 @@ def start(args: list[str], pattern: str) -> tuple[subprocess.Popen[str], int, li
 
     threading.Thread(target=read, daemon=True).start()
     regex = re.compile(pattern)
-    line = wait_until(lambda: next((entry for entry in lines if regex.search(entry)), None), timeout=60,
-                      what=pattern)
+    try:
+        line = wait_until(lambda: next((entry for entry in lines if regex.search(entry)), None), timeout=60,
+                          what=pattern)
+    except BaseException:
+        proc.kill()  # never leave a child behind
+        proc.wait()
+        raise
     return proc, int(re.search(r":(\d+)\s*$", line.strip()).group(1)), lines  # type: ignore[union-attr]
 
 
