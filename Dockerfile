@@ -1,11 +1,12 @@
 # The one image every feddns subcommand runs from: `feddns serve`, `feddns controller`,
-# `feddns stubzone`, `feddns certs` (the manifests in deploy/ pass the subcommand as args).
+# `feddns stubzone`, `feddns certs`, `feddns links` (the manifests in deploy/ pass the subcommand as args).
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY feddns ./feddns
 COPY controller ./controller
 COPY stubzone ./stubzone
+COPY links ./links
 RUN pip install --no-cache-dir --disable-pip-version-check --prefix=/install .
 
 FROM python:3.11-slim

@@ -60,7 +60,7 @@ def test_bad_records_file_stops_startup_naming_the_problem(text, words):
 def test_help_lists_every_subcommand():
     result = feddns("--help")
     assert result.returncode == 0
-    for command in ("serve", "controller", "stubzone", "certs"):
+    for command in ("serve", "controller", "stubzone", "certs", "links"):
         assert command in result.stdout
 
 
