@@ -67,7 +67,18 @@ class Metrics:
         self.etcd_writes = counter("etcd_writes", "records put into etcd")
         self.etcd_deletes = counter("etcd_deletes", "records deleted from etcd")
         self.etcd_errors = counter("etcd_errors", "failed etcd calls (retried)")
+        self.etcd_repairs = counter("etcd_repairs", "records put back after another writer changed or deleted them")
+        self.stale = gauge(
+            "cluster_stale",
+            "1 while the cluster has been unreachable longer than its staleAfterSeconds (its record says stale)",
+            ("cluster",),
+        )
         self.leader = gauge("leader", "1 while this replica is the leader (the only writer)")
+        self.lease_confirmed = gauge(
+            "lease_confirmed_timestamp_seconds",
+            "Unix time at which the last keep-alive etcd confirmed was sent (the lease lasts leaseSeconds from then)",
+        )
+        self.lease_seconds = gauge("lease_seconds", "leaseSeconds of the config: the TTL of the leader lease")
         self.resyncs = counter("resyncs", "full comparisons of etcd with the clusters")
         self.resync_period = gauge("resync_period_seconds", "resyncSeconds of the config: the period of resyncs")
         self.last_resync = gauge(

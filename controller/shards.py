@@ -19,6 +19,7 @@ says what was wrong.
 
 import ipaddress
 import socket
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -113,7 +114,8 @@ def object_key(obj: object) -> tuple[str, str]:
     meta = _field(obj, "metadata", dict)
     name, namespace = meta.get("name"), meta.get("namespace", "default")
     try:
-        return names.check_label(namespace, "namespace"), names.check_label(name, "name")
+        # interned: a name is kept by its Service, its slices and the view's sets, once
+        return sys.intern(names.check_label(namespace, "namespace")), sys.intern(names.check_label(name, "name"))
     except ValueError as exc:
         raise ShapeError(f"metadata: {exc}") from exc
 
@@ -239,8 +241,8 @@ def slice_info(obj: object) -> SliceInfo:
     ready = [endpoint for endpoint in endpoints if _endpoint_ready(endpoint)]
     addresses, hostnames = _ready_addresses(ready, address_type)
     ports = _ports(obj.get("ports") or [], "ports")
-    return SliceInfo(namespace, name, service if isinstance(service, str) else None, address_type, len(ready),
-                     addresses, hostnames, ports)
+    owner = sys.intern(service) if isinstance(service, str) else None
+    return SliceInfo(namespace, name, owner, sys.intern(address_type), len(ready), addresses, hostnames, ports)
 
 
 def _ready_addresses(ready: list[dict[str, Any]], address_type: str) -> tuple[bytes, tuple[str | None, ...] | None]:
@@ -363,7 +365,22 @@ def _ports(items: object, where: str = "spec.ports") -> tuple[Port, ...]:
         if type(number) is not int or not 1 <= number <= 65535:
             raise ShapeError(f"{where}[{name}].port: {number!r} is not 1-65535")
         ports.append(Port(name, protocol, number))
-    return tuple(ports)
+    return _shared(tuple(ports))
+
+
+_PORT_LISTS: dict[tuple[Port, ...], tuple[Port, ...]] = {}
+_PORT_LISTS_MAX = 4096
+"""Port lists already seen, shared: most Services of a federation have one of a few
+(``http/TCP/80``), and each copy costs about 200 bytes of memory. Bounded in entries."""
+
+
+def _shared(ports: tuple[Port, ...]) -> tuple[Port, ...]:
+    known = _PORT_LISTS.get(ports)
+    if known is not None:
+        return known
+    if len(_PORT_LISTS) < _PORT_LISTS_MAX:
+        _PORT_LISTS[ports] = ports
+    return ports
 
 
 def describe(record: ShardRecord) -> str:

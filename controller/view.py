@@ -1,7 +1,8 @@
 """The in-memory view of one member cluster, kept by its list/watch streams.
 
 A :class:`ClusterView` holds the cluster's Services, EndpointSlices and (with
-``serviceExports``) ServiceExports, each shrunk by :mod:`controller.shards`.
+``serviceExports``) ServiceExports, each shrunk by :mod:`controller.shards` in the
+watch thread that read it (:meth:`ClusterView.shrinker`).
 Every change returns the federated services it touched, ``(namespace,
 service)`` pairs, so that the writer looks at those shards only. The view lives
 on the controller's event loop; the watch threads hand it objects through
@@ -66,13 +67,16 @@ class ClusterView:
         """True once every resource has been listed at least once."""
         return self.listed.issuperset(self.resources)
 
-    def replace(self, resource: str, objects: Iterable[Any]) -> set[Key]:
-        """Take a complete list of ``resource``; returns the services whose shard may have changed."""
-        fresh: dict[Key, Any] = {}
-        for obj in objects:
-            key, info = self._parse(resource, obj)
-            if key is not None and info is not None:
-                fresh[key] = info
+    def shrinker(self, resource: str) -> Callable[[Any], tuple[Key | None, Any]]:
+        """What the watch thread of ``resource`` applies to each decoded object: its key
+        and its shrunk form; ``(key, None)`` when only the key could be read, ``(None,
+        None)`` when not even that (logged and counted here; thread-safe)."""
+        return lambda obj: self._parse(resource, obj)
+
+    def replace(self, resource: str, objects: Iterable[tuple[Key | None, Any]]) -> set[Key]:
+        """Take a complete list of ``resource`` (shrunk objects); returns the services
+        whose shard may have changed."""
+        fresh = {key: info for key, info in objects if key is not None and info is not None}
         touched: set[Key] = set()
         for key in self._store(resource).keys() - fresh.keys():
             touched |= self._put(resource, key, None)
@@ -81,9 +85,10 @@ class ClusterView:
         self.listed.add(resource)
         return self._refresh(touched)
 
-    def apply(self, resource: str, event_type: str, obj: Any) -> set[Key]:
-        """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``); returns the services touched."""
-        key, info = self._parse(resource, obj)
+    def apply(self, resource: str, event_type: str, obj: tuple[Key | None, Any]) -> set[Key]:
+        """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``) of a shrunk object;
+        returns the services touched."""
+        key, info = obj
         if key is None:
             return set()
         return self._refresh(self._put(resource, key, None if event_type == "DELETED" else info))

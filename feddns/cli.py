@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("controller.cli", "run the FederatedDNSController (member clusters -> etcd)"),
     "stubzone": ("stubzone.cli", "run the stub-zone HTTPS endpoint of a cluster's DNS pod"),
     "certs": ("stubzone.certs", "create a CA and issue server and client certificates"),
+    "links": ("links.cli", "run the admission webhook injecting explicit links to federated services"),
 }
 
 LOG_LEVELS = ("debug", "info", "warning", "error")

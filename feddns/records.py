@@ -32,6 +32,10 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 """Service port protocols (Kubernetes ``spec.ports[].protocol``)."""
 
+STALE_ACTIONS = ("demote", "drop")
+"""What ``feddns serve`` does with the shards of a stale cluster (docs/reference.md section 2):
+move them to the last tier, or leave them out."""
+
 LOCALITY, FAILOVER, WEIGHTED, LOCALITY_WEIGHTED = "locality", "failover", "weighted", "locality-weighted"
 POLICIES = (LOCALITY, FAILOVER, WEIGHTED, LOCALITY_WEIGHTED)
 """Answer policies (docs/reference.md section 2); ``locality`` is the default."""
@@ -156,12 +160,19 @@ class ClusterRecord:
     the ``cidrs`` its queries come from (source cluster, docs/reference.md
     section 3), and ``pod_network``: ``"routable"`` when other clusters can
     reach its pod IPs (a flat network: Submariner, Cilium ClusterMesh), else
-    ``"isolated"`` (the default; any other stored value reads as isolated)."""
+    ``"isolated"`` (the default; any other stored value reads as isolated).
+
+    ``stale``: the controller has not reached the cluster for its
+    ``staleAfterSeconds``; ``stale_action`` (``"demote"`` or ``"drop"``) says what
+    answers do with its shards meanwhile (docs/reference.md sections 2 and 4).
+    """
 
     zone: str | None = None
     region: str | None = None
     cidrs: tuple[IPNetwork, ...] = field(default=())
     pod_network: str = "isolated"
+    stale: bool = False
+    stale_action: str = "demote"
 
     @property
     def routable(self) -> bool:
@@ -185,10 +196,18 @@ class ClusterRecord:
         except (TypeError, ValueError) as exc:
             raise RecordError(f"cidrs: {exc}") from exc
         pod_network = ROUTABLE if value.get("podNetwork") == ROUTABLE else "isolated"
-        return cls(zone=zone, region=region, cidrs=networks, pod_network=pod_network)
+        stale, action = value.get("stale", False), value.get("staleAction", "demote")
+        if not isinstance(stale, bool):
+            raise RecordError(f"stale must be true or false, not {stale!r}")
+        if action not in STALE_ACTIONS:
+            raise RecordError(f"staleAction must be one of {', '.join(STALE_ACTIONS)}, not {action!r}")
+        return cls(zone=zone, region=region, cidrs=networks, pod_network=pod_network, stale=stale,
+                   stale_action=action)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object to store; fields without values are left out."""
+        """The JSON object to store: ``podNetwork`` always; zone, region and cidrs when they
+        have values; ``"stale": true`` only while stale and ``staleAction`` only when not
+        the default ``demote``."""
         obj: dict[str, Any] = {}
         if self.zone:
             obj["zone"] = self.zone
@@ -197,6 +216,10 @@ class ClusterRecord:
         if self.cidrs:
             obj["cidrs"] = [str(c) for c in self.cidrs]
         obj["podNetwork"] = self.pod_network
+        if self.stale:
+            obj["stale"] = True
+        if self.stale_action != "demote":
+            obj["staleAction"] = self.stale_action
         return obj
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+import feddns.etcd
 from feddns import names
 from feddns.dns import transport
 from feddns.dns.index import Index
@@ -50,6 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="SOA minimum: TTL of NXDOMAIN and NODATA answers in seconds (default 30)")
     add("--etcd", action="append", metavar="URL", help="etcd client URL (repeatable), e.g. http://127.0.0.1:2379")
     add("--etcd-prefix", default="", help="key prefix P of docs/reference.md section 4 (default empty)")
+    feddns.etcd.add_arguments(parser)
     add("--records", metavar="FILE",
         help="serve a YAML records file instead of etcd (keys and values of docs/reference.md section 4; "
              "reloaded when it changes)")
@@ -187,11 +189,14 @@ def run(args: argparse.Namespace) -> int:
     index = Index(layout)
     responder = Responder(index, settings)
     feed = Feed(index, responder)
+    access = feddns.etcd.access_from(args)
     if kind == "etcd":
-        from feddns.etcd import Endpoints
         from feddns.store.etcd import EtcdSource
 
-        source: object = EtcdSource(Endpoints(args.etcd), layout, feed)
+        source: object = EtcdSource(feddns.etcd.Endpoints(args.etcd, access=access), layout, feed)
+    elif access != feddns.etcd.Access():
+        raise ConfigError("--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and --etcd-password-file "
+                          "need --etcd")
     else:
         source = FileSource(Path(args.records) if kind == "records" else EXAMPLE, layout, feed)
         source.load()  # a bad records file stops start-up here (exit 2)

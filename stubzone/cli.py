@@ -17,6 +17,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+import feddns.etcd
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.lifecycle import StopSignals, cannot_listen
@@ -36,6 +37,11 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
     "kube_context": ("coredns", "kube-dns"),
     "etcd": ("skydns",),
     "etcd_prefix": ("skydns",),
+    "etcd_cacert": ("skydns",),
+    "etcd_cert": ("skydns",),
+    "etcd_key": ("skydns",),
+    "etcd_user": ("skydns",),
+    "etcd_password_file": ("skydns",),
     "skydns_etcd_api": ("skydns",),
     "unbound_config": ("unbound",),
     "unbound_control": ("unbound",),
@@ -76,6 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     etcd.add_argument("--etcd-prefix", help="'/' + SkyDNS's -path-prefix (default /skydns)")
     etcd.add_argument("--skydns-etcd-api", choices=("v2", "v3"),
                       help="the etcd API SkyDNS reads: v2 (released SkyDNS, default) or v3 (builds with -etcd3)")
+    feddns.etcd.add_arguments(etcd)
     unbound = parser.add_argument_group("unbound")
     unbound.add_argument("--unbound-config", type=Path, metavar="FILE",
                          help="unbound.conf of the running unbound; it includes DIR/feddns/*.conf (DIR: its directory)")

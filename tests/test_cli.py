@@ -19,7 +19,11 @@ def feddns(*args: str) -> subprocess.CompletedProcess[str]:
     (["serve", "--zone", "bad_zone."], "--zone"),
     (["serve", "--listen", "127.0.0.1"], "has no port"),
     (["serve", "--listen", "127.0.0.1:99999"], "port"),
-    (["serve", "--etcd", "https://127.0.0.1:2379"], "only http://"),
+    (["serve", "--etcd", "http://feddns:s3cret@127.0.0.1:2379"], "has credentials in it: refused"),
+    (["serve", "--etcd", "https://127.0.0.1:2379", "--etcd-cacert", "/nonexistent.crt"],
+     "--etcd-cacert /nonexistent.crt: cannot read"),
+    (["serve", "--etcd", "http://127.0.0.1:2379", "--etcd-user", "feddns"], "FEDDNS_ETCD_PASSWORD is empty or unset"),
+    (["serve", "--etcd-user", "feddns", "--etcd-password-file", "/etc/hostname"], "need --etcd"),
     (["serve", "--etcd-prefix", "noslash"], "must start with '/'"),
     (["serve", "--cluster-option-code", "8"], "option code"),
     (["serve", "--no-such-flag"], "unrecognized arguments"),
@@ -56,7 +60,7 @@ def test_bad_records_file_stops_startup_naming_the_problem(text, words):
 def test_help_lists_every_subcommand():
     result = feddns("--help")
     assert result.returncode == 0
-    for command in ("serve", "controller", "stubzone", "certs"):
+    for command in ("serve", "controller", "stubzone", "certs", "links"):
         assert command in result.stdout
 
 

@@ -109,12 +109,21 @@ def _ecs_reply(subnet: tuple[bytes, int, bytes], scope: int) -> bytes:
     return raw[:3] + bytes((scope,)) + raw[4:]
 
 
-def tier(fed: Federation, source: str | None, cluster: str) -> Tier:
-    """The tier of ``cluster``'s shard for an asker in ``source``."""
-    if source is None:
-        return Tier.OTHER
+def tier(fed: Federation, source: str | None, cluster: str) -> Tier | None:
+    """The tier of ``cluster``'s shard for an asker in ``source``; ``None`` when it is left out.
+
+    A shard of a stale cluster (its record says ``"stale": true``: the controller has
+    not reached it for its ``staleAfterSeconds``) is in the last tier, or left out
+    with ``"staleAction": "drop"``, for every asker but the cluster itself, whose own
+    query shows that it is up (docs/reference.md section 2).
+    """
     if cluster == source:
         return Tier.OWN
+    stale = _stale(fed, source, cluster)
+    if stale is not None:
+        return None if stale == "drop" else Tier.OTHER
+    if source is None:
+        return Tier.OTHER
     mine, theirs = fed.clusters.get(source), fed.clusters.get(cluster)
     if mine is None or theirs is None:
         return Tier.OTHER
@@ -123,6 +132,15 @@ def tier(fed: Federation, source: str | None, cluster: str) -> Tier:
     if mine.region and mine.region == theirs.region:
         return Tier.SAME_REGION
     return Tier.OTHER
+
+
+def _stale(fed: Federation, source: str | None, cluster: str) -> str | None:
+    """``"demote"`` or ``"drop"`` when ``cluster``'s record says it is stale and the
+    asker is elsewhere (docs/reference.md section 2), else ``None``."""
+    record = fed.clusters.get(cluster)
+    if cluster == source or record is None or not record.stale:
+        return None
+    return record.stale_action
 
 
 MAX_ANSWER_BYTES = 65000
@@ -161,24 +179,32 @@ def ranked(node: Node, source: str | None) -> tuple[Policy, list[Group]]:
     ``locality`` and ``locality-weighted``: the four tiers (priority 10 x tier);
     ``failover``: each listed cluster alone, in list order, then the unlisted
     ones together (priority 10 x place); ``weighted``: one group (priority 0).
-    Weighted policies leave out shards of weight 0.
+    Weighted policies leave out shards of weight 0. The shards of stale clusters
+    come last (in tier 3, or a group of their own after the others), or are left
+    out with ``staleAction: drop``, unless the asker is in that cluster.
     """
     assert node.shards is not None and node.federation is not None
+    fed = node.federation
     shards = node.shards
     chosen = service_policy(shards)
     name = chosen.name
     weighted = name in (WEIGHTED, LOCALITY_WEIGHTED)
-    healthy = [c for c in sorted(shards) if shards[c].healthy and not (weighted and shards[c].weight == 0)]
+    healthy = [c for c in sorted(shards) if shards[c].healthy and not (weighted and shards[c].weight == 0)
+               and _stale(fed, source, c) != "drop"]
+    last = [c for c in healthy if _stale(fed, source, c) == "demote"]
     if name == FAILOVER:
-        listed = [c for c in chosen.failover_order if c in shards and shards[c].healthy]
-        rest = [c for c in healthy if c not in chosen.failover_order]
-        clusters = [[c] for c in listed] + ([rest] if rest else [])
+        listed = [c for c in chosen.failover_order if c in healthy and c not in last]
+        rest = [c for c in healthy if c not in chosen.failover_order and c not in last]
+        clusters = [[c] for c in listed] + [group for group in (rest, last) if group]
         return chosen, [(10 * place, group) for place, group in enumerate(clusters)]
     if name == WEIGHTED:
-        return chosen, [(0, healthy)] if healthy else []
+        fresh = [c for c in healthy if c not in last]
+        return chosen, [(10 * place, group) for place, group in enumerate(g for g in (fresh, last) if g)]
     tiers: list[list[str]] = [[], [], [], []]
     for cluster in healthy:
-        tiers[tier(node.federation, source, cluster)].append(cluster)
+        rank = tier(fed, source, cluster)
+        if rank is not None:
+            tiers[rank].append(cluster)
     return chosen, [(10 * rank, group) for rank, group in enumerate(tiers) if group]
 
 

@@ -31,6 +31,7 @@ import ipaddress
 import json
 import logging
 import re
+import ssl
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,9 +40,9 @@ from urllib.parse import quote
 
 import aiohttp
 
+import feddns.etcd
 from feddns import names
 from feddns.errors import ConfigError
-from feddns.hostport import parse_etcd_url
 from stubzone.backends import Backend, BackendUnavailable, Deadline
 from stubzone.model import DEFAULT_PORT, Nameserver, StubDomains, StubZone
 
@@ -139,13 +140,14 @@ def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
     prefix = args.etcd_prefix or "/skydns"
     if not prefix.startswith("/"):
         raise ConfigError(f"--etcd-prefix {prefix!r} must start with '/'")
-    urls = args.etcd or [DEFAULT_ETCD]
+    endpoints = feddns.etcd.Endpoints(args.etcd or [DEFAULT_ETCD], args.backend_timeout,
+                                      feddns.etcd.access_from(args))
     layout = SkyDNSLayout(domains, prefix)
     if args.skydns_etcd_api == "v3":
         from stubzone.backends import skydns_etcd3  # aetcd and gRPC only for this choice
 
-        return skydns_etcd3.SkyDNSEtcd3(urls, layout, args.backend_timeout)
-    return SkyDNSEtcd2(urls, layout, args.backend_timeout)
+        return skydns_etcd3.SkyDNSEtcd3(endpoints, layout)
+    return SkyDNSEtcd2(endpoints, layout)
 
 
 class CompareFailed(Exception):
@@ -163,20 +165,25 @@ class Node:
 class SkyDNSEtcd2:
     """Reads and programs SkyDNS stub domains through etcd's v2 HTTP API.
 
-    ``urls`` are ``http://host:port`` client URLs, each tried once per call in
-    turn; ``timeout`` (seconds) bounds each API request, every HTTP request of it included.
+    ``etcd``'s client URLs are each tried once per call in turn; its timeout
+    (seconds) bounds each API request, every HTTP request of it included. Over
+    ``https://`` the TLS files of ``etcd.access`` are used, and with a user every
+    request carries HTTP basic auth (the v2 key space has users of its own,
+    ``/v2/auth``); both are read again when their files change (a rotated Secret).
     """
 
     name = "skydns"
     max_nameservers = MAX_NAMESERVERS
 
-    def __init__(self, urls: list[str], layout: SkyDNSLayout, timeout: float) -> None:
-        self.endpoints = [f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
-                          for host, port in map(parse_etcd_url, urls)]
+    def __init__(self, etcd: feddns.etcd.Endpoints, layout: SkyDNSLayout) -> None:
+        self.etcd = etcd
+        self.endpoints = [str(url) for url in etcd.urls]
         self.layout = layout
-        self.timeout = timeout
+        self.timeout = etcd.timeout
         self._current = 0
         self._session: aiohttp.ClientSession | None = None
+        self._session_files: tuple[object, ...] = ()
+        self._auth: aiohttp.BasicAuth | None = None
         # Writes from this process take turns (they are rare: clusters joining); the
         # compare-and-swap guards order writers in other processes. One lock, not one per
         # federation: a client posting many names must not grow memory.
@@ -237,7 +244,7 @@ class SkyDNSEtcd2:
         if status == 404:
             return index, {}
         if status != 200:
-            raise BackendUnavailable(f"etcd answered GET {directory} with {status}: {_message(body)}")
+            raise BackendUnavailable(f"etcd answered GET {directory} with {status}: {_message(body, status)}")
         leaves: dict[str, Node] = {}
         _collect(body.get("node", {}), leaves)
         return index, leaves
@@ -313,7 +320,7 @@ class SkyDNSEtcd2:
                     index = int(response.headers.get("X-Etcd-Index", "0"))
                     return response.status, body if isinstance(body, dict) else {}, index
             except aiohttp.ClientConnectorError as exc:  # never connected: nothing sent
-                failure = str(exc)
+                failure = _describe(exc)
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 if write:
                     raise BackendUnavailable(f"etcd {self.endpoints[self._current]}: {method} {key}: "
@@ -321,12 +328,27 @@ class SkyDNSEtcd2:
                 failure = _describe(exc)
             log.warning("etcd %s: %s", self.endpoints[self._current], failure)
             self._current = (self._current + 1) % len(self.endpoints)
-        raise BackendUnavailable(f"etcd cannot be reached: {failure}")
+        raise BackendUnavailable(f"etcd {failure}" if failure.startswith("TLS") else
+                                 f"etcd cannot be reached: {failure}")
 
     def _client(self) -> aiohttp.ClientSession:
+        """The HTTP session; made again when the certificate or password files changed."""
+        files = self.etcd.signature()
+        if self._session is not None and files != self._session_files:
+            log.info("etcd: the client certificate or password files changed; using the new ones")
+            old, self._session = self._session, None
+            asyncio.get_running_loop().create_task(old.close())
         if self._session is None:
+            access = self.etcd.access
+            context = access.tls.ssl_context() if access.tls is not None else None
+            password = access.password()
+            self._auth = aiohttp.BasicAuth(access.user, password) if access.user and password else None
             # A new connection per request: no stale keep-alive connection after an etcd restart.
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True, ssl=context if context is not None else True),
+                auth=self._auth,
+            )
+            self._session_files = files
         return self._session
 
 
@@ -344,13 +366,20 @@ def _check_write(status: int, body: dict[str, Any], what: str) -> None:
     if status in (200, 201):
         return
     if body.get("errorCode") in (100, 101, 105):  # not found, compare failed, already exists
-        raise CompareFailed(_message(body))
-    raise BackendUnavailable(f"etcd refused {what} with {status}: {_message(body)}", may_have_applied=False)
+        raise CompareFailed(_message(body, status))
+    raise BackendUnavailable(f"etcd refused {what} with {status}: {_message(body, status)}", may_have_applied=False)
 
 
-def _message(body: dict[str, Any]) -> str:
-    return f"{body.get('message', 'no message')} ({body.get('cause', '')})"
+def _message(body: dict[str, Any], status: int = 0) -> str:
+    """etcd's v2 error; a 401 (error 110) says that the user or password was refused."""
+    text = f"{body.get('message', 'no message')} ({body.get('cause', '')})"
+    if status == 401 or body.get("errorCode") == 110:
+        return f"authentication failed (--etcd-user and its password; v2 users are not v3 users): {text}"
+    return text
 
 
 def _describe(exc: BaseException) -> str:
+    causes = [exc, getattr(exc, "os_error", None), exc.__cause__, exc.__context__]
+    if any(isinstance(cause, ssl.SSLError | aiohttp.ClientSSLError) for cause in causes):
+        return f"TLS handshake failed (wrong CA, or etcd refused the client certificate): {exc}"
     return str(exc) or type(exc).__name__

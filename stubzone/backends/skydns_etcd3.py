@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import aetcd
 
-from feddns.etcd import Endpoints, EtcdError, prefix_range_end
+from feddns.etcd import Endpoints, EtcdError, describe, failure_kind, prefix_range_end
 from stubzone.backends import BackendUnavailable, Deadline
 from stubzone.backends.skydns import MAX_NAMESERVERS, SkyDNSLayout
 from stubzone.model import Nameserver, StubZone
@@ -46,18 +46,20 @@ Operation = Callable[[aetcd.Client, _Sent], Awaitable[T]]
 class SkyDNSEtcd3:
     """Reads and programs stub domains in the cluster's SkyDNS etcd v3 key space.
 
-    ``urls`` are the etcd client URLs, each tried once per request; ``timeout``
-    (seconds) bounds each request, its etcd calls included. Every method raises
-    :class:`BackendUnavailable` when no endpoint answers.
+    ``endpoints`` are the etcd client URLs, each tried once per request, with
+    their TLS files and user; ``timeout`` (seconds) bounds each request, its etcd
+    calls included. Every method raises :class:`BackendUnavailable` when no
+    endpoint answers, saying when etcd refused the credentials rather than could
+    not be reached.
     """
 
     name = "skydns"
     max_nameservers = MAX_NAMESERVERS
 
-    def __init__(self, urls: list[str], layout: SkyDNSLayout, timeout: float) -> None:
-        self.endpoints = Endpoints(urls, timeout=timeout)
+    def __init__(self, endpoints: Endpoints, layout: SkyDNSLayout) -> None:
+        self.endpoints = endpoints
         self.layout = layout
-        self.timeout = timeout
+        self.timeout = endpoints.timeout
         # Writes from this process take turns: racing them only to let the etcd guard
         # below sort them out made concurrent POSTs run out of retries (503) under load.
         # The guard stays for writers in other processes. One lock, not one per
@@ -107,11 +109,12 @@ class SkyDNSEtcd3:
     async def _with_client(self, operation: Operation[T], deadline: Deadline) -> T:
         """Run ``operation`` with a fresh client, trying each endpoint once, all within ``deadline``.
 
-        A fresh client per request keeps no state across requests and skips
-        gRPC's reconnect back-off after an etcd outage (up to 120 s). A
-        transaction either committed or did not: when the connection fails or
-        the deadline comes while one is in flight, the answer says it may have
-        been applied.
+        A fresh client per request keeps no state across requests, reads the
+        certificate and password files as they are now (a rotated Secret is used
+        at once) and skips gRPC's reconnect back-off after an etcd outage (up to
+        120 s). A transaction either committed or did not: when the connection
+        fails or the deadline comes while one is in flight, the answer says it may
+        have been applied.
         """
         failure: Exception | None = None
         sent = _Sent()
@@ -123,12 +126,13 @@ class SkyDNSEtcd3:
                             return await operation(client, sent)
                     except EtcdError as exc:
                         failure = exc
-                        log.warning("etcd %s: %s", self.endpoints.current, exc)
+                        log.warning("etcd %s: %s", self.endpoints.current, describe(exc))
                         self.endpoints.failover()
         except TimeoutError as exc:
             raise BackendUnavailable(f"etcd {self.endpoints.current} did not answer within {deadline.seconds:g} s",
                                      may_have_applied=sent.transaction) from exc
-        raise BackendUnavailable(f"etcd cannot be reached: {failure}")
+        assert failure is not None
+        raise BackendUnavailable(f"etcd {describe(failure)}")
 
     async def _read(self, client: aetcd.Client, prefix: str) -> tuple[int, dict[str, bytes]]:
         """``(revision, {key: value})`` of the nameserver keys under ``prefix``.
@@ -168,9 +172,9 @@ class SkyDNSEtcd3:
             sent.transaction = True
             try:
                 succeeded, _ = await client.transaction(compare=[guard], success=operations, failure=[])
-            except EtcdError as exc:
-                raise BackendUnavailable(f"etcd {self.endpoints.current}: transaction on {directory}: {exc}",
-                                         may_have_applied=True) from exc
+            except EtcdError as exc:  # refused credentials or permissions: etcd applied nothing
+                raise BackendUnavailable(f"etcd {self.endpoints.current}: transaction on {directory}: {describe(exc)}",
+                                         may_have_applied=failure_kind(exc) == "unreachable") from exc
             if succeeded:  # a timeout from here on (closing the client) still says it may have been applied
                 log.debug("%s: %d keys written, %d deleted", directory, len(desired), len(stale))
                 return found

@@ -126,6 +126,8 @@ def test_readiness_going_to_zero_is_written(etcd, etcd_prefix, running, foo):
 
 def test_compare_before_put_writes_nothing_for_no_change(etcd, etcd_prefix, running, foo):
     wait_records(etcd, etcd_prefix, SYNCED)
+    # etcd holds a record a moment before the writer counts it: wait for the count too
+    wait_until(lambda: running.metric("feddns_controller_etcd_writes_total") == len(SYNCED), what="writes counted")
     writes = running.metric("feddns_controller_etcd_writes_total")
     before = mod_revisions(etcd, etcd_prefix)
     same = foo.get("Service", "myns", "myservice")
@@ -154,7 +156,7 @@ def test_service_exports_select_services_without_the_label(etcd, etcd_prefix, fo
 
 
 class RecordingPublisher:
-    """A Publisher (controller.external.Publisher) that remembers the desired states it was handed."""
+    """A Publisher (controller.sync.Publisher) that remembers the desired states it was handed."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict, list]] = []

@@ -2,6 +2,7 @@
 and with the ``feddns`` command line."""
 
 import posixpath
+import tomllib
 from pathlib import Path
 
 import kubernetes_validate
@@ -10,6 +11,7 @@ import yaml
 
 from controller.config import parse_config
 from feddns.cli import build_parser
+from links.policy import parse_policies
 from stubzone.backends.corefile import parse as parse_corefile
 from stubzone.cli import check_flags
 from tests.deploy.manifests import (
@@ -40,10 +42,11 @@ def test_there_is_a_manifest_for_each_part():
     kinds = {(obj["kind"], obj["metadata"]["name"]) for obj in OBJECTS}
     assert {("Deployment", "feddns"), ("StatefulSet", "feddns-etcd"), ("Service", "feddns"),
             ("Deployment", "feddns-stubzone"), ("ConfigMap", "coredns-feddns"), ("Deployment", "skydns"),
-            ("StatefulSet", "skydns-etcd"), ("Deployment", "kube2sky")} <= kinds
+            ("StatefulSet", "skydns-etcd"), ("Deployment", "kube2sky"), ("Deployment", "feddns-links"),
+            ("MutatingWebhookConfiguration", "links.feddns.io")} <= kinds
     assert {path.parent.name for path in (DEPLOY / "cluster-dns").rglob("*.yaml")} == {"coredns", "kube-dns", "skydns"}
     commands = {c.spec["args"][0] for c in FEDDNS_CONTAINERS}
-    assert commands == {"serve", "controller", "stubzone"}
+    assert commands == {"serve", "controller", "stubzone", "links"}
 
 
 @pytest.mark.parametrize("path", manifest_files(), ids=lambda p: str(p.relative_to(p.parents[1])))
@@ -179,7 +182,7 @@ def test_referenced_configmap_and_secret_keys_exist():
 
 @pytest.mark.parametrize("container", FEDDNS_CONTAINERS, ids=lambda c: c.where)
 def test_files_named_in_arguments_are_mounted(container: Container):
-    for name in ("config", "cert", "key", "client-ca"):
+    for name in ("config", "cert", "key", "client-ca", "policies"):
         for path in flag(container.spec["args"], name):
             container.mount_for(path)
 
@@ -286,3 +289,69 @@ def test_skydns_reads_what_the_endpoint_writes():
     assert options["machines"] == flag(stubzone, "etcd")[0] == flag(kube2sky.spec["args"], "etcd-server")[0]
     assert find(objects, "Deployment", "kube-system", "skydns")["spec"]["template"]["metadata"]["labels"][
         "k8s-app"] == "kube-dns"  # the cluster's kube-dns Service sends it the queries
+
+
+# -- deploy/links/: the service-links webhook ------------------------------------------------
+
+def _links() -> tuple[Container, dict]:
+    (container,) = [c for c in FEDDNS_CONTAINERS if c.spec["args"][0] == "links"]
+    (hook,) = find(OBJECTS, "MutatingWebhookConfiguration", "default", "links.feddns.io")["webhooks"]
+    return container, hook
+
+
+def test_links_webhook_never_blocks_pods_and_gating_fits_its_timeout():
+    container, hook = _links()
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["timeoutSeconds"] == 5
+    assert hook["sideEffects"] == "None" and "v1" in hook["admissionReviewVersions"]
+    assert hook["namespaceSelector"] == {"matchLabels": {"links.feddns.io/enabled": "true"}}
+    assert hook["rules"] == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                              "resources": ["pods"], "scope": "Namespaced"}]
+    (gating,) = flag(container.spec["args"], "gating-timeout")
+    assert float(gating) <= 2 < hook["timeoutSeconds"]
+
+
+def test_links_webhook_calls_the_service_in_front_of_the_webhook_pods():
+    container, hook = _links()
+    target = hook["clientConfig"]["service"]
+    assert target["path"] == "/mutate"
+    service = find(OBJECTS, "Service", target["namespace"], target["name"])
+    (port,) = [p for p in service["spec"]["ports"] if p["port"] == target["port"]]
+    (listen,) = flag(container.spec["args"], "listen")
+    assert container.port(port["targetPort"])["containerPort"] == int(listen.rsplit(":", 1)[1])
+    assert namespace(container.workload) == target["namespace"]
+    assert target["namespace"] not in _opted_in_namespaces(hook), "the webhook must not gate its own pods"
+
+
+def _opted_in_namespaces(hook: dict) -> set[str]:
+    wanted = hook["namespaceSelector"]["matchLabels"].items()
+    return {o["metadata"]["name"] for o in OBJECTS
+            if o["kind"] == "Namespace" and wanted <= (o["metadata"].get("labels") or {}).items()}
+
+
+def test_links_service_account_may_list_and_watch_services():
+    container, _ = _links()
+    account = container.workload["spec"]["template"]["spec"]["serviceAccountName"]
+    ns = namespace(container.workload)
+    find(OBJECTS, "ServiceAccount", ns, account)
+    bindings = [o for o in OBJECTS if o["kind"] == "ClusterRoleBinding"
+                and {"kind": "ServiceAccount", "name": account, "namespace": ns} in o["subjects"]]
+    rules = [rule for b in bindings for rule in find(OBJECTS, "ClusterRole", "default", b["roleRef"]["name"])["rules"]]
+    assert any("" in r["apiGroups"] and "services" in r["resources"] and {"get", "list", "watch"} <= set(r["verbs"])
+               for r in rules)
+
+
+def test_links_policy_configmap_is_a_valid_policy_file_mounted_whole():
+    container, _ = _links()
+    (path,) = flag(container.spec["args"], "policies")
+    mount = container.mount_for(path)
+    assert "subPath" not in mount, "a subPath mount never sees ConfigMap updates"
+    configmap = find(OBJECTS, "ConfigMap", namespace(container.workload), "feddns-links-policies")
+    policies = parse_policies(yaml.safe_load(configmap["data"][Path(path).name]))
+    assert len(policies) >= 1
+
+
+def test_the_image_holds_every_package_the_project_installs():
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    copied = {line.split()[1] for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")}
+    assert {pattern.rstrip("*") for pattern in include} <= copied

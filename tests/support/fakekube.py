@@ -26,6 +26,10 @@ about the protocol (Kubernetes API concepts, "Efficient detection of changes"):
   ``expire_watches()`` sends that error to every open watch;
 * ``stop()`` takes the server off the network (connections refused) and
   ``start()`` brings it back on the same port, with its objects;
+  ``black_hole()`` keeps every connection open and answers nothing more
+  (no events, no bookmarks, no end at ``timeoutSeconds``, new requests never
+  answered), as a server behind a firewall that drops packets;
+  ``restore()`` ends that;
 * single objects of the writable kinds, ConfigMap (the stub-zone endpoint's
   store), EndpointSlice (the demo's ``fail``) and the ExternalDNS CRD
   DNSEndpoint (``externaldns.k8s.io/v1alpha1``, the controller's
@@ -208,11 +212,13 @@ class FakeKube:
         self._write_hooks: deque[Any] = deque()
         self.writes: list[tuple[str, str, int]] = []
         self._held = False
+        self._answering = asyncio.Event()
         self._ips = ipaddress.ip_network(service_cidr).hosts()
         next(self._ips)  # .1 is the kubernetes Service's
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fakekube-{name}", daemon=True)
         self._thread.start()
+        self._loop.call_soon_threadsafe(self._answering.set)
         self._runner: web.AppRunner | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -345,6 +351,14 @@ class FakeKube:
         sent are not sent (a client resumes from the last version it saw)."""
         self._end_watches("close")
 
+    def black_hole(self) -> None:
+        """Answer nothing from now on, closing nothing (see the module doc); ``restore()`` ends it."""
+        self._loop.call_soon_threadsafe(self._answering.clear)
+
+    def restore(self) -> None:
+        """Answer again after :meth:`black_hole` (what was held back is sent)."""
+        self._loop.call_soon_threadsafe(self._answering.set)
+
     def hold(self) -> None:
         """Stop sending events on open watches (a lagging watch); ``release()`` resumes."""
         with self._lock:
@@ -422,6 +436,7 @@ class FakeKube:
     # -- HTTP, on the server's loop ---------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        await self._answering.wait()  # black-holed: the request is never answered
         query = dict(request.query)
         self.requests.append((request.path, query))
         single = _object_route(request.path)
@@ -646,6 +661,9 @@ class FakeKube:
                 await asyncio.wait_for(watcher.wake.wait(), timeout)
             except TimeoutError:
                 pass
+            if not self._answering.is_set():
+                await self._answering.wait()  # black-holed: silent, and never ended
+                deadline = max(deadline, self._loop.time() + self.bookmark_interval)
             watcher.wake.clear()
             with self._lock:
                 if watcher.end is not None:

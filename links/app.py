@@ -1,0 +1,84 @@
+"""The HTTPS application: ``POST /mutate`` takes and returns an AdmissionReview (docs/reference.md section 8).
+
+Every body gets a 200 with an AdmissionReview, even one that is not JSON or
+makes the reviewer fail: the API server would otherwise apply the webhook's
+``failurePolicy`` and show the pod's creator an error for the webhook's fault.
+Bodies are limited to :data:`MAX_BODY` bytes (the API server's own request
+limit is 3 MiB).
+"""
+
+import json
+import logging
+import time
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from links.review import Outcome, Reviewer, respond
+
+log = logging.getLogger("links")
+
+MAX_BODY = 6 * 1024 * 1024
+"""Bytes of an AdmissionReview accepted (a pod of up to 3 MiB, with room for the review around it)."""
+
+
+class Metrics:
+    """The webhook's Prometheus metrics (``--metrics``): reviews by result and their latency."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.reviews = Counter("feddns_links_reviews_total", "AdmissionReviews answered, by result "
+                               "(patched, unchanged, denied, conflict, reinvoked, not-a-pod, malformed, error)",
+                               ["result"], registry=registry)
+        self.seconds = Histogram("feddns_links_review_seconds", "Time to answer an AdmissionReview, DNS gating included",
+                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 5),
+                                 registry=registry)
+        self.reloads = Counter("feddns_links_reloads_total", "Reloads of the policy file and the certificate, "
+                               "by file and result (ok, failed)", ["file", "result"], registry=registry)
+        self.shards = Gauge("feddns_links_local_shards", "Services carrying the federation label in this cluster",
+                            registry=registry)
+
+
+REVIEWER = web.AppKey("reviewer", Reviewer)
+METRICS = web.AppKey("metrics", Metrics)
+
+
+def make_app(reviewer: Reviewer, metrics: Metrics) -> web.Application:
+    """The aiohttp application answering ``POST /mutate``."""
+    app = web.Application(client_max_size=MAX_BODY)
+    app[REVIEWER], app[METRICS] = reviewer, metrics
+    app.router.add_post("/mutate", mutate)
+    return app
+
+
+async def mutate(request: web.Request) -> web.Response:
+    """Answer one AdmissionReview; the status is 200 whatever the body."""
+    started = time.perf_counter()
+    body = await request.read()
+    try:
+        review, outcome = await request.app[REVIEWER].review(body)
+    except Exception:  # a bug here must not become an error for the pod's creator: allow unchanged
+        log.exception("AdmissionReview failed; answering allowed, unchanged")
+        outcome = Outcome("error", warnings=["feddns links: internal error (see its log); nothing was changed"])
+        review = respond(_uid(body), outcome)
+    metrics = request.app[METRICS]
+    metrics.reviews.labels(outcome.result).inc()
+    metrics.seconds.observe(time.perf_counter() - started)
+    _log(outcome)
+    return web.json_response(review)
+
+
+def _uid(body: bytes) -> str:
+    try:
+        uid = json.loads(body)["request"]["uid"]
+    except (ValueError, KeyError, TypeError):
+        return ""
+    return uid if isinstance(uid, str) else ""
+
+
+def _log(outcome: Outcome) -> None:
+    if outcome.result == "denied":
+        log.info("pod %s denied: %s", outcome.pod, outcome.message)
+    elif outcome.warnings:
+        log.info("pod %s %s, with warnings: %s", outcome.pod, outcome.result, " | ".join(outcome.warnings))
+    else:
+        log.debug("pod %s %s", outcome.pod, outcome.result)

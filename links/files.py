@@ -1,0 +1,130 @@
+"""Files the webhook reloads when they change: the policy file, the server certificate and key.
+
+Each is polled: a change of inode, modification time or size (``os.stat``,
+which follows symlinks, so a Kubernetes ConfigMap or Secret volume's atomic
+``..data`` swap counts) loads it again. A load that fails keeps what was
+loaded before and is logged once per change of the files, not once per poll.
+
+The server certificate is swapped without a restart: the context given to the
+server has an SNI callback (which OpenSSL calls for every ClientHello, with
+or without SNI) that hands each new handshake the context last loaded.
+Connections already open keep theirs.
+"""
+
+import logging
+import os
+import ssl
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from feddns.errors import ConfigError
+from links.policy import Policies, load_policies
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0
+"""How often the files' stamps are read."""
+
+Stamp = tuple[tuple[int, int, int] | None, ...]
+
+
+def stamp(paths: Sequence[Path]) -> Stamp:
+    """``(inode, mtime in ns, size)`` of each path, ``None`` for one that cannot be read."""
+    stamps: list[tuple[int, int, int] | None] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamps.append(None)
+        else:
+            stamps.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(stamps)
+
+
+class Watched:
+    """Calls ``load`` again when one of ``paths`` changes; ``what`` names them in logs.
+
+    ``load`` raises :class:`ConfigError` for bad content. The stamps are read
+    before ``load`` runs, so a write that lands during a load is seen at the
+    next :meth:`check`. ``reloads`` and ``failures`` count the outcomes.
+    """
+
+    def __init__(self, what: str, paths: Sequence[Path], load: Callable[[], None]) -> None:
+        self.what = what
+        self._paths = list(paths)
+        self._load = load
+        self._stamp = stamp(self._paths)
+        self.reloads = 0
+        self.failures = 0
+
+    def check(self) -> bool | None:
+        """Reload if the files changed: ``True`` when reloaded, ``False`` when the new content is bad, else ``None``."""
+        current = stamp(self._paths)
+        if current == self._stamp:
+            return None
+        self._stamp = current
+        try:
+            self._load()
+        except ConfigError as exc:
+            self.failures += 1
+            log.warning("%s; keeping the %s loaded before", exc, self.what)
+            return False
+        self.reloads += 1
+        log.info("%s reloaded", self.what)
+        return True
+
+
+class PolicyFile:
+    """The policies of ``path`` (``None``: no file, no policies), reloaded by :attr:`watched`.
+
+    Raises :class:`ConfigError` when the file is bad at start.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.policies = load_policies(path) if path is not None else Policies()
+        self.watched = Watched(f"policy file {path}", [path] if path else [], self._reload)
+        self._path = path
+
+    def _reload(self) -> None:
+        assert self._path is not None
+        self.policies = load_policies(self._path)
+
+    def current(self) -> Policies:
+        """The policies loaded last."""
+        return self.policies
+
+
+class ServerCertificate:
+    """The server's TLS context, TLS 1.2 or later, whose certificate follows ``cert`` and ``key``.
+
+    Raises :class:`ConfigError` naming the flag when a file is missing or not
+    PEM, or the key does not match the certificate.
+    """
+
+    def __init__(self, cert: Path, key: Path) -> None:
+        self._cert, self._key = cert, key
+        self._current = self._load()
+        self.context = self._load()
+        self.context.sni_callback = self._pick
+        self.watched = Watched(f"certificate {cert} / key {key}", [cert, key], self._reload)
+
+    def _load(self) -> ssl.SSLContext:
+        for flag, path in (("--cert", self._cert), ("--key", self._key)):
+            try:
+                path.open("rb").close()
+            except OSError as exc:
+                raise ConfigError(f"{flag} {path}: {exc.strerror or exc}") from exc
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(self._cert, self._key)
+        except (ssl.SSLError, ValueError) as exc:
+            reason = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else str(exc)
+            raise ConfigError(f"--cert {self._cert} / --key {self._key}: {reason.lower().replace('_', ' ')}") from exc
+        return context
+
+    def _reload(self) -> None:
+        self._current = self._load()
+
+    def _pick(self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
+        connection.context = self._current

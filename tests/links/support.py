@@ -1,0 +1,221 @@
+"""Helpers of the links tests: certificates from ``feddns certs``, the real ``feddns links`` process,
+an HTTPS client speaking AdmissionReview, and pods to send."""
+
+import base64
+import copy
+import http.client
+import json
+import os
+import re
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+
+from feddns.cli import main as feddns_main
+from tests.support.ports import wait_until
+
+FEDERATION = "myfederation"
+LABEL = {"federation.feddns.io/name": FEDERATION}
+ZONE = "federation."
+STUB_ZONE = f"{FEDERATION}.svc.{ZONE}"
+
+# The federation as Federated-DNS serves it: postgres and redis exist; `idle` exists with no ready shard.
+RECORDS = f"""
+/{FEDERATION}/_clusters/foo: {{zone: z1, region: r1}}
+/{FEDERATION}/data/postgres/foo: {{clusterIP: 10.0.3.64, externalIP: 104.32.64.128}}
+/{FEDERATION}/data/redis/foo: {{clusterIP: 10.0.3.65, externalIP: 104.32.64.129}}
+/{FEDERATION}/data/idle/foo: {{clusterIP: 10.0.3.66, externalIP: 104.32.64.130, ready: 0}}
+"""
+
+JSON = dict[str, Any]
+
+
+def certs(*args: str) -> None:
+    """Run ``feddns certs ARGS`` in this process; fails the test unless it exits 0."""
+    assert feddns_main(["certs", *args]) == 0, args
+
+
+@dataclass(frozen=True)
+class Pki:
+    """A CA (``ca.crt``) in ``dir`` and a server certificate (``server``) for 127.0.0.1 and localhost."""
+
+    dir: Path
+
+    def cert(self, name: str = "server") -> tuple[Path, Path]:
+        return self.dir / f"{name}.crt", self.dir / f"{name}.key"
+
+    @property
+    def ca(self) -> Path:
+        return self.dir / "ca.crt"
+
+
+def make_pki(root: Path) -> Pki:
+    certs("init", "--dir", str(root), "--cn", "feddns links test CA")
+    certs("issue-server", "--dir", str(root), "--ip", "127.0.0.1", "--dns", "localhost")
+    return Pki(root)
+
+
+def pod(name: str = "app", *, annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+        containers: list[JSON] | None = None, init_containers: list[JSON] | None = None) -> JSON:
+    """A ``v1`` Pod as the API server passes it to a mutating webhook (defaults filled in)."""
+    spec: JSON = {"containers": containers if containers is not None else [{"name": "app", "image": "busybox"}],
+                  "restartPolicy": "Always"}
+    if init_containers is not None:
+        spec["initContainers"] = init_containers
+    meta: JSON = {"name": name, "namespace": "shop"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    if labels is not None:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def admission_review(obj: JSON, *, namespace: str = "shop", operation: str = "CREATE",
+                     kind: JSON | None = None, uid: str | None = None) -> JSON:
+    """An ``admission.k8s.io/v1`` AdmissionReview request for ``obj``."""
+    return {
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": uid or str(uuid.uuid4()),
+            "kind": kind or {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": kind or {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": obj.get("metadata", {}).get("name", ""), "namespace": namespace,
+            "operation": operation, "userInfo": {"username": "system:serviceaccount:shop:deployer"},
+            "object": obj, "oldObject": None, "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+@dataclass
+class Reply:
+    """An HTTP reply: status, the AdmissionReview's ``response`` (``None`` if absent) and the whole body."""
+
+    status: int
+    body: JSON | None
+
+    @property
+    def response(self) -> JSON:
+        assert self.body is not None and "response" in self.body, self.body
+        return dict(self.body["response"])
+
+    @property
+    def allowed(self) -> bool:
+        return bool(self.response["allowed"])
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.response.get("warnings") or [])
+
+    @property
+    def patch(self) -> list[JSON]:
+        response = self.response
+        if "patch" not in response:
+            return []
+        assert response["patchType"] == "JSONPatch"
+        return list(json.loads(base64.b64decode(response["patch"])))
+
+    def applied(self, obj: JSON) -> JSON:
+        """``obj`` with the reply's patch applied by the ``jsonpatch`` library (as the API server would)."""
+        return jsonpatch.apply_patch(copy.deepcopy(obj), self.patch) if self.patch else copy.deepcopy(obj)
+
+
+def env(obj: JSON, container: int = 0, key: str = "containers") -> list[tuple[str, str]]:
+    """``(name, value)`` of a container's env, in order (``valueFrom`` entries as ``<valueFrom>``)."""
+    entries = obj["spec"][key][container].get("env") or []
+    return [(e["name"], e.get("value", "<valueFrom>" if "valueFrom" in e else "")) for e in entries]
+
+
+class LinksProcess:
+    """``python -m feddns links --listen 127.0.0.1:0 ...`` with ``pki``'s server certificate."""
+
+    def __init__(self, pki: Pki, *extra: str, kubeconfig: str | None = None, resolver: str | None = None,
+                 policies: Path | None = None) -> None:
+        cert, key = pki.cert()
+        self.pki = pki
+        self.args = [sys.executable, "-m", "feddns", "links", "--listen", "127.0.0.1:0",
+                     "--cert", str(cert), "--key", str(key), "--log-level", "debug", *extra]
+        for flag, value in (("--kubeconfig", kubeconfig), ("--resolver", resolver), ("--policies", policies)):
+            if value is not None:
+                self.args += [flag, str(value)]
+        self.lines: list[str] = []
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, wait_for_shards: bool = True) -> "LinksProcess":
+        env_vars = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                                     env=env_vars)
+        threading.Thread(target=self._read_log, daemon=True).start()
+        line = self.wait_for_log(r"listening on https://127\.0\.0\.1:\d+", timeout=30)
+        self.port = int(line.rsplit(":", 1)[1])
+        if wait_for_shards:
+            self.wait_for_log(r"listed \d+ Services labelled", timeout=30)
+        return self
+
+    def _read_log(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for_log(self, pattern: str, timeout: float = 10.0, start: int = 0) -> str:
+        """The first log line from index ``start`` on matching ``pattern``; raises TimeoutError."""
+        regex = re.compile(pattern)
+
+        def found() -> str | None:
+            if self.proc is not None and self.proc.poll() is not None and not self.port:
+                raise RuntimeError(f"feddns links exited {self.proc.returncode}: {self.lines}")
+            return next((line for line in self.lines[start:] if regex.search(line)), None)
+
+        return wait_until(found, timeout=timeout, what=f"log line {pattern!r}")
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit status (0 for a clean stop)."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+    def context(self) -> ssl.SSLContext:
+        """A client context trusting the test CA only (as the API server trusts the caBundle only)."""
+        return ssl.create_default_context(cafile=str(self.pki.ca))
+
+    def post(self, body: bytes, *, path: str = "/mutate", content_type: str = "application/json",
+             method: str = "POST", timeout: float = 30) -> Reply:
+        """One HTTPS request over a fresh TLS connection verified against the test CA."""
+        connection = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context(), timeout=timeout)
+        try:
+            connection.request(method, path, body=body, headers={"Content-Type": content_type})
+            answer = connection.getresponse()
+            payload = answer.read()
+        finally:
+            connection.close()
+        try:
+            parsed = json.loads(payload)
+        except ValueError:
+            parsed = None
+        return Reply(answer.status, parsed if isinstance(parsed, dict) else None)
+
+    def review(self, obj: JSON, **kw: Any) -> Reply:
+        """Send an AdmissionReview for ``obj``; checks the reply is a 200 AdmissionReview echoing the uid."""
+        request = admission_review(obj, **kw)
+        reply = self.post(json.dumps(request).encode())
+        assert reply.status == 200, reply
+        assert reply.body is not None and reply.body["apiVersion"] == "admission.k8s.io/v1"
+        assert reply.body["kind"] == "AdmissionReview"
+        assert reply.response["uid"] == request["request"]["uid"]
+        return reply

@@ -1,0 +1,100 @@
+"""`feddns links` flags and files: a bad one exits 2 with one line naming it, before any socket opens."""
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.links.conftest import write
+from tests.links.support import Pki
+
+
+def links(pki: Pki, *args: str, kubeconfig: str | None = None) -> subprocess.CompletedProcess[str]:
+    cert, key = pki.cert()
+    base = ["--listen", "127.0.0.1:0", "--cert", str(cert), "--key", str(key), "--resolver", "127.0.0.1:53"]
+    if kubeconfig:
+        base += ["--kubeconfig", kubeconfig]
+    env = {"PATH": "/usr/bin:/bin"}  # and no KUBERNETES_SERVICE_HOST: not in a cluster
+    return subprocess.run([sys.executable, "-m", "feddns", "links", *base, *args], check=False, capture_output=True,
+                          text=True, timeout=30, env=env)
+
+
+def one_line(result: subprocess.CompletedProcess[str], words: str) -> None:
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--zone", "bad_zone."], "--zone 'bad_zone.'"),
+    (["--resolver", "dns.example:53"], "not an IP address"),
+    (["--resolver", "127.0.0.1:0"], "port must be from 1 to 65535"),
+    (["--gating-timeout", "0"], "--gating-timeout must be more than 0 and at most 4"),
+    (["--gating-timeout", "5"], "--gating-timeout"),
+    (["--listen", "127.0.0.1"], "has no port"),
+    (["--metrics", "localhost"], "has no port"),
+    (["--federation-label", "not a label"], "--federation-label: 'not a label' is not a label key"),
+    (["--cert", "/nonexistent.crt"], "--cert /nonexistent.crt: No such file or directory"),
+    (["--kubeconfig", "/nonexistent.kubeconfig"], "/nonexistent.kubeconfig"),
+    (["--policies", "/nonexistent.yaml"], "policy file /nonexistent.yaml: No such file or directory"),
+    (["--no-such-flag"], "unrecognized arguments"),
+])
+def test_bad_flags_exit_2_with_one_line(pki: Pki, kubeconfig: str, args, words):
+    one_line(links(pki, *args, kubeconfig=kubeconfig), words)
+
+
+def test_without_kubeconfig_outside_a_cluster_exits_2(pki: Pki):
+    one_line(links(pki), "no --kubeconfig and not in a cluster")
+
+
+def test_kubeconfig_that_is_not_one_exits_2(pki: Pki, tmp_path: Path):
+    one_line(links(pki, kubeconfig=str(write(tmp_path / "k", "just: [a, list]\n"))), "--kubeconfig")
+
+
+def test_key_of_another_certificate_exits_2(pki: Pki, kubeconfig: str, tmp_path: Path):
+    other = tmp_path / "other"
+    subprocess.run([sys.executable, "-m", "feddns", "certs", "init", "--dir", str(other)], check=True,
+                   capture_output=True)
+    one_line(links(pki, "--key", str(other / "ca.key"), kubeconfig=kubeconfig), "key values mismatch")
+
+
+@pytest.mark.parametrize("text,words", [
+    ("policies: [\n", "not YAML"),
+    ("- just a list\n", "must be a mapping"),
+    ("policy: []\n", "unknown key 'policy'"),
+    ("policies:\n  - {name: p, namespace: shop, selector: {}}\n", "policies[0]: links is missing"),
+    ("policies:\n  - {name: p, namespace: Shop, selector: {}, links: [{prefix: A, service: a.b.c}]}\n",
+     "policies[0].namespace: namespace 'Shop'"),
+    ("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: A, service: a.b}]}\n",
+     "policies[0].links[0]: 'a.b' is not <service>.<namespace>.<federation>"),
+    ("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: 9A, service: a.b.c}]}\n",
+     "policies[0].links[0]: prefix '9A'"),
+    ("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: A, service: a.b.c, required: 'no'}]}\n",
+     "policies[0].links[0].required: must be true or false"),
+    (("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: A, service: a.b.c, "
+     "ports: [{name: http, port: 0}]}]}\n"), "policies[0].links[0]: port 'http:0'"),
+    (("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: A, service: a.b.c, "
+     "ports: [{name: http, port: '80'}]}]}\n"), "policies[0].links[0].ports[0].port: must be a number"),
+    (("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: A, service: a.b.c}, "
+     "{prefix: a, service: d.e.f}]}\n"), "policies[0].links: a prefix is used twice"),
+    (("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: A, service: a.b.c}]}\n"
+     "  - {name: p, namespace: t, selector: {}, links: [{prefix: A, service: a.b.c}]}\n"),
+     "policies[1]: name 'p' is used twice"),
+    ("policies:\n  - {name: p, namespace: s, selector: {matchLabels: {a: b c}}, links: [{prefix: A, service: a.b.c}]}\n",
+     "policies[0].selector.matchLabels.a: 'b c' is not a label value"),
+])
+def test_bad_policy_file_exits_2_naming_the_entry(pki: Pki, kubeconfig: str, tmp_path: Path, text, words):
+    path = write(tmp_path / "policies.yaml", text)
+    one_line(links(pki, "--policies", str(path), kubeconfig=kubeconfig), f"policy file {path}: {words}")
+
+
+def test_listen_address_in_use_exits_2_naming_the_flag(pki: Pki, kubeconfig: str):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = links(pki, "--listen", f"127.0.0.1:{port}", kubeconfig=kubeconfig)
+    assert result.returncode == 2
+    assert f"--listen 127.0.0.1:{port}: Address already in use" in result.stderr.strip().splitlines()[-1]

@@ -1,0 +1,98 @@
+"""`feddns links` under attack and outage: floods of links and pods, a silent DNS, an API server that goes away."""
+
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.links.support import LABEL, LinksProcess, Pki, env, pod
+from tests.support.fakekube import FakeKube, service
+from tests.support.ports import wait_until
+
+LINKS = "links.feddns.io/services"
+
+
+def test_a_pod_with_too_many_links_is_cut_to_64_and_answered_in_time(webhook: LinksProcess):
+    annotation = ", ".join(f"L{i}=svc{i}.data.myfederation" for i in range(100))  # none exists
+    started = time.monotonic()
+    reply = webhook.review(pod(annotations={LINKS: annotation}))
+    assert time.monotonic() - started < 4.5
+    assert not reply.allowed
+    assert reply.warnings == ["feddns links: the pod has 100 links; only the first 64 are used"]
+    message = reply.response["status"]["message"]
+    assert "link L63 (annotation)" in message and "link L64 " not in message
+
+
+@pytest.fixture
+def silent_webhook(pki: Pki, kubeconfig: str) -> Iterator[LinksProcess]:
+    """A webhook whose cluster DNS takes every question and never answers."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        process = LinksProcess(pki, kubeconfig=kubeconfig, resolver=f"127.0.0.1:{silent.getsockname()[1]}").start()
+        yield process
+        assert process.stop() == 0, process.lines[-20:]
+
+
+def test_a_flood_of_pods_with_many_links_each_is_answered_within_the_deadline(silent_webhook: LinksProcess):
+    annotation = ", ".join(f"L{i}=svc{i}.data.myfederation" for i in range(64))
+
+    def one(index: int) -> tuple[float, bool, list[str]]:
+        started = time.monotonic()
+        reply = silent_webhook.review(pod(f"p{index}", annotations={LINKS: annotation}))
+        return time.monotonic() - started, reply.allowed, reply.warnings
+
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        results = list(pool.map(one, range(48)))  # 3,072 questions to a DNS that never answers
+    for elapsed, allowed, warnings in results:
+        assert elapsed < 4.5, f"a review took {elapsed:.1f} s: the API server would have given up"
+        assert allowed and len(warnings) == 15  # 64 unknowns, cut to the API server's limit
+        assert warnings[0].endswith("(no answer within 2 s); admitted")
+    assert silent_webhook.review(pod()).allowed  # and it still answers
+
+
+def test_api_server_down_at_start_then_back(pki: Pki, tmp_path: Path):
+    fake = FakeKube("late", bookmark_interval=0.2)
+    fake.start()
+    kubeconfig = fake.write_kubeconfig(str(tmp_path / "late.kubeconfig"))
+    fake.apply(service("data", "postgres", labels=LABEL, ports=[("sql", "TCP", 5432)]))
+    fake.stop()
+    process = LinksProcess(pki, kubeconfig=kubeconfig, resolver="127.0.0.1:9").start(wait_for_shards=False)
+    try:
+        submitted = pod(annotations={LINKS: "DB=postgres.data.myfederation?required=false"})
+        reply = process.review(submitted)  # not listed yet: the host only, and a warning saying why
+        assert env(reply.applied(submitted)) == [("DB_SERVICE_HOST", "postgres.data.myfederation.svc.federation.")]
+        assert reply.warnings == [("link DB: the local shard's ports are not known yet (Services not listed); "
+                                  "only DB_SERVICE_HOST was injected")]
+        process.wait_for_log("Kubernetes API: .*retrying")
+        fake.start()
+        process.wait_for_log(r"listed 1 Services labelled", timeout=60)
+        assert len(env(process.review(submitted).applied(submitted))) == 3
+
+        mark = len(process.lines)
+        fake.stop()  # an outage after the list: what is known is kept
+        process.wait_for_log("Kubernetes API: .*keeping 1 known shards", start=mark)
+        assert len(env(process.review(submitted).applied(submitted))) == 3
+        fake.start()
+        process.wait_for_log(r"listed 1 Services labelled", start=mark, timeout=60)
+        failures = [line for line in process.lines[mark:] if "Kubernetes API:" in line and "retrying" in line]
+        assert len(failures) == 1, failures  # the outage is logged once, not once per retry
+    finally:
+        assert process.stop() == 0
+        fake.close()
+
+
+def test_an_expired_watch_lists_again_and_misses_no_change(pki: Pki, kube: FakeKube, kubeconfig: str):
+    process = LinksProcess(pki, kubeconfig=kubeconfig, resolver="127.0.0.1:9").start()
+    try:
+        submitted = pod(annotations={LINKS: "K=kafka.data.myfederation?required=false"})
+        kube.expire_watches()  # 410 Gone: everything before now is forgotten
+        kube.apply(service("data", "kafka", labels=LABEL, ports=[("broker", "TCP", 9092)]))
+        wait_until(lambda: len(env(process.review(submitted).applied(submitted))) == 3, timeout=15,
+                   what="the Service made after the 410")
+        process.wait_for_log("expired")
+    finally:
+        kube.delete("Service", "data", "kafka")
+        assert process.stop() == 0
