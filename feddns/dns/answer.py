@@ -83,15 +83,7 @@ def opt_rr(do: bool, ecs: bytes | None = None, ext_rcode: int = 0) -> bytes:
 
 
 OPT_PLAIN, OPT_DO = opt_rr(False), opt_rr(True)
-
-
-def opt_for(query: Query, ecs: bytes | None) -> bytes:
-    """The OPT record answering ``query`` (``b""`` when the query had none)."""
-    if not query.edns:
-        return b""
-    if ecs is None:
-        return OPT_DO if query.do else OPT_PLAIN
-    return opt_rr(query.do, ecs)
+_OPTS = (OPT_PLAIN, OPT_DO)
 
 
 class Ordering(Protocol):
@@ -164,7 +156,7 @@ class Answer(Cached):
     ``fixed`` holds the joined records when every query gets the same order.
     """
 
-    __slots__ = ("fixed", "heads", "length", "ordering", "rcode", "rest", "tiers")
+    __slots__ = ("fixed", "heads", "length", "opts", "ordering", "rcode", "rest", "tiers")
 
     def __init__(self, rcode: int, *, authoritative: bool = True, tiers: Tiers = (), authority: Sequence[bytes] = (),
                  additional: Sequence[bytes] = (), ordering: Ordering = FIXED, labels: Labels = ("", "", ""),
@@ -175,6 +167,8 @@ class Answer(Cached):
         count = sum(len(tier) for tier in tiers)
         flags = QR | (AA if authoritative else 0) | (rcode & 0xF)
         self.heads = _head_table(flags, count, len(authority), len(additional))
+        extended = rcode >> 4  # the upper 8 bits of a 12-bit rcode go in the OPT (RFC 6891 6.1.3)
+        self.opts = _OPTS if not extended else (opt_rr(False, None, extended),) * 2
         self.ordering = ordering
         self.fixed: bytes | None = None
         if isinstance(ordering, Fixed) or all(len(tier) <= 1 for tier in tiers):
@@ -183,18 +177,26 @@ class Answer(Cached):
         size = self.length + BYTES_OVERHEAD * (count + 2) + 8 * count + 64 * (len(tiers) + 1) + 200
         super().__init__(size + ENTRY_OVERHEAD, owner, labels)
 
-    def reply(self, ident: bytes, query: Query, opt: bytes, limit: int) -> bytes:
-        """The reply to ``query`` (whose first two bytes were ``ident``) with ``opt``
-        appended, truncated (TC=1) when longer than ``limit`` bytes."""
+    def reply(self, ident: bytes, query: Query, ecs: bytes | None, tcp: bool) -> bytes:
+        """The reply to ``query`` (whose first two bytes were ``ident``): our OPT
+        record when the query had one (DO copied, ``ecs`` echoed when given),
+        truncated (TC=1, no records) when longer than the asker takes over UDP
+        (its EDNS payload size, at least 512 bytes; RFC 6891 6.2.5, RFC 1035 4.2.1)."""
         flags = query.flags
-        index = (flags >> 8 & 1) | (flags >> 3 & 2) | (4 if opt else 0)
+        index = (flags >> 8 & 1) | (flags >> 3 & 2)  # RD, CD
+        if query.edns:
+            index |= 4
+            opt = self.opts[query.do] if ecs is None else opt_rr(query.do, ecs, self.rcode >> 4)
+        else:
+            opt = b""
         question = query.question
-        if 12 + len(question) + self.length + len(opt) > limit:
-            return ident + self.heads[index | 8] + question + opt
+        size = 12 + len(question) + self.length + len(opt)
+        if size > 512 and not tcp and (size > query.payload or not query.edns):
+            return b"".join((ident, self.heads[index | 8], question, opt))
         body = self.fixed
         if body is None:
             body = self.ordering.arrange(self.tiers) + self.rest
-        return ident + self.heads[index] + question + body + opt
+        return b"".join((ident, self.heads[index], question, body, opt))
 
     @property
     def single_order(self) -> bool:
