@@ -84,6 +84,7 @@ def opt_rr(do: bool, ecs: bytes | None = None, ext_rcode: int = 0) -> bytes:
 
 OPT_PLAIN, OPT_DO = opt_rr(False), opt_rr(True)
 _OPTS = (OPT_PLAIN, OPT_DO)
+_LONGEST_OPT = 11 + 4 + 20  # our OPT echoing an IPv6 ECS option of /128
 
 
 class Ordering(Protocol):
@@ -153,10 +154,12 @@ class Answer(Cached):
     ``tiers`` (answer records by tier, ordered per query by ``ordering``),
     ``authority`` and ``additional`` (records in a fixed order), ``labels`` for
     the metrics and ``owner`` for the cache (see ``feddns.dns.cache``).
-    ``fixed`` holds the joined records when every query gets the same order.
+    ``fixed`` holds the joined records when every query gets the same order;
+    ``length`` is the bytes of every record; a question of at most ``room``
+    bytes always fits a 512-byte reply (so the full size check is skipped).
     """
 
-    __slots__ = ("fixed", "heads", "length", "opts", "ordering", "rcode", "rest", "tiers")
+    __slots__ = ("fixed", "heads", "length", "opts", "ordering", "rcode", "rest", "room", "tiers")
 
     def __init__(self, rcode: int, *, authoritative: bool = True, tiers: Tiers = (), authority: Sequence[bytes] = (),
                  additional: Sequence[bytes] = (), ordering: Ordering = FIXED, labels: Labels = ("", "", ""),
@@ -174,6 +177,7 @@ class Answer(Cached):
         if isinstance(ordering, Fixed) or all(len(tier) <= 1 for tier in tiers):
             self.fixed = FIXED.arrange(tiers) + self.rest
         self.length = sum(len(record) for tier in tiers for record in tier) + len(self.rest)
+        self.room = 512 - 12 - self.length - _LONGEST_OPT  # a question this long or shorter always fits
         size = self.length + BYTES_OVERHEAD * (count + 2) + 8 * count + 64 * (len(tiers) + 1) + 200
         super().__init__(size + ENTRY_OVERHEAD, owner, labels)
 
@@ -190,9 +194,10 @@ class Answer(Cached):
         else:
             opt = b""
         question = query.question
-        size = 12 + len(question) + self.length + len(opt)
-        if size > 512 and not tcp and (size > query.payload or not query.edns):
-            return b"".join((ident, self.heads[index | 8], question, opt))
+        if len(question) > self.room and not tcp:  # the reply may be over 512 bytes
+            size = 12 + len(question) + self.length + len(opt)
+            if size > 512 and (size > query.payload or not query.edns):
+                return b"".join((ident, self.heads[index | 8], question, opt))
         body = self.fixed
         if body is None:
             body = self.ordering.arrange(self.tiers) + self.rest

@@ -130,3 +130,28 @@ def test_doorkeeper_table_is_counted_against_the_cache_size():
         assert server.cache.used == server.doorkeeper.size <= size // 16
         assert server.doorkeeper.size == Doorkeeper.within(size).size
     assert Doorkeeper.within(64 * 1024 * 1024).size == 8 * 65536
+
+
+def _variants() -> list[bytes]:
+    name = "web.prod.fed.svc.federation."
+    cookie = dns.edns.GenericOption(10, b"\x01" * 8)
+    cluster = dns.edns.GenericOption(65245, b"a")
+    out = [dns.message.make_query(name, "A").to_wire(),
+           dns.message.make_query(name, "AAAA", use_edns=0).to_wire(),
+           dns.message.make_query(name, "SRV", use_edns=0, want_dnssec=True).to_wire()]
+    for options in ([cluster], [cookie], [ecs("10.240.0.0", 16)], [cookie, cluster], [cluster, ecs("10.0.0.0", 8)],
+                    [cluster, cluster], [dns.edns.GenericOption(65245, b"")]):
+        out.append(dns.message.make_query(name, "A", use_edns=0, payload=1232, options=options).to_wire())
+    return out
+
+
+@pytest.mark.parametrize("packet", _variants())
+def test_common_reader_reads_what_the_strict_parser_reads(packet):
+    option = b"\xfe\xdd"
+    assert wire.read_common(packet, option) == wire.parse_query(packet, option)
+    for cut in range(12, len(packet)):  # every truncation: the common reader declines or agrees
+        common = wire.read_common(packet[:cut], option)
+        if common is not None:
+            assert common == wire.parse_query(packet[:cut], option)
+    for extra in (b"\x00", b"\x00\x00\x00", b"\x00\x0a\x00\x00"):  # bytes after the OPT
+        assert wire.read_common(packet + extra, option) is None
