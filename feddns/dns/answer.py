@@ -4,8 +4,11 @@ An :class:`Answer` is built when a question is first asked after its records
 changed (``feddns.dns.policy`` decides which records; this module packs them).
 It holds its records in wire form, grouped by tier: an A or AAAA record owned by
 a compression pointer to the question's name (``0xC00C``) is 16 or 28 bytes
-whatever the name, so the same bytes serve every letter case. A reply is spliced
-per query::
+whatever the name, so the same bytes serve every letter case. Those address
+records, the record headers and the per-query splice are packed here by hand;
+the RDATA of SOA, NS and SRV records and the names in them (packed when records
+change, never per query) are packed by dnslib, with name compression off. A
+reply is spliced per query::
 
     ID | flags and counts (RD, CD copied; ARCOUNT +1 with an OPT) | the question as asked
        | answer records in this query's order | authority | additional | OPT (DO, ECS echo)
@@ -26,6 +29,8 @@ import struct
 from collections.abc import Hashable, Sequence
 from typing import Protocol
 
+import dnslib  # type: ignore[import-untyped]
+
 from feddns.dns.cache import BYTES_OVERHEAD, ENTRY_OVERHEAD, Cached, Labels
 from feddns.dns.wire import AA, CLASS_IN, OPTION_ECS, QR, TC, QType, Query
 
@@ -41,10 +46,39 @@ Tiers = tuple[tuple[bytes, ...], ...]
 """Answer records grouped by tier, best tier first; each record in wire form."""
 
 
-def name_wire(name: str) -> bytes:
-    """The uncompressed wire form of a dotted ASCII name (``"ns.dns.federation."``)."""
-    labels = [label.encode("ascii") for label in name.rstrip(".").split(".") if label]
-    return b"".join(bytes((len(label),)) + label for label in labels) + b"\0"
+class _Uncompressed(dnslib.DNSBuffer):  # type: ignore[misc]
+    """A dnslib buffer that never compresses a name: records packed once go at
+    any offset of any reply, so no name in them may point into this buffer."""
+
+    def encode_name(self, name: object) -> None:
+        self.encode_name_nocompress(name)
+
+
+def _packed(rdata: dnslib.RD) -> bytes:
+    buffer = _Uncompressed()
+    rdata.pack(buffer)
+    return bytes(buffer.data)
+
+
+def name_wire(name: str | dnslib.DNSLabel) -> bytes:
+    """The uncompressed wire form of a name (``"ns.dns.federation."``), packed by dnslib.
+
+    Raises ``dnslib.DNSLabelError`` for a label over 63 bytes or a name over 253
+    (``UnicodeError`` for a text label over 63 bytes, from dnslib's IDNA encoding).
+    """
+    buffer = _Uncompressed()
+    buffer.encode_name_nocompress(name)
+    return bytes(buffer.data)
+
+
+def subdomain(zone: str, relative: str) -> dnslib.DNSLabel:
+    """The name ``<relative>.<zone>`` (``relative`` without its trailing dot)."""
+    return dnslib.DNSLabel(zone).add(relative)
+
+
+def server_name(zone: str) -> dnslib.DNSLabel:
+    """``ns.dns.<zone>``: the name of the server, MNAME and NS target (as CoreDNS's kubernetes plugin)."""
+    return subdomain(zone, "ns.dns")
 
 
 def rr(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> bytes:
@@ -53,25 +87,33 @@ def rr(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> bytes:
 
 
 def address_rr(address: bytes, ttl: int, owner: bytes = POINTER_TO_QNAME) -> bytes:
-    """An A (4-byte ``address``) or AAAA (16-byte) record, by default owned by the qname."""
-    return rr(owner, QType.A if len(address) == 4 else QType.AAAA, ttl, address)
+    """An A (4-byte ``address``) or AAAA (16-byte) record, by default owned by the qname.
+
+    Packed by hand: a fixed-size record (16 or 28 bytes with the pointer owner)
+    that answers and rotations are spliced from; tests/dns/test_records.py checks
+    that dnslib and dnspython read it as they read their own.
+    """
+    return owner + _RR_FIXED.pack(QType.A if len(address) == 4 else QType.AAAA, CLASS_IN, ttl, len(address)) + address
 
 
-def srv_rr(priority: int, weight: int, port: int, target: bytes, ttl: int) -> bytes:
-    """An SRV record (RFC 2782) owned by the qname; ``target`` is a wire name (never compressed)."""
-    return rr(POINTER_TO_QNAME, QType.SRV, ttl, struct.pack("!HHH", priority, weight, port) + target)
+def srv_rr(priority: int, weight: int, port: int, target: str | dnslib.DNSLabel, ttl: int) -> bytes:
+    """An SRV record (RFC 2782) owned by the qname; its RDATA (``target`` never
+    compressed, RFC 2782) is packed by dnslib."""
+    return rr(POINTER_TO_QNAME, QType.SRV, ttl, _packed(dnslib.SRV(priority, weight, port, target)))
 
 
-def soa_rr(owner: bytes, zone: bytes, serial: int, minimum: int, ttl: int) -> bytes:
+def soa_rr(owner: bytes, zone: str, serial: int, minimum: int, ttl: int) -> bytes:
     """The zone's SOA; MNAME ``ns.dns.<zone>``, RNAME ``hostmaster.<zone>`` (as CoreDNS);
-    refresh/retry/expire 7200/1800/86400 seconds. ``zone`` is a wire name."""
-    times = struct.pack("!IIIII", serial, 7200, 1800, 86400, minimum)
-    return rr(owner, QType.SOA, ttl, b"\x02ns\x03dns" + zone + b"\x0ahostmaster" + zone + times)
+    refresh/retry/expire 7200/1800/86400 seconds, ``minimum`` the negative TTL
+    (RFC 2308). The RDATA is packed by dnslib, its names uncompressed."""
+    times = (serial, 7200, 1800, 86400, minimum)
+    rdata = dnslib.SOA(server_name(zone), subdomain(zone, "hostmaster"), times)
+    return rr(owner, QType.SOA, ttl, _packed(rdata))
 
 
-def ns_rr(owner: bytes, zone: bytes, ttl: int) -> bytes:
-    """The zone's NS record, naming ``ns.dns.<zone>``."""
-    return rr(owner, QType.NS, ttl, b"\x02ns\x03dns" + zone)
+def ns_rr(owner: bytes, zone: str, ttl: int) -> bytes:
+    """The zone's NS record, naming ``ns.dns.<zone>`` (RDATA packed by dnslib)."""
+    return rr(owner, QType.NS, ttl, _packed(dnslib.NS(server_name(zone))))
 
 
 def opt_rr(do: bool, ecs: bytes | None = None, ext_rcode: int = 0) -> bytes:

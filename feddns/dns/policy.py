@@ -15,7 +15,7 @@ from enum import IntEnum
 
 from feddns.dns import answer
 from feddns.dns.answer import Tiers
-from feddns.dns.index import Federation, Node, NodeKind, ServiceId, Shard, pack_client
+from feddns.dns.index import Federation, Node, NodeKind, Shard, pack_client
 from feddns.dns.wire import FormError, Query
 
 Source = tuple[bytes | None, bytes | None, bool]
@@ -148,15 +148,15 @@ def _address_records(shard: Shard, own: bool, version: int, ttl: int,
     return [answer.address_rr(packed[i : i + width], ttl, owner) for i in range(0, len(packed), width)]
 
 
-def srv_records(node: Node, source: str | None, zone: bytes, ttl: int) -> tuple[Tiers, list[bytes]]:
+def srv_records(node: Node, source: str | None, zone: str, ttl: int) -> tuple[Tiers, list[bytes]]:
     """SRV records (RFC 2782) of the healthy, reachable shards with ``node``'s named
     port, by tier, and the additional A/AAAA records of their targets (each
-    target ``<cluster>.<svc>...``, answered as for the asker).
+    target ``<cluster>.<svc>.<ns>.<F>.svc.<zone>``, answered as for the asker).
 
     Priority is 10 x tier; weight the shard's ready count (1 when absent).
     """
     assert node.shards is not None and node.federation is not None and node.service is not None
-    base = service_wire(node.service) + zone
+    federation, namespace, service = node.service
     groups: list[list[bytes]] = [[], [], [], []]
     extra: list[list[bytes]] = [[], [], [], []]
     for cluster in sorted(node.shards):
@@ -169,15 +169,10 @@ def srv_records(node: Node, source: str | None, zone: bytes, ttl: int) -> tuple[
         if not (shard.addresses(own, 4) or shard.addresses(own, 6)):
             continue
         weight = min(shard.ready if shard.ready is not None else 1, 65535)
-        target = bytes((len(cluster),)) + cluster.encode("ascii") + base
+        target = answer.subdomain(zone, f"{cluster}.{service}.{namespace}.{federation}.svc")
         groups[rank].append(answer.srv_rr(10 * rank, weight, port.port, target, ttl))
+        owner = answer.name_wire(target)
         for version in (4, 6):
-            extra[rank].extend(_address_records(shard, own, version, ttl, target))
+            extra[rank].extend(_address_records(shard, own, version, ttl, owner))
     tiers = tuple(tuple(group) for group in groups if group)
     return tiers, [record for group in extra for record in group]
-
-
-def service_wire(sid: ServiceId) -> bytes:
-    """``<svc>.<ns>.<F>.svc`` in wire form, without the zone."""
-    return b"".join(bytes((len(part),)) + part.encode("ascii") for part in (sid[2], sid[1], sid[0], "svc"))
-

@@ -94,8 +94,8 @@ class Templates:
     other types and is counted by the responder's ``Stats``.
     """
 
-    def __init__(self, zone: bytes, serial: int, negative_ttl: int) -> None:
-        soa = answer.soa_rr(zone, zone, serial, negative_ttl, negative_ttl)
+    def __init__(self, zone: str, serial: int, negative_ttl: int) -> None:
+        soa = answer.soa_rr(answer.name_wire(zone), zone, serial, negative_ttl, negative_ttl)
         self.nxdomain = Answer(Rcode.NXDOMAIN, authority=[soa], labels=("other", "NXDOMAIN", "none"))
         self.nxdomain_for = {int(t): Answer(
             Rcode.NXDOMAIN, authority=[soa], labels=(t.name, "NXDOMAIN", "none")) for t in QType}
@@ -129,7 +129,7 @@ class Responder:
         self.cache = Cache(settings.cache_size, self.stats.add_hits, reserved=self.doorkeeper.size)
         self.zone = answer.name_wire(settings.zone)
         self.option = settings.option_code.to_bytes(2, "big")
-        self.templates = Templates(self.zone, settings.serial, settings.negative_ttl)
+        self.templates = Templates(settings.zone, settings.serial, settings.negative_ttl)
         self.nxdomain_for = self.templates.nxdomain_for
         self._zone_cut = -len(self.zone)  # name[:_zone_cut]: a name in the zone, relative to it
 
@@ -305,10 +305,10 @@ class Responder:
         if kind == NodeKind.APEX:
             if qtype in (QType.SOA, QType.ANY):  # ANY: one RRset (RFC 8482 4.2)
                 s = self.settings
-                tiers: Tiers = ((answer.soa_rr(answer.POINTER_TO_QNAME, self.zone, s.serial, s.negative_ttl, ttl),),)
+                tiers: Tiers = ((answer.soa_rr(answer.POINTER_TO_QNAME, s.zone, s.serial, s.negative_ttl, ttl),),)
             elif qtype == QType.NS:
-                tiers = ((answer.ns_rr(answer.POINTER_TO_QNAME, self.zone, ttl),),)
-                glue = b"\x02ns\x03dns" + self.zone
+                tiers = ((answer.ns_rr(answer.POINTER_TO_QNAME, self.settings.zone, ttl),),)
+                glue = answer.name_wire(answer.server_name(self.settings.zone))
                 additional = [answer.address_rr(ip.packed, ttl, glue) for ip in self.settings.ns_addresses]
             else:
                 return None
@@ -322,7 +322,7 @@ class Responder:
         elif kind == NodeKind.SRV_NAME:
             if qtype not in (QType.SRV, QType.ANY):
                 return None
-            tiers, additional = policy.srv_records(node, cluster, self.zone, ttl)
+            tiers, additional = policy.srv_records(node, cluster, self.settings.zone, ttl)
         elif kind in (NodeKind.SERVICE, NodeKind.SHARD) and qtype in _VERSIONS:
             tiers = policy.address_tiers(node, cluster, _VERSIONS[qtype], ttl)
         else:
