@@ -22,11 +22,16 @@ MAX_MESSAGE_BYTES = 512 * 1024 * 1024
 GRPC_OPTIONS = {
     "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
     "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
-    # Notice a dead etcd or a cut connection within seconds, not minutes.
+    # Notice a dead etcd or a cut connection within seconds, not minutes. An etcd
+    # that is frozen (SIGSTOP, a stalled VM) keeps its socket open and answers
+    # nothing: only an unanswered ping tells. With the keepalive settings alone,
+    # grpcio 1.85 left a watch on a frozen etcd hanging for over 45 s; with
+    # ``ping_timeout_ms`` it fails within 5-15 s (tests/dns/test_etcd.py freezes etcd).
     "grpc.keepalive_time_ms": 10_000,
     "grpc.keepalive_timeout_ms": 5_000,
     "grpc.keepalive_permit_without_calls": 1,
     "grpc.http2.max_pings_without_data": 0,
+    "grpc.http2.ping_timeout_ms": 5_000,
 }
 
 EtcdError = aetcd.exceptions.ClientError
