@@ -16,7 +16,7 @@ def exported() -> dict[str, str]:
         server.query("myservice.myns.myfederation.svc.federation.", cluster="foo")
         server.query("nosuch.federation.")
         text = urllib.request.urlopen(server.metrics_url + "/metrics", timeout=5).read().decode()
-    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
     names = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -31,7 +31,7 @@ def test_operations_lists_every_serve_metric_with_its_type_and_uses_no_other():
     assert all(n.startswith("feddns_") for n in names)
     text = OPERATIONS.read_text()
     section = text[text.index("## Metrics to watch") : text.index("`feddns controller` (port 9154)")]
-    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(feddns_[a-z_]+)` \| (\w+) \|", section, re.M)}
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(feddns_[a-z_]+)` \| (\w+) \|", section, re.MULTILINE)}
     assert set(rows) == set(names), "docs/operations.md and /metrics differ"
     for name, kind in rows.items():
         assert kind == names[name], (name, kind, names[name])
