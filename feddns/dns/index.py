@@ -264,9 +264,19 @@ class Index:
         :class:`NotAName` when ``rel`` is not a sequence of labels of 1 to 63
         bytes (a name the common reader cut wrongly, see ``feddns.dns.wire``).
         """
-        node = self.names.get(rel)
+        names = self.names
+        node = names.get(rel)
         if node is not None:
             return node
+        first = rel[0]
+        if first < len(rel) and 0 < first < 64:  # the usual miss: one label below a name that exists
+            parent = names.get(rel[first + 1 :])
+            if parent is not None:
+                return _below_service(parent, rel[1 : first + 1]) if parent.kind == _SERVICE else None
+        return self._walk(rel)
+
+    def _walk(self, rel: bytes) -> Node | None:
+        """:meth:`lookup` of a name that is not one label below an existing name."""
         names = self.names
         size = len(rel)
         pos = depth = 0
@@ -281,11 +291,9 @@ class Index:
             parent = names.get(rel[pos:])
             if parent is not None:
                 break
-        if parent.kind != _SERVICE or depth > 2:
+        if parent.kind != _SERVICE or depth != 2:
             return None
         first = rel[0]
-        if depth == 1:
-            return _below_service(parent, rel[1 : first + 1])
         label, second = rel[1 : first + 1], rel[first + 1]
         if label[:1] != b"_" or rel[first + 2 : first + 3] != b"_":
             return None
