@@ -3,7 +3,10 @@
 Starts a real etcd (Debian's `etcd-server`) and `feddns serve` on loopback, loads
 the design document's records plus --services filler services, then N times: put a
 new externalIP for one shard and query over UDP in a tight loop until the answer
-carries it. Prints the median, 95th percentile and worst latency in milliseconds.
+carries it; then N times: flip the failover order of the service's two shards (one etcd
+transaction, the controller's way of writing a policy change) and query until the
+answer's first address follows. Prints the median, 95th percentile and worst latency
+of each in milliseconds: a policy change takes the path of any record change.
 
 Usage: python bench/change_latency.py [--changes 200] [--services 10000]
 """
@@ -57,23 +60,42 @@ def main() -> None:
             wait_until(lambda: answers(server), timeout=120, interval=0.05, what="first load")
             loaded = time.perf_counter() - started
             query = dns.message.make_query(QNAME, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"foo")])
-            latencies = []
-            for n in range(args.changes):
-                address = f"104.32.{64 + n // 250}.{n % 250 + 1}"
-                start = time.perf_counter()
-                etcd.put("/myfederation/myns/myservice/bar", json.dumps({"clusterIP": "10.0.4.20", "externalIP": address}))
-                while True:
-                    reply = dns.query.udp(query, "127.0.0.1", port=server.port, timeout=1)
-                    if any(rd.address == address for rrset in reply.answer for rd in rrset):
-                        break
-                latencies.append((time.perf_counter() - start) * 1000)
+            latencies = measure(server, query, args.changes, lambda n: etcd.put(
+                "/myfederation/myns/myservice/bar",
+                json.dumps({"clusterIP": "10.0.4.20", "externalIP": f"104.32.{64 + n // 250}.{n % 250 + 1}"})),
+                lambda n, got: f"104.32.{64 + n // 250}.{n % 250 + 1}" in got)
+            policy = measure(server, query, args.changes, lambda n: etcd.put_many(failover(n)),
+                             lambda n, got: got[:1] == (["10.0.3.64"] if n % 2 else ["104.32.64.130"]))
     finally:
         etcd.destroy()
-    latencies.sort()
-    p95 = latencies[int(len(latencies) * 0.95) - 1]
     print(f"start to first answer with {args.services + 2} keys in etcd: {loaded:.2f} s")
     print(f"etcd put -> answer changed, {args.changes} changes, {args.services} filler services:")
-    print(f"median {statistics.median(latencies):.1f} ms, p95 {p95:.1f} ms, worst {latencies[-1]:.1f} ms")
+    for what, figures in (("externalIP put", latencies), ("failover order flipped", policy)):
+        figures.sort()
+        p95 = figures[int(len(figures) * 0.95) - 1]
+        print(f"{what:24} median {statistics.median(figures):.1f} ms, p95 {p95:.1f} ms, worst {figures[-1]:.1f} ms")
+
+
+def failover(n: int) -> dict[str, dict[str, object]]:
+    """Both shards of myservice with the failover order bar,foo (n even) or foo,bar (n odd)."""
+    order = ["foo", "bar"] if n % 2 else ["bar", "foo"]
+    return {f"/myfederation/myns/myservice/{cluster}": {"clusterIP": ip, "externalIP": ext, "policy": "failover",
+                                                       "failoverOrder": order}
+            for cluster, ip, ext in (("foo", "10.0.3.64", "104.32.64.128"), ("bar", "10.0.4.20", "104.32.64.130"))}
+
+
+def measure(server: ServeProcess, query: dns.message.Message, changes: int, change, shows) -> list[float]:
+    """Milliseconds from ``change(n)`` to an answer for which ``shows(n, addresses)`` holds, n in range(changes)."""
+    latencies = []
+    for n in range(changes):
+        start = time.perf_counter()
+        change(n)
+        while True:
+            reply = dns.query.udp(query, "127.0.0.1", port=server.port, timeout=1)
+            if shows(n, [rd.address for rrset in reply.answer for rd in rrset]):
+                break
+        latencies.append((time.perf_counter() - start) * 1000)
+    return latencies
 
 
 if __name__ == "__main__":

@@ -11,9 +11,14 @@ measures:
 - the change latency, --changes times: move one Service's load balancer IP in
   one cluster and poll etcd until the shard record carries it (every 2 ms).
 
-Prints the figures, the controller's CPU time and resident memory.
+Prints the figures, the controller's CPU time, its peak resident memory (VmHWM)
+and its resident memory after the sync (VmRSS). With ``--compare REV`` the same
+is measured, in the same run and against the same fake clusters, for the code of
+git revision REV (``git archive`` into a temporary directory), one controller
+after the other, each into its own etcd prefix; the figures are printed side by
+side with their ratio.
 
-Usage: python bench/controller_sync.py [--clusters 5] [--services 2000] [--changes 50]
+Usage: python bench/controller_sync.py [--clusters 5] [--services 2000] [--changes 50] [--compare main]
 """
 
 import argparse
@@ -21,6 +26,7 @@ import base64
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -69,11 +75,72 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mib(pid: int) -> float:
+def memory_mib(pid: int, field: str = "VmRSS") -> float:
+    """``VmRSS`` (resident now) or ``VmHWM`` (peak resident) of a process, in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def checkout(revision: str) -> Path:
+    """The tree of git ``revision`` of this repository, in a temporary directory."""
+    target = Path(tempfile.mkdtemp(prefix=f"feddns-{revision.replace('/', '-')}-"))
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target
+
+
+def measure(code: Path, label: str, fakes: list[FakeKube], etcd: EtcdServer, workdir: Path,
+            args: argparse.Namespace) -> dict[str, float]:
+    """Run the controller of ``code`` until etcd holds every record, then time ``args.changes``
+    changes; returns its figures."""
+    prefix = f"/{label}"  # "/current" and "/compared": of different lengths (change_latency)
+    config = {
+        "federation": FEDERATION,
+        "etcd": {"endpoints": [etcd.url], "prefix": prefix},
+        "clusters": [{"name": f.name, "kubeconfig": f.write_kubeconfig(str(workdir / f"{f.name}.kubeconfig")),
+                      "zone": f"zone-{f.name}", "region": "region"} for f in fakes],
+    }
+    (workdir / f"{label}.yaml").write_text(yaml.safe_dump(config))
+    expected = args.clusters * args.services + args.clusters
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    env["PYTHONPATH"] = str(code)
+    started = time.monotonic()
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "feddns", "controller", "--config", str(workdir / f"{label}.yaml"),
+         "--log-level", args.log_level], cwd=code, env=env,
+        stdout=subprocess.DEVNULL, stderr=open(workdir / f"{label}.log", "wb"))
+    try:
+        wait_until(lambda: count(etcd, f"{prefix}/{FEDERATION}/") >= expected, timeout=900, interval=0.02,
+                   what=f"{expected} keys in etcd")
+        figures = {"sync_s": time.monotonic() - started, "cpu_s": cpu_seconds(controller.pid),
+                   "peak_mib": memory_mib(controller.pid, "VmHWM"), "rss_mib": memory_mib(controller.pid)}
+        figures["change_ms"] = change_latency(fakes, etcd, prefix, args)
+        return figures
+    finally:
+        controller.terminate()
+        controller.wait(30)
+
+
+def change_latency(fakes: list[FakeKube], etcd: EtcdServer, prefix: str, args: argparse.Namespace) -> float:
+    """Median milliseconds from moving a load balancer IP in a cluster to etcd holding it."""
+    latencies = []
+    rng = random.Random(1)
+    for n in range(args.changes):
+        index = rng.randrange(args.clusters)
+        i = rng.randrange(args.services)
+        # a run of its own second octet: the compared run must not find its address already there
+        namespace, name, new_ip = f"ns{i % 20}", f"svc{i}", f"203.{len(prefix)}.{n // 250 % 250}.{n % 250 + 1}"
+        key = f"{prefix}/{FEDERATION}/{namespace}/{name}/{fakes[index].name}"
+        obj = fakes[index].get("Service", namespace, name)
+        obj["status"]["loadBalancer"]["ingress"] = [{"ip": new_ip}]
+        started = time.monotonic()
+        fakes[index].apply(obj)
+        wait_until(lambda key=key, new_ip=new_ip: json.loads(value(etcd, key) or "{}").get("externalIP") == new_ip,
+                   timeout=30, interval=0.002, what=f"{key} = {new_ip}")
+        latencies.append((time.monotonic() - started) * 1000)
+    return statistics.median(latencies) if latencies else 0.0
 
 
 def main() -> None:
@@ -82,13 +149,13 @@ def main() -> None:
     parser.add_argument("--services", type=int, default=2000, help="federated Services per cluster")
     parser.add_argument("--changes", type=int, default=50)
     parser.add_argument("--log-level", default="warning", help="the controller's (info logs every record)")
+    parser.add_argument("--compare", metavar="REV", help="also measure the controller of git revision REV")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="feddns-bench-"))
     etcd = EtcdServer()
     etcd.start()
     fakes = [FakeKube(f"c{i}", bookmark_interval=30) for i in range(args.clusters)]
-    controller = None
     try:
         started = time.monotonic()
         for index, fake in enumerate(fakes):
@@ -96,49 +163,21 @@ def main() -> None:
             fill(fake, index, args.services)
         print(f"{args.clusters} fake clusters x {args.services} Services loaded in "
               f"{time.monotonic() - started:.1f} s")
-        config = {
-            "federation": FEDERATION,
-            "etcd": {"endpoints": [etcd.url]},
-            "clusters": [{"name": f.name, "kubeconfig": f.write_kubeconfig(str(workdir / f"{f.name}.kubeconfig")),
-                          "zone": f"zone-{f.name}", "region": "region"} for f in fakes],
-        }
-        (workdir / "controller.yaml").write_text(yaml.safe_dump(config))
-        expected = args.clusters * args.services + args.clusters
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-        started = time.monotonic()
-        controller = subprocess.Popen(
-            [sys.executable, "-m", "feddns", "controller", "--config", str(workdir / "controller.yaml"),
-             "--log-level", args.log_level], cwd=REPO, env=env,
-            stdout=subprocess.DEVNULL, stderr=open(workdir / "controller.log", "wb"))
-        wait_until(lambda: count(etcd, f"/{FEDERATION}/") >= expected, timeout=600, interval=0.02,
-                   what=f"{expected} keys in etcd")
-        initial = time.monotonic() - started
-        cpu = cpu_seconds(controller.pid)
-        print(f"initial sync: {expected} records in {initial:.2f} s "
-              f"(controller CPU {cpu:.2f} s, RSS {rss_mib(controller.pid):.0f} MiB)")
-
-        latencies = []
-        rng = random.Random(1)
-        for n in range(args.changes):
-            index = rng.randrange(args.clusters)
-            i = rng.randrange(args.services)
-            namespace, name, new_ip = f"ns{i % 20}", f"svc{i}", f"203.0.{n // 250}.{n % 250 + 1}"
-            key = f"/{FEDERATION}/{namespace}/{name}/{fakes[index].name}"
-            obj = fakes[index].get("Service", namespace, name)
-            obj["status"]["loadBalancer"]["ingress"] = [{"ip": new_ip}]
-            started = time.monotonic()
-            fakes[index].apply(obj)
-            wait_until(lambda: json.loads(value(etcd, key) or "{}").get("externalIP") == new_ip,
-                       timeout=30, interval=0.002, what=f"{key} = {new_ip}")
-            latencies.append((time.monotonic() - started) * 1000)
-        latencies.sort()
-        print(f"one change to etcd ({args.changes} changes): median {statistics.median(latencies):.1f} ms, "
-              f"p90 {latencies[int(len(latencies) * 0.9) - 1]:.1f} ms, max {latencies[-1]:.1f} ms")
-        print(f"controller CPU total {cpu_seconds(controller.pid):.2f} s, RSS {rss_mib(controller.pid):.0f} MiB")
+        runs = {"this tree": measure(REPO, "current", fakes, etcd, workdir, args)}
+        if args.compare:
+            tree = checkout(args.compare)
+            try:
+                runs[args.compare] = measure(tree, "compared", fakes, etcd, workdir, args)
+            finally:
+                shutil.rmtree(tree, ignore_errors=True)
+        names = {"sync_s": "initial sync (s)", "cpu_s": "controller CPU (s)", "peak_mib": "peak RSS (MiB)",
+                 "rss_mib": "RSS after sync (MiB)", "change_ms": "one change, median (ms)"}
+        print(f"{'':26}" + "".join(f"{label:>14}" for label in runs) + ("       ratio" if len(runs) > 1 else ""))
+        for field, name in names.items():
+            values = [figures[field] for figures in runs.values()]
+            ratio = f"{values[0] / values[1]:>12.2f}" if len(values) > 1 and values[1] else ""
+            print(f"{name:26}" + "".join(f"{v:>14.1f}" for v in values) + ratio)
     finally:
-        if controller is not None:
-            controller.terminate()
-            controller.wait(30)
         for fake in fakes:
             fake.close()
         etcd.destroy()

@@ -10,11 +10,14 @@ option 65245 = "foo", as cluster DNS tags it) against three servers, one process
 * bench/fixed_server.py, a bare uvloop server that sends the same bytes to every query
   (the floor of a Python server), for the exact-repeat file only.
 
-Four query files: the same question repeated exactly; that question in random letter case
+Five query files: the same question repeated exactly; that question in random letter case
 (0x20, as unbound's use-caps-for-id sends it); random names under a namespace (NXDOMAIN);
-2,000 distinct services. For each it prints q/s, the server's CPU time per answered query
+2,000 distinct services; the same question for a service with the weighted policy (weights
+3, 2, 1: its order is drawn afresh for every answer, where the first file's locality answer
+is one fixed order). For each it prints q/s, the server's CPU time per answered query
 (utime + stime of its processes over the run), the ratio to feddns's exact-repeat figure,
-and the ratio to NSD's figure for the same file.
+and the ratio to NSD's figure for the same file (NSD answers the weighted name in one
+fixed order).
 
 The three servers run side by side and are measured in turn, in slices of --slice seconds
 (every server on every file, then again), so that a change in the machine's load during a
@@ -57,13 +60,17 @@ CLUSTERS = {
     "bar": ("us-central1-b", "us-central1"),
     "baz": ("europe-west1-b", "europe-west1"),
 }
-FILES = ("exact", "0x20", "nxdomain", "2000 services")
+FILES = ("exact", "0x20", "nxdomain", "2000 services", "weighted")
+WEIGHTED = f"weighted.myns.myfederation.svc.{ZONE}"
+WEIGHTS = {"foo": 3, "bar": 2, "baz": 1}
 
 
 def service_shards() -> dict[str, dict[str, tuple[str, str]]]:
     """qname -> cluster -> (clusterIP, externalIP)."""
     out = {QNAME: {"foo": ("10.0.3.64", "104.32.64.128"), "bar": ("10.0.4.20", "104.32.64.130"),
-                   "baz": ("10.56.62.6", "108.120.45.12")}}
+                   "baz": ("10.56.62.6", "108.120.45.12")},
+           WEIGHTED: {"foo": ("10.0.3.65", "104.32.64.129"), "bar": ("10.0.4.21", "104.32.64.131"),
+                      "baz": ("10.56.62.7", "108.120.45.13")}}
     for i in range(SERVICES):
         a, b = i // 250, i % 250 + 1
         out[f"svc{i}.bench.myfederation.svc.{ZONE}"] = {
@@ -84,8 +91,9 @@ def write_records(path: Path) -> None:
     for qname, shards in service_shards().items():
         service, namespace = qname.split(".")[:2]
         for cluster, (cluster_ip, external_ip) in shards.items():
+            policy = f", policy: weighted, weight: {WEIGHTS[cluster]}" if qname == WEIGHTED else ""
             lines.append(f"/myfederation/{namespace}/{service}/{cluster}: "
-                         f"{{clusterIP: {cluster_ip}, externalIP: {external_ip}}}")
+                         f"{{clusterIP: {cluster_ip}, externalIP: {external_ip}{policy}}}")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -131,6 +139,7 @@ def write_queries(directory: Path) -> dict[str, Path]:
     names = ["".join(rng.choices(letters, k=10)) + ".myns.myfederation.svc." + ZONE for _ in range(200_000)]
     files["nxdomain"].write_text("".join(f"{q} A\n" for q in names))
     files["2000 services"].write_text("".join(f"svc{i}.bench.myfederation.svc.{ZONE} A\n" for i in range(SERVICES)))
+    files["weighted"].write_text(f"{WEIGHTED} A\n")
     return files
 
 
@@ -296,6 +305,7 @@ def ratios(result: dict[str, dict[str, Figure]]) -> dict[str, float]:
         out[f"{label} / feddns exact"] = feddns[label].qps / exact
         out[f"{label} / NSD"] = feddns[label].qps / nsd[label].qps
     out["exact / fixed server"] = exact / fixed["exact"].qps
+    out["exact CPU / weighted CPU"] = feddns["exact"].cpu_us / feddns["weighted"].cpu_us
     return out
 
 
@@ -304,6 +314,8 @@ TARGETS = [
     ("random names >= 0.6 x exact", "nxdomain / feddns exact", 0.6),
     ("2,000 services >= 0.8 x exact", "2000 services / feddns exact", 0.8),
     ("exact >= 0.95 x fixed server", "exact / fixed server", 0.95),
+    ("weighted q/s >= exact / 1.5", "weighted / feddns exact", 1 / 1.5),
+    ("weighted CPU <= 1.5 x exact", "exact CPU / weighted CPU", 1 / 1.5),
 ]
 
 
@@ -320,6 +332,7 @@ def report(result: dict[str, dict[str, Figure]]) -> None:
     print(f"{'fixed server':14} {fx.qps:>11,.0f} {fx.cpu_us:5.1f}  (exact-repeat file)")
     for text, name, goal in TARGETS:
         print(f"target {text:32} {r[name]:5.2f}  {'met' if r[name] >= goal else 'NOT MET'}")
+    print(f"weighted / exact CPU per query: {feddns['weighted'].cpu_us / feddns['exact'].cpu_us:.2f}")
     print(f"feddns exact / NSD exact: {r['exact / NSD']:.2f}")
 
 

@@ -12,7 +12,9 @@ Design ("DNS Record Creation" of the design document; CONTRACTS 4 and 7)::
                                                     Elector: etcd lease election
 
 Every replica lists and watches all clusters, so that a new leader has warm
-views and writes within the lease TTL; only the leader writes.
+views and writes within the lease TTL; only the leader writes. The elector,
+the writer and the writer's watch of its own prefix each own an etcd
+connection, so that a failure of one never cancels a call of another.
 """
 
 import asyncio
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 1.0
 HEALTHY_WITHIN = 10.0
 """``/health`` fails when the event loop has not run for this long (seconds)."""
+STALE_CHECK_SECONDS = 1.0
+"""How often clusters' unreachable time is compared with their ``staleAfterSeconds``."""
 
 
 class _ClusterSink:
@@ -85,26 +89,37 @@ class Controller:
         self.config = config
         self.registry = registry
         self.metrics = Metrics(registry)
+        names = frozenset(c.name for c in config.clusters)
         self.views = {
-            c.name: ClusterView(c.name, config.federation, config.selector, self.metrics) for c in config.clusters
+            c.name: ClusterView(c.name, config.federation, config.selector, self.metrics, names)
+            for c in config.clusters
         }
-        self.link = EtcdLink(Endpoints(list(config.etcd_endpoints)))
         self.elector = Elector(
-            self.link,
+            self._link(),
             election_key(config.etcd_prefix, config.federation),
             config.lease_seconds,
             self._leadership_changed,
             name=name,
+            on_confirm=self.metrics.lease_confirmed.set,
         )
-        self.syncer = Syncer(config, self.views, self.link, self.elector, self.metrics, timing=sync_timing)
+        self.syncer = Syncer(config, self.views, self._link(), self.elector, self.metrics,
+                             watch_link=self._link(), timing=sync_timing)
         self._watch_timing = watch_timing
         self._connect = connect
         self._broken: dict[str, set[str]] = {c.name: set() for c in config.clusters}
+        self._unreachable_since: dict[str, float | None] = {c.name: time.monotonic() for c in config.clusters}
+        """Monotonic time since when each cluster has been unreachable (``None``: reachable);
+        a cluster not listed yet counts as unreachable since the start."""
         self._reflectors: list[watch.Reflector] = []
         self._beat = time.monotonic()
         self._publisher_override = publisher
 
     # -- probes (called from the metrics thread) ------------------------------------
+
+    def _link(self) -> EtcdLink:
+        """An etcd connection of its own for one task (the files were checked with the config)."""
+        config = self.config
+        return EtcdLink(Endpoints(list(config.etcd_endpoints), config.etcd_timeout, config.etcd_access))
 
     def healthy(self) -> bool:
         """The event loop ran within the last :data:`HEALTHY_WITHIN` seconds."""
@@ -125,6 +140,7 @@ class Controller:
             asyncio.create_task(self.elector.run(), name="elector"),
             asyncio.create_task(self.syncer.run(), name="syncer"),
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
+            asyncio.create_task(self._check_staleness(), name="staleness"),
         ]
         try:
             await _until_stopped(stop, tasks)
@@ -136,14 +152,16 @@ class Controller:
             await self.elector.resign()
             if publisher is not None:
                 await publisher.close()
-            await self.link.close()
+            await self.syncer.close()
+            await self.elector.link.close()
 
     def _publisher(self) -> Publisher | None:
         if self._publisher_override is not None or self.config.external is None:
             return self._publisher_override
-        from controller import external  # interface B; imported only when configured
+        from controller import external  # imported only when configured
 
-        publisher: Publisher = external.Publisher(self.config.external, self.config.federation, self.registry)
+        publisher: Publisher = external.Publisher(self.config.external, self.config.federation, self.registry,
+                                                  may_write=self.elector.holds_lease)
         return publisher
 
     def _start_reflectors(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -161,6 +179,7 @@ class Controller:
                     label_selector=label_selector if resource == SERVICES else None,
                     optional=resource == SERVICE_EXPORTS,
                     timing=self._watch_timing,
+                    shrink=self.views[cluster.name].shrinker(resource),
                 )
                 reflector.start()
                 self._reflectors.append(reflector)
@@ -174,6 +193,27 @@ class Controller:
         while True:
             self._beat = time.monotonic()
             await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    async def _check_staleness(self) -> None:
+        """Mark a cluster stale once it has been unreachable for its ``staleAfterSeconds``
+        (docs/reference.md sections 2 and 7); the flag is cleared when it answers again."""
+        while True:
+            now = time.monotonic()
+            for cluster in self.config.clusters:
+                since = self._unreachable_since[cluster.name]
+                stale = cluster.stale_after is not None and since is not None and now - since >= cluster.stale_after
+                if stale != self.syncer.stale[cluster.name]:
+                    self._mark_stale(cluster, stale, now - since if since is not None else 0.0)
+            await asyncio.sleep(STALE_CHECK_SECONDS)
+
+    def _mark_stale(self, cluster: ClusterConfig, stale: bool, unreachable_for: float) -> None:
+        self.metrics.stale.labels(cluster.name).set(1 if stale else 0)
+        self.syncer.set_stale(cluster.name, stale)
+        if stale:
+            log.warning("cluster %s unreachable for %.0fs (staleAfterSeconds %g): its shards are marked stale "
+                        "(staleAction %s)", cluster.name, unreachable_for, cluster.stale_after, cluster.stale_action)
+        else:
+            log.info("cluster %s: reachable again; its shards are no longer stale", cluster.name)
 
     def _leadership_changed(self, leader: bool) -> None:
         log.info("this replica is %s", "the leader: writing to etcd" if leader else "a follower: not writing")
@@ -210,6 +250,10 @@ class Controller:
         view = self.views[cluster]
         connected = not broken and view.synced
         self.metrics.connected.labels(cluster).set(1 if connected else 0)
+        if connected:
+            self._unreachable_since[cluster] = None
+        elif self._unreachable_since[cluster] is None:
+            self._unreachable_since[cluster] = time.monotonic()
         if error and was_connected:
             shards = f"its {len(view.selected)}" if view.synced else "its last known"
             log.warning(

@@ -7,24 +7,25 @@ before exiting with status 2 (CONTRACTS 6). Kubeconfig files are read and their
 contexts checked, but nothing is contacted: exec credential plugins and
 in-cluster tokens are only used when the controller starts watching.
 
-Extensions to CONTRACTS 7 (documented in docs/controller.md): ``leaseSeconds``
-(the leader election lease TTL).
+Extensions to docs/reference.md section 7 (documented in docs/controller.md):
+``leaseSeconds`` (the leader election lease TTL).
 """
 
 import ipaddress
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from feddns import names
 from feddns.errors import ConfigError
-from feddns.etcd import Endpoints
+from feddns.etcd import Access, Endpoints, TLSFiles
 from feddns.keys import Layout
-from feddns.records import ClusterRecord, IPNetwork
+from feddns.records import POD_NETWORKS, STALE_ACTIONS, ClusterRecord, IPNetwork
 
 DEFAULT_LABEL = "federation.feddns.io/name"
 DEFAULT_RESYNC_SECONDS = 300.0
@@ -33,7 +34,10 @@ MIN_LEASE_SECONDS = 2
 """etcd refuses shorter lease TTLs with its default election timeout."""
 
 _TOP_KEYS = ("federation", "etcd", "clusters", "selector", "resyncSeconds", "leaseSeconds", "external")
-_CLUSTER_KEYS = ("name", "kubeconfig", "context", "zone", "region", "cidrs")
+_CLUSTER_KEYS = ("name", "kubeconfig", "context", "zone", "region", "cidrs", "podNetwork", "staleAfterSeconds",
+                 "staleAction")
+_ETCD_KEYS = ("endpoints", "prefix", "tls", "user", "passwordFile")
+_TLS_KEYS = ("cacert", "cert", "key")
 # A Kubernetes label key: an optional DNS subdomain prefix and "/", then a name
 # of up to 63 characters (k8s.io/apimachinery validation.IsQualifiedName).
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -46,7 +50,13 @@ class ClusterConfig:
 
     ``kubeconfig`` is a path, or ``None`` to run in-cluster (the pod's service
     account); ``context`` a context of that kubeconfig (``None``: its
-    current-context). ``zone``/``region``/``cidrs`` go to the cluster record.
+    current-context). ``zone``/``region``/``cidrs``/``pod_network`` go to the
+    cluster record; ``pod_network`` is ``"routable"`` when other clusters can
+    reach this cluster's pod IPs (then they are answered its headless Services'
+    endpoints), else ``"isolated"``. ``stale_after`` (seconds, ``None``: never) is
+    how long the cluster may be unreachable before its record says ``"stale":
+    true``, and ``stale_action`` what ``feddns serve`` then does with its shards
+    (``demote``: last tier; ``drop``: left out; docs/reference.md section 2).
     """
 
     name: str
@@ -55,10 +65,14 @@ class ClusterConfig:
     zone: str | None = None
     region: str | None = None
     cidrs: tuple[IPNetwork, ...] = ()
+    pod_network: str = "isolated"
+    stale_after: float | None = None
+    stale_action: str = "demote"
 
-    def record(self) -> ClusterRecord:
-        """The cluster record written at ``P/F/_clusters/C`` (CONTRACTS 4)."""
-        return ClusterRecord(zone=self.zone, region=self.region, cidrs=self.cidrs)
+    def record(self, stale: bool = False) -> ClusterRecord:
+        """The cluster record written at ``P/F/_clusters/C`` (docs/reference.md section 4)."""
+        return ClusterRecord(zone=self.zone, region=self.region, cidrs=self.cidrs, pod_network=self.pod_network,
+                             stale=stale, stale_action=self.stale_action)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +91,15 @@ class ControllerConfig:
 
     ``resync_seconds`` is the period of the full etcd comparison (seconds);
     ``lease_seconds`` the election lease TTL (seconds); ``external`` a
-    ``controller.external.ExternalConfig`` or ``None``.
+    ``controller.external.ExternalConfig`` or ``None``; ``etcd_access`` the TLS
+    files and user of ``etcd.tls``, ``etcd.user`` and ``etcd.passwordFile``.
     """
 
     federation: str
     etcd_endpoints: tuple[str, ...]
     etcd_prefix: str
     clusters: tuple[ClusterConfig, ...]
+    etcd_access: Access = field(default_factory=Access)
     selector: SelectorConfig = SelectorConfig()
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
     lease_seconds: int = DEFAULT_LEASE_SECONDS
@@ -93,6 +109,14 @@ class ControllerConfig:
     def layout(self) -> Layout:
         """The etcd key layout under ``etcd.prefix``."""
         return Layout(self.etcd_prefix)
+
+    @property
+    def etcd_timeout(self) -> float:
+        """Seconds an etcd call may take: a third of the lease, from 1 to 5 s. Every timing
+        that matters while etcd stalls (call timeouts, gRPC keep-alive, lease keep-alive)
+        is then a fraction of the lease, so a stall of 80% of a 5 s lease plays out as one
+        of 80% of a 15 s lease, three times faster (tests/controller/test_faults.py)."""
+        return min(5.0, max(1.0, self.lease_seconds / 3))
 
 
 def load_config(path: str) -> ControllerConfig:
@@ -116,13 +140,14 @@ def parse_config(raw: object) -> ControllerConfig:
     """Validate an already decoded document; raises :class:`ConfigError` naming the key."""
     top = _mapping(raw, "", _TOP_KEYS)
     federation = _label(_required(top, "federation", ""), "federation")
-    endpoints, prefix = _etcd(_required(top, "etcd", ""))
+    endpoints, prefix, access = _etcd(_required(top, "etcd", ""))
     clusters = _clusters(_required(top, "clusters", ""))
     return ControllerConfig(
         federation=federation,
         etcd_endpoints=endpoints,
         etcd_prefix=prefix,
         clusters=clusters,
+        etcd_access=access,
         selector=_selector(top.get("selector", {})),
         resync_seconds=_positive(top.get("resyncSeconds", DEFAULT_RESYNC_SECONDS), "resyncSeconds"),
         lease_seconds=_lease(top.get("leaseSeconds", DEFAULT_LEASE_SECONDS)),
@@ -208,8 +233,8 @@ def _lease(value: object) -> int:
     return value
 
 
-def _etcd(raw: object) -> tuple[tuple[str, ...], str]:
-    etcd = _mapping(raw, "etcd", ("endpoints", "prefix"))
+def _etcd(raw: object) -> tuple[tuple[str, ...], str, Access]:
+    etcd = _mapping(raw, "etcd", _ETCD_KEYS)
     urls = _required(etcd, "endpoints", "etcd")
     if not isinstance(urls, list) or not urls:
         raise ConfigError(f"etcd.endpoints: must be a non-empty list of URLs, not {_kind(urls)}")
@@ -218,6 +243,11 @@ def _etcd(raw: object) -> tuple[tuple[str, ...], str]:
             Endpoints([_string(url, f"etcd.endpoints[{i}]")])
         except ConfigError as exc:
             raise ConfigError(f"etcd.endpoints[{i}]: {exc}") from exc
+    access = _etcd_access(etcd)
+    try:
+        Endpoints(list(urls), access=access)
+    except ConfigError as exc:
+        raise ConfigError(f"etcd: {exc}") from exc
     prefix = etcd.get("prefix", "")
     if not isinstance(prefix, str):
         raise ConfigError(f"etcd.prefix: must be a string, not {_kind(prefix)}")
@@ -225,7 +255,19 @@ def _etcd(raw: object) -> tuple[tuple[str, ...], str]:
         prefix = Layout(prefix).prefix
     except ConfigError as exc:
         raise ConfigError(f"etcd.prefix: {exc}") from exc
-    return tuple(urls), prefix
+    return tuple(urls), prefix, access
+
+
+def _etcd_access(etcd: Mapping[str, Any]) -> Access:
+    """``etcd.tls``, ``etcd.user`` and ``etcd.passwordFile`` (else ``$FEDDNS_ETCD_PASSWORD``)."""
+    tls = None
+    if etcd.get("tls") is not None:
+        section = _mapping(etcd["tls"], "etcd.tls", _TLS_KEYS)
+        files = {key: _optional_string(section, key, "etcd.tls") for key in _TLS_KEYS}
+        tls = TLSFiles(*(None if files[key] is None else Path(str(files[key])) for key in _TLS_KEYS))
+    password_file = _optional_string(etcd, "passwordFile", "etcd")
+    return Access(tls=tls, user=_optional_string(etcd, "user", "etcd"),
+                  password_file=Path(password_file) if password_file else None)
 
 
 def _clusters(raw: object) -> tuple[ClusterConfig, ...]:
@@ -260,7 +302,18 @@ def _cluster(raw: object, where: str) -> ClusterConfig:
         zone=_optional_string(item, "zone", where),
         region=_optional_string(item, "region", where),
         cidrs=_cidrs(item.get("cidrs", []), f"{where}.cidrs"),
+        pod_network=_choice(item, "podNetwork", POD_NETWORKS, where) or "isolated",
+        stale_after=None if item.get("staleAfterSeconds") is None else _positive(
+            item["staleAfterSeconds"], f"{where}.staleAfterSeconds"),
+        stale_action=_choice(item, "staleAction", STALE_ACTIONS, where) or "demote",
     )
+
+
+def _choice(raw: Mapping[str, Any], key: str, choices: tuple[str, ...], where: str) -> str | None:
+    value = raw.get(key)
+    if value is not None and value not in choices:
+        raise ConfigError(f"{where}.{key}: must be one of {', '.join(choices)}, not {_kind(value)}")
+    return value
 
 
 def _cidrs(raw: object, where: str) -> tuple[IPNetwork, ...]:

@@ -31,7 +31,7 @@ import ipaddress
 import logging
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -317,18 +317,29 @@ class _Metrics:
             registry=registry)
 
 
+HOLD_BACK_SECONDS = 0.5
+"""How often a publisher that may not write looks again whether it may."""
+
+
 class Publisher:
     """Keeps the provider's A/AAAA RRsets equal to the desired LoadBalancer IPs.
 
-    Interface B of the helpers' interfaces: the controller calls :meth:`resync`
-    at start and every resync period, :meth:`publish` after changes, and
-    :meth:`close` at shutdown. Neither call waits for the provider: the work
+    The controller calls :meth:`resync` at start and every resync period,
+    :meth:`publish` after changes, :meth:`stop` when this replica stops leading,
+    and :meth:`close` at shutdown. Neither call waits for the provider: the work
     runs in one task that this object owns, one change at a time.
     ``provider`` defaults to the RFC 2136 provider built from ``config``.
+
+    ``may_write`` is asked before every change sent and every zone read: the
+    leader's "I still hold the lease" (``controller.leader.Elector.holds_lease``),
+    so that a replica paused or cut off past its lease sends nothing, even
+    before it has noticed that it lost leadership. Unlike etcd writes, the
+    provider cannot check the lease itself.
     """
 
     def __init__(self, config: ExternalConfig, federation: str, registry: CollectorRegistry, *,
-                 timing: Timing = Timing(), provider: Provider | None = None) -> None:
+                 timing: Timing = Timing(), provider: Provider | None = None,
+                 may_write: Callable[[], bool] = lambda: True) -> None:
         if provider is None:
             from controller.external_rfc2136 import Rfc2136Provider
             provider = Rfc2136Provider(config, timeout=timing.timeout)
@@ -346,6 +357,8 @@ class Publisher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._may_write = may_write
+        self._holding_back = False
 
     # -- the interface --
 
@@ -369,6 +382,19 @@ class Publisher:
         self._desired = self._names(desired)
         self._read_zone = True
         self._kick()
+
+    def stop(self) -> None:
+        """Stop publishing now (this replica no longer leads): the task ends, what was
+        desired and what was learned of the zone are forgotten, and nothing is sent
+        until the next :meth:`resync`."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self._desired, self._owned, self._read_zone = {}, {}, False
+        self._foreign.clear()
+        self._wake.clear()
+        self._update_gauges()
+        log.info("external DNS: stopped (not the leader)")
 
     async def close(self) -> None:
         """Stop the task (an update in flight is abandoned; the next run's resync repairs)."""
@@ -437,6 +463,10 @@ class Publisher:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if not self._allowed():
+                await asyncio.sleep(HOLD_BACK_SECONDS)
+                self._wake.set()
+                continue
             if await self._pass():
                 delay = self._timing.first
                 continue
@@ -452,6 +482,9 @@ class Publisher:
                 await self._read_owned()
             ok = True
             for name in sorted(self._dirty()):  # in name order: predictable logs
+                if not self._allowed():
+                    self._wake.set()  # held back: look again soon, no failure counted
+                    return ok
                 ok = await self._sync(name) and ok
             self._report(ok)
             return ok
@@ -523,6 +556,15 @@ class Publisher:
             self._foreign.add(name)
             log.warning("external DNS: %s exists without the ownership TXT %r; leaving it alone",
                         name, self._marker(name))
+
+    def _allowed(self) -> bool:
+        """``may_write()``, logging each change of the answer once."""
+        allowed = self._may_write()
+        if allowed == self._holding_back:
+            self._holding_back = not allowed
+            log.log(logging.WARNING if not allowed else logging.INFO, "external DNS: %s",
+                    "not writing: the leader lease is not confirmed" if not allowed else "writing again")
+        return allowed
 
     def _fail(self, exc: ProviderError, name: dns.name.Name | None = None) -> None:
         self._metrics.failures.labels(exc.reason).inc()

@@ -3,7 +3,8 @@
 A replica campaigns by creating the election key, attached to a lease of
 ``ttl`` seconds, in a transaction that succeeds only if the key does not
 exist (``create_revision == 0``). The winner keeps the lease alive every
-``ttl / 3`` seconds; its leadership is the key's create revision
+``ttl / 10`` seconds (so that an etcd stall shorter than the lease does not
+expire it); its leadership is the key's create revision
 (:class:`~controller.store.Guard`), which every write compares. A replica that
 loses the key (lease expired while cut off from etcd, or the key deleted) stops
 at its next write or keep-alive. The others watch the key and campaign as soon
@@ -23,13 +24,14 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import aetcd
 import aetcd.exceptions
 import aetcd.transactions
 
 from controller.store import EtcdLink, Guard, NotLeader
-from feddns.etcd import EtcdError
+from feddns.etcd import EtcdError, cancelled_by_client, describe
 from feddns.keys import Layout
 
 log = logging.getLogger(__name__)
@@ -45,13 +47,32 @@ def identity() -> str:
     return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 
 
+KEEPALIVES_PER_LEASE = 10
+"""Keep-alives sent per lease TTL. etcd counts the TTL from the last keep-alive it
+received, so an etcd that stalls for up to ``ttl * (1 - 1/KEEPALIVES_PER_LEASE)``
+seconds (13.5 s of a 15 s lease) resumes with our lease still alive, and the
+keep-alive queued during the stall renews it."""
+
+RETRY_PAUSE = 0.2
+"""Seconds between keep-alive attempts while etcd does not answer (each waits for
+the call timeout first; a refused connection fails at once)."""
+
+
 class Elector:
     """Campaigns for, holds and gives up leadership.
 
     ``on_change(True)`` is called when this replica becomes the leader,
-    ``on_change(False)`` when it stops being one. ``guard()`` returns the
+    ``on_change(False)`` when it stops being one; ``on_confirm(t)`` each time etcd
+    confirms the lease, with the Unix time ``t`` at which the confirmed request was sent. ``guard()`` returns the
     current :class:`Guard` or raises :class:`NotLeader`; ``lost()`` is called by
-    the writer when etcd refused a guarded write.
+    the writer when etcd refused a guarded write. ``holds_lease()`` is true only
+    while etcd cannot have expired the lease yet: the last keep-alive etcd
+    confirmed was sent less than ``ttl`` (less a margin) ago. Writes that etcd
+    cannot guard (the external DNS provider) ask it first.
+
+    The elector owns its etcd connection (``link``): no other task closes it, and
+    an etcd error, a timeout or a ``CancelledError`` from a closed channel is
+    retried, never the end of the task; only a real cancellation ends ``run``.
     """
 
     def __init__(
@@ -62,19 +83,33 @@ class Elector:
         on_change: Callable[[bool], None],
         *,
         name: str | None = None,
+        on_confirm: Callable[[float], None] = lambda sent: None,
     ) -> None:
         self.link, self.key, self.ttl = link, key, ttl
         self.name = name or identity()
         self._on_change = on_change
+        self._on_confirm = on_confirm
         self._guard: Guard | None = None
         self._lease: int | None = None
+        self._last_lease: int | None = None
         self._lost = asyncio.Event()
+        self._deadline = 0.0
         self.contacted = False
         """True once etcd has answered (the replica knows whether it leads)."""
 
     @property
     def is_leader(self) -> bool:
         return self._guard is not None
+
+    @property
+    def keepalive_interval(self) -> float:
+        """Seconds between keep-alives of the lease."""
+        return self.ttl / KEEPALIVES_PER_LEASE
+
+    def holds_lease(self) -> bool:
+        """Leader, and etcd confirmed the lease recently enough that it cannot have expired:
+        a replica paused or cut off past its lease answers False before it has noticed."""
+        return self._guard is not None and time.monotonic() < self._deadline
 
     def guard(self) -> Guard:
         if self._guard is None:
@@ -87,17 +122,27 @@ class Elector:
 
     async def run(self) -> None:
         """Campaign and hold, forever; errors are logged and retried after a pause."""
+        failing = False
         while True:
             client = self.link.client
             try:
                 if await self._campaign(client):
                     await self._hold(client)
                 self._step_down()
-            except Exception as exc:  # noqa: BLE001 - etcd errors, and whatever gRPC lets through
-                self._step_down()
-                log.warning("leader election: etcd %s: %s", self.link.endpoints.current, exc or type(exc).__name__)
-                await self.link.failed(client)
-                await asyncio.sleep(min(1.0, self.ttl / 3))
+                failing = False
+                continue
+            except asyncio.CancelledError as exc:
+                if not cancelled_by_client(exc):
+                    raise  # the controller is stopping
+                error: BaseException = exc
+            except Exception as exc:  # noqa: BLE001 - etcd errors, and whatever gRPC lets through: retried
+                error = exc
+            self._step_down()
+            level = logging.DEBUG if failing else logging.WARNING
+            log.log(level, "leader election: etcd %s: %s", self.link.endpoints.current, describe(error))
+            failing = True
+            await self.link.failed(client)
+            await asyncio.sleep(min(1.0, self.ttl / 3))
 
     async def resign(self) -> None:
         """Give up leadership now (revoke the lease) so that another replica takes over at once."""
@@ -105,12 +150,13 @@ class Elector:
         self._step_down()
         if lease is not None:
             try:
-                await self.link.client.revoke_lease(lease)
-            except EtcdError as exc:
-                log.warning("leader election: could not revoke lease on exit: %s", exc)
+                await asyncio.wait_for(self.link.client.revoke_lease(lease), 2)
+            except (EtcdError, TimeoutError) as exc:
+                log.warning("leader election: could not revoke lease on exit: %s", describe(exc))
 
     async def _campaign(self, client: aetcd.Client) -> bool:
         """Try to create the key; when another holds it, wait until it changes. True when we won."""
+        sent = time.monotonic()
         lease = await client.lease(self.ttl)
         won, _ = await client.transaction(
             compare=[aetcd.transactions.Create(self.key) == 0],
@@ -120,16 +166,35 @@ class Elector:
         self.contacted = True
         current = await client.get(self.key)
         if won and current is not None and current.lease == lease.id:
-            self._lease, self._lost = lease.id, asyncio.Event()
-            self._guard = Guard(self.key, current.create_revision)
-            log.info("leader election: %s leads (revision %d)", self.name, current.create_revision)
-            self._on_change(True)
+            self._lead(lease.id, current.create_revision, sent)
             return True
         await client.revoke_lease(lease.id)
+        if current is not None and await self._resume(client, current):
+            return True
         if current is not None:
             log.debug("leader election: %s leads; waiting", current.value.decode(errors="replace"))
             await self._wait_for_change(client, current.header.revision)
         return False
+
+    async def _resume(self, client: aetcd.Client, current: Any) -> bool:
+        """The key is still ours, under the lease we held before a step-down that etcd
+        did not see (a stall we gave up on too early): keep it instead of waiting it out."""
+        if current.lease != self._last_lease or current.value != self.name.encode():
+            return False
+        sent = time.monotonic()
+        reply = await client.refresh_lease(current.lease)
+        if reply is None or reply.TTL <= 0:
+            return False
+        self._lead(current.lease, current.create_revision, sent)
+        return True
+
+    def _lead(self, lease: int, revision: int, sent: float) -> None:
+        self._lease = self._last_lease = lease
+        self._lost = asyncio.Event()
+        self._confirmed(sent)
+        self._guard = Guard(self.key, revision)
+        log.info("leader election: %s leads (revision %d)", self.name, revision)
+        self._on_change(True)
 
     async def _wait_for_change(self, client: aetcd.Client, revision: int) -> None:
         try:
@@ -138,44 +203,70 @@ class Elector:
             pass  # look again: a watch can miss nothing, but a stuck one must not stall us
 
     async def _hold(self, client: aetcd.Client) -> None:
-        """Keep the lease alive until it is lost, the writer reports a lost guard, or etcd
-        has not confirmed the lease for ``ttl`` seconds."""
+        """Keep the lease alive until it is lost, the writer reports a lost guard, or the
+        lease may have expired (no keep-alive confirmed within the TTL)."""
         assert self._lease is not None
-        confirmed = time.monotonic()
+        pause = self.keepalive_interval
+        failing = False
         while True:
             try:
-                await asyncio.wait_for(self._lost.wait(), self.ttl / 3)
+                await asyncio.wait_for(self._lost.wait(), pause)
                 log.warning("leader election: a guarded write failed; stepping down")
                 return
             except TimeoutError:
                 pass
+            if time.monotonic() >= self._deadline:
+                log.warning("leader election: lease not confirmed for %ds; stepping down", self.ttl)
+                return
+            sent = time.monotonic()
             try:
-                reply = await client.refresh_lease(self._lease)
-            except EtcdError as exc:
-                if time.monotonic() - confirmed >= self.ttl:
-                    log.warning("leader election: lease not renewed for %ds (%s); stepping down", self.ttl, exc)
-                    return
-                await self.link.failed(client)
-                client = self.link.client
+                reply, ours = await asyncio.wait_for(self._confirm(client), max(0.1, self._deadline - sent))
+            except (EtcdError, TimeoutError) as exc:
+                if not failing:
+                    log.warning("leader election: keep-alive failed (%s); retrying while the lease lasts",
+                                describe(exc))
+                failing = True
+                if not isinstance(exc, TimeoutError | aetcd.exceptions.ConnectionTimeoutError):
+                    await self.link.failed(client)  # a timed-out call keeps its channel: etcd may be slow
+                    client = self.link.client
+                pause = RETRY_PAUSE
                 continue
             if reply is None or reply.TTL <= 0:
                 log.warning("leader election: lease expired; stepping down")
                 return
-            if not await self._still_ours(client):
+            if not ours:
+                log.warning("leader election: the election key is no longer ours; stepping down")
                 return
-            confirmed = time.monotonic()
+            self._confirmed(sent)
+            if failing:
+                log.info("leader election: keep-alive confirmed again; still the leader")
+            # A reply that took long (etcd stalled) only vouches for the time the request was
+            # sent: renew again at once so that the lease is known to last a full TTL again.
+            late = time.monotonic() - sent > self.keepalive_interval
+            failing, pause = False, 0.0 if late else self.keepalive_interval
+            client = self.link.client  # a new one when the certificate files changed
 
-    async def _still_ours(self, client: aetcd.Client) -> bool:
-        """The election key still exists with our create revision (it may have been
-        deleted by hand, or by an operator revoking our lease)."""
+    def _confirmed(self, sent: float) -> None:
+        """etcd confirmed the lease with a request sent at ``sent`` (monotonic): it lasts at
+        least ``ttl`` from then; we count on a little less."""
+        self._deadline = sent + self.ttl * (1 - 1 / (2 * KEEPALIVES_PER_LEASE))
+        self._on_confirm(time.time() - (time.monotonic() - sent))
+
+    async def _confirm(self, client: aetcd.Client) -> tuple[Any, bool]:
+        """Renew the lease, then check that the election key still exists with our create
+        revision (it may have been deleted by hand, or by an operator revoking our lease).
+        Returns the keep-alive reply and whether the key is ours; raises ``EtcdError``."""
+        assert self._lease is not None
+        reply = await client.refresh_lease(self._lease)
+        if reply is None or reply.TTL <= 0:
+            return reply, True
         current = await client.get(self.key)
-        if current is None or self._guard is None or current.create_revision != self._guard.revision:
-            log.warning("leader election: the election key is no longer ours; stepping down")
-            return False
-        return True
+        ours = current is not None and self._guard is not None and current.create_revision == self._guard.revision
+        return reply, ours
 
     def _step_down(self) -> None:
         if self._guard is not None:
             self._guard = None
             self._lease = None
+            self._deadline = 0.0
             self._on_change(False)

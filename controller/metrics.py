@@ -44,8 +44,22 @@ class Metrics:
         )
         self.skipped = counter(
             "skipped_services",
-            "federated Services that cannot be shards (reason: headless, hostname-only, malformed, ...)",
+            "federated Services that cannot be shards (reason: externalname, hostname-only, malformed, ...)",
             ("cluster", "reason"),
+        )
+        self.bad_annotations = counter(
+            "bad_policy_annotations",
+            "federated Services whose policy annotations are bad (written with the default policy)",
+            ("cluster",),
+        )
+        self.policy_conflicts = counter(
+            "policy_conflicts",
+            "federated services whose shards set different policies (written with the default policy)",
+        )
+        self.trimmed = counter(
+            "trimmed_endpoints",
+            "headless shards with more ready endpoints than a record keeps (1,000): the rest left out",
+            ("cluster",),
         )
         self.skipped_objects = counter(
             "skipped_objects", "API objects skipped for an unexpected shape", ("cluster", "resource")
@@ -53,6 +67,16 @@ class Metrics:
         self.etcd_writes = counter("etcd_writes", "records put into etcd")
         self.etcd_deletes = counter("etcd_deletes", "records deleted from etcd")
         self.etcd_errors = counter("etcd_errors", "failed etcd calls (retried)")
+        self.etcd_repairs = counter("etcd_repairs", "records put back after another writer changed or deleted them")
+        self.stale = gauge(
+            "cluster_stale",
+            "1 while the cluster has been unreachable longer than its staleAfterSeconds (its record says stale)",
+            ("cluster",),
+        )
         self.leader = gauge("leader", "1 while this replica is the leader (the only writer)")
+        self.lease_confirmed = gauge(
+            "lease_confirmed_timestamp_seconds",
+            "Unix time at which the last keep-alive etcd confirmed was sent (the lease lasts leaseSeconds from then)",
+        )
         self.resyncs = counter("resyncs", "full comparisons of etcd with the clusters")
 

@@ -4,27 +4,51 @@ Objects arrive as the decoded JSON of the API (``v1`` Service,
 ``discovery.k8s.io/v1`` EndpointSlice, ``multicluster.x-k8s.io/v1alpha1``
 ServiceExport). Each is shrunk, as it arrives, to the few fields the controller
 needs (:class:`ServiceInfo`, :class:`SliceInfo`), as CoreDNS's kubernetes plugin
-does; nothing downstream sees the raw object. The shard record of CONTRACTS 4 is
-then the Service's addresses and named ports plus the ready endpoint count of
-its EndpointSlices (:func:`shard_record`).
+does; nothing downstream sees the raw object. The shard record of
+docs/reference.md section 4 is then the Service's addresses, named ports and
+answer policy (its ``federation.feddns.io/*`` annotations) plus the ready
+endpoint count of its EndpointSlices; for a headless Service, the ready
+endpoints themselves and the slices' named ports (:func:`shard_record`).
 
 A Service that cannot be a shard is not an error: :class:`ServiceInfo` carries
-a ``skip`` reason (headless, ExternalName, hostname-only load balancer, an
-unexpected shape) that the controller logs once and counts.
+a ``skip`` reason (ExternalName, hostname-only load balancer, an unexpected
+shape) that the controller logs once and counts. Bad policy annotations are not
+one either: the Service is a shard with the default policy, and ``policy_problem``
+says what was wrong.
 """
 
 import ipaddress
 import socket
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from feddns import names
 from feddns.errors import FeddnsError
-from feddns.records import PROTOCOLS, IPAddress, Port, ShardRecord
+from feddns.records import (
+    DEFAULT_POLICY,
+    FAILOVER,
+    LOCALITY_WEIGHTED,
+    MAX_ENDPOINTS,
+    MAX_WEIGHT,
+    POLICIES,
+    PROTOCOLS,
+    WEIGHTED,
+    Endpoint,
+    IPAddress,
+    Policy,
+    Port,
+    ShardRecord,
+)
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 """The label an EndpointSlice carries naming its Service (discovery.k8s.io/v1)."""
+
+POLICY_ANNOTATION = "federation.feddns.io/policy"
+FAILOVER_ORDER_ANNOTATION = "federation.feddns.io/failover-order"
+WEIGHT_ANNOTATION = "federation.feddns.io/weight"
+"""Annotations on a Service that set its answer policy (docs/reference.md section 2)."""
 
 
 class ShapeError(FeddnsError, ValueError):
@@ -47,7 +71,10 @@ class ServiceInfo:
     ``labelled``: the selector label equals the federation name. ``record``: its
     clusterIPs, externalIPs and named ports (``ready`` not yet known), or
     ``None`` with ``skip`` saying why. ``load_balancer``: ``spec.type`` is
-    ``LoadBalancer`` (the external publisher only takes those).
+    ``LoadBalancer`` (the external publisher only takes those). ``headless``:
+    ``clusterIP: None`` (the record's endpoints come from the EndpointSlices).
+    The record's policy is the annotations' (the default when none is set or
+    one is bad, ``policy_problem`` then saying which and why).
     """
 
     namespace: str
@@ -56,18 +83,27 @@ class ServiceInfo:
     record: ShardRecord | None
     skip: Skip | None = None
     load_balancer: bool = False
+    headless: bool = False
+    policy_problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SliceInfo:
     """An EndpointSlice shrunk: its Service (``None`` when it has no
-    ``kubernetes.io/service-name`` label), address type and ready endpoint count."""
+    ``kubernetes.io/service-name`` label), address type and ready endpoint count;
+    ``addresses`` the first address of each ready endpoint, packed and
+    concatenated (4 bytes each for ``IPv4``, 16 for ``IPv6``, none for
+    ``FQDN``), ``hostnames`` their ``hostname`` in the same order (``None``
+    when no endpoint has one), and ``ports`` the slice's named ports."""
 
     namespace: str
     name: str
     service: str | None
     address_type: str
     ready: int
+    addresses: bytes = b""
+    hostnames: tuple[str | None, ...] | None = None
+    ports: tuple[Port, ...] = ()
 
 
 def object_key(obj: object) -> tuple[str, str]:
@@ -75,21 +111,24 @@ def object_key(obj: object) -> tuple[str, str]:
     meta = _field(obj, "metadata", dict)
     name, namespace = meta.get("name"), meta.get("namespace", "default")
     try:
-        return names.check_label(namespace, "namespace"), names.check_label(name, "name")
+        # interned: a name is kept by its Service, its slices and the view's sets, once
+        return sys.intern(names.check_label(namespace, "namespace")), sys.intern(names.check_label(name, "name"))
     except ValueError as exc:
         raise ShapeError(f"metadata: {exc}") from exc
 
 
-def service_info(obj: object, federation: str, label: str) -> ServiceInfo:
+def service_info(obj: object, federation: str, label: str, clusters: frozenset[str] = frozenset()) -> ServiceInfo:
     """Shrink a ``v1`` Service (Kubernetes API fields ``metadata.labels``,
-    ``spec.type``, ``spec.clusterIPs``, ``spec.externalIPs``, ``spec.ports``,
-    ``status.loadBalancer.ingress``).
+    ``metadata.annotations``, ``spec.type``, ``spec.clusterIPs``,
+    ``spec.externalIPs``, ``spec.ports``, ``status.loadBalancer.ingress``);
+    ``clusters`` are the configured cluster names a failover order may name.
 
     Raises :class:`ShapeError` only when the object has no usable
     namespace/name; any other oddity becomes a ``skip``.
     """
     namespace, name = object_key(obj)
-    labels = _field(obj, "metadata", dict).get("labels") or {}
+    meta = _field(obj, "metadata", dict)
+    labels = meta.get("labels") or {}
     labelled = isinstance(labels, dict) and labels.get(label) == federation
     try:
         spec = _field(obj, "spec", dict)
@@ -97,7 +136,44 @@ def service_info(obj: object, federation: str, label: str) -> ServiceInfo:
     except ShapeError as exc:
         return ServiceInfo(namespace, name, labelled, None, Skip("malformed", f"unexpected shape: {exc}"))
     load_balancer = record is not None and spec.get("type") == "LoadBalancer"
-    return ServiceInfo(namespace, name, labelled, record, skip, load_balancer)
+    headless = record is not None and record.endpoints is not None
+    policy, problem = read_annotations(meta.get("annotations"), clusters)
+    if record is not None and policy is not DEFAULT_POLICY:
+        record = replace(record, policy=policy)
+    return ServiceInfo(namespace, name, labelled, record, skip, load_balancer, headless, problem)
+
+
+def read_annotations(annotations: object, clusters: frozenset[str]) -> tuple[Policy, str | None]:
+    """The answer policy set by a Service's annotations (:data:`POLICY_ANNOTATION`,
+    :data:`FAILOVER_ORDER_ANNOTATION`, :data:`WEIGHT_ANNOTATION`), or the default
+    policy and what is wrong: an unknown policy, a failover policy without an
+    order or with one naming a cluster not in ``clusters``, a weight that is not
+    a whole number from 0 to 65535. Annotations a policy does not use are ignored
+    (a weight under ``failover``)."""
+    if not isinstance(annotations, dict):
+        return DEFAULT_POLICY, None
+    name = annotations.get(POLICY_ANNOTATION)
+    order_text, weight_text = annotations.get(FAILOVER_ORDER_ANNOTATION), annotations.get(WEIGHT_ANNOTATION)
+    if name is None:
+        return DEFAULT_POLICY, None
+    name = str(name).strip()
+    if name not in POLICIES:
+        return DEFAULT_POLICY, f"{POLICY_ANNOTATION} {name!r} is not one of {', '.join(POLICIES)}"
+    order: tuple[str, ...] = ()
+    if name == FAILOVER:
+        order = tuple(dict.fromkeys(c.strip() for c in str(order_text or "").split(",") if c.strip()))
+        unknown = [c for c in order if c not in clusters]
+        if not order:
+            return DEFAULT_POLICY, f"policy failover needs {FAILOVER_ORDER_ANNOTATION} (cluster names, comma-separated)"
+        if unknown:
+            return DEFAULT_POLICY, f"{FAILOVER_ORDER_ANNOTATION} names unknown clusters: {', '.join(unknown)}"
+    weight = None
+    if name in (WEIGHTED, LOCALITY_WEIGHTED) and weight_text is not None:
+        text = str(weight_text).strip()
+        if not text.isdigit() or int(text) > MAX_WEIGHT:
+            return DEFAULT_POLICY, f"{WEIGHT_ANNOTATION} {weight_text!r} is not a whole number from 0 to {MAX_WEIGHT}"
+        weight = int(text)
+    return Policy(name, order, weight), None
 
 
 def _service_record(spec: Mapping[str, Any], ingress: list[Any]) -> tuple[ShardRecord | None, Skip | None]:
@@ -106,8 +182,8 @@ def _service_record(spec: Mapping[str, Any], ingress: list[Any]) -> tuple[ShardR
     cluster_ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
     if not isinstance(cluster_ips, list):
         raise ShapeError(f"spec.clusterIPs: not a list: {cluster_ips!r}")
-    if "None" in cluster_ips:
-        return None, Skip("headless", "headless Service (clusterIP None); headless support is a later step")
+    if "None" in cluster_ips:  # headless: endpoints and ports come from the EndpointSlices
+        return ShardRecord(endpoints=()), None
     if not cluster_ips:
         return None, Skip("no-clusterip", "no clusterIP allocated")
     ingress_ips = [i["ip"] for i in ingress if i.get("ip")]
@@ -141,7 +217,9 @@ def slice_info(obj: object) -> SliceInfo:
     """Shrink a ``discovery.k8s.io/v1`` EndpointSlice; raises :class:`ShapeError`.
 
     ``ready`` counts the endpoints whose ``conditions.ready`` is true or absent
-    (the API says a nil ``ready`` is to be read as true).
+    (the API says a nil ``ready`` is to be read as true). Of each ready endpoint
+    the first of its ``addresses`` is kept (the API says they are fungible) with
+    its ``hostname`` (dropped when it is not a DNS label).
     """
     namespace, name = object_key(obj)
     labels = _field(obj, "metadata", dict).get("labels") or {}
@@ -153,8 +231,29 @@ def slice_info(obj: object) -> SliceInfo:
     endpoints = obj.get("endpoints") or []
     if not isinstance(endpoints, list):
         raise ShapeError("endpoints: not a list")
-    ready = sum(1 for endpoint in endpoints if _endpoint_ready(endpoint))
-    return SliceInfo(namespace, name, service if isinstance(service, str) else None, address_type, ready)
+    ready = [endpoint for endpoint in endpoints if _endpoint_ready(endpoint)]
+    addresses, hostnames = _ready_addresses(ready, address_type)
+    ports = _ports(obj.get("ports") or [], "ports")
+    owner = sys.intern(service) if isinstance(service, str) else None
+    return SliceInfo(namespace, name, owner, sys.intern(address_type), len(ready), addresses, hostnames, ports)
+
+
+def _ready_addresses(ready: list[dict[str, Any]], address_type: str) -> tuple[bytes, tuple[str | None, ...] | None]:
+    family = {"IPv4": socket.AF_INET, "IPv6": socket.AF_INET6}.get(address_type)
+    if family is None:
+        return b"", None
+    packed, hostnames = [], []
+    for endpoint in ready:
+        found = endpoint.get("addresses") or []
+        if not isinstance(found, list) or not found:
+            raise ShapeError("endpoints[].addresses: not a non-empty list")
+        try:
+            packed.append(socket.inet_pton(family, found[0]))
+        except (OSError, TypeError, ValueError) as exc:
+            raise ShapeError(f"endpoints[].addresses: {found[0]!r} is not an {address_type} address") from exc
+        hostname = endpoint.get("hostname")
+        hostnames.append(hostname if isinstance(hostname, str) and names.is_label(hostname) else None)
+    return b"".join(packed), tuple(hostnames) if any(hostnames) else None
 
 
 def _endpoint_ready(endpoint: object) -> bool:
@@ -178,10 +277,40 @@ def ready_count(slices: Iterable[SliceInfo]) -> int:
     return max(per_family.values(), default=0)
 
 
-def shard_record(service: ServiceInfo, ready: int) -> ShardRecord | None:
-    """The shard record to store for ``service`` with ``ready`` endpoints, or
-    ``None`` when the Service is skipped."""
-    return None if service.record is None else replace(service.record, ready=ready)
+def shard_record(service: ServiceInfo, slices: Iterable[SliceInfo]) -> tuple[ShardRecord | None, int]:
+    """The shard record to store for ``service`` with its EndpointSlices ``slices``
+    (``None`` when the Service is skipped), and how many ready endpoints a headless
+    Service has beyond the :data:`feddns.records.MAX_ENDPOINTS` the record keeps."""
+    if service.record is None:
+        return None, 0
+    slices = list(slices)
+    record = replace(service.record, ready=ready_count(slices))
+    if not service.headless:
+        return record, 0
+    endpoints = headless_endpoints(slices)
+    ports: dict[str, Port] = {}
+    for info in sorted(slices, key=lambda info: info.name):
+        for port in info.ports:
+            ports.setdefault(port.name, port)
+    kept = endpoints[:MAX_ENDPOINTS]
+    return replace(record, endpoints=kept, ports=tuple(ports.values())), len(endpoints) - len(kept)
+
+
+def headless_endpoints(slices: Iterable[SliceInfo]) -> tuple[Endpoint, ...]:
+    """The ready endpoints of a headless Service's slices, without duplicates, sorted
+    by address (IPv4 first) so that the record does not change with the slices' order."""
+    found: dict[tuple[bytes, str | None], None] = {}
+    for info in slices:
+        width = 4 if info.address_type == "IPv4" else 16
+        for i in range(0, len(info.addresses), width):
+            hostname = info.hostnames[i // width] if info.hostnames is not None else None
+            found[(info.addresses[i : i + width], hostname)] = None
+    ordered = sorted(found, key=lambda item: (len(item[0]), item[0], item[1] or ""))
+    return tuple(Endpoint(_packed_address(ip), hostname) for ip, hostname in ordered)
+
+
+def _packed_address(packed: bytes) -> IPAddress:
+    return ipaddress.IPv4Address(packed) if len(packed) == 4 else ipaddress.IPv6Address(packed)
 
 
 def _field(obj: object, key: str, kind: type, required: bool = True) -> Any:
@@ -212,23 +341,39 @@ def _address(text: object, where: str) -> IPAddress:
         raise ShapeError(f"{where}: {text!r} is not an IP address") from exc
 
 
-def _ports(items: object) -> tuple[Port, ...]:
-    """Named ports only (CONTRACTS 2: SRV names a port); unnamed ports are left out."""
+def _ports(items: object, where: str = "spec.ports") -> tuple[Port, ...]:
+    """Named ports only (docs/reference.md section 2: SRV names a port); unnamed ports are left out.
+    ``where`` names the field in errors (a Service's ``spec.ports``, an EndpointSlice's ``ports``)."""
     if not isinstance(items, list):
-        raise ShapeError("spec.ports: not a list")
+        raise ShapeError(f"{where}: not a list")
     ports = []
     for item in items:
         if not isinstance(item, dict):
-            raise ShapeError("spec.ports[]: not an object")
+            raise ShapeError(f"{where}[]: not an object")
         name, protocol, number = item.get("name"), item.get("protocol", "TCP"), item.get("port")
         if not name:
             continue
         if not isinstance(name, str) or not names.is_label(name) or protocol not in PROTOCOLS:
-            raise ShapeError(f"spec.ports[]: bad name or protocol {name!r}/{protocol!r}")
+            raise ShapeError(f"{where}[]: bad name or protocol {name!r}/{protocol!r}")
         if type(number) is not int or not 1 <= number <= 65535:
-            raise ShapeError(f"spec.ports[{name}].port: {number!r} is not 1-65535")
+            raise ShapeError(f"{where}[{name}].port: {number!r} is not 1-65535")
         ports.append(Port(name, protocol, number))
-    return tuple(ports)
+    return _shared(tuple(ports))
+
+
+_PORT_LISTS: dict[tuple[Port, ...], tuple[Port, ...]] = {}
+_PORT_LISTS_MAX = 4096
+"""Port lists already seen, shared: most Services of a federation have one of a few
+(``http/TCP/80``), and each copy costs about 200 bytes of memory. Bounded in entries."""
+
+
+def _shared(ports: tuple[Port, ...]) -> tuple[Port, ...]:
+    known = _PORT_LISTS.get(ports)
+    if known is not None:
+        return known
+    if len(_PORT_LISTS) < _PORT_LISTS_MAX:
+        _PORT_LISTS[ports] = ports
+    return ports
 
 
 def describe(record: ShardRecord) -> str:
@@ -257,4 +402,18 @@ def _fields(record: ShardRecord, other: ShardRecord) -> list[tuple[str, str]]:
     ports = " ".join(f"{p.name}/{p.protocol}/{p.port}" for p in record.ports)
     out.append(("ports", ports or "none"))
     out.append(("ready", "unknown" if record.ready is None else str(record.ready)))
+    if record.policy != DEFAULT_POLICY or other.policy != DEFAULT_POLICY:
+        out.append(("policy", describe_policy(record.policy)))
+    if record.endpoints is not None or other.endpoints is not None:
+        out.append(("endpoints", str(len(record.endpoints or ()))))
     return out
+
+
+def describe_policy(policy: Policy) -> str:
+    """``failover [foo, bar]``, ``weighted (weight 3)``, ``locality``."""
+    text = policy.name
+    if policy.failover_order:
+        text += " [" + ", ".join(policy.failover_order) + "]"
+    if policy.weight is not None:
+        text += f" (weight {policy.weight})"
+    return text

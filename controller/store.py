@@ -1,4 +1,4 @@
-"""The controller's etcd side: one shared connection and leader-guarded writes.
+"""The controller's etcd side: a connection per task and leader-guarded writes.
 
 Every write of the controller is an etcd transaction whose compare is "the
 election key still has the create revision it had when this replica won"
@@ -9,15 +9,16 @@ etcd refuses, and the writer learns it is no longer the leader
 operations (etcd's ``--max-txn-ops`` defaults to 128).
 """
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import aetcd
 import aetcd.transactions
 
-from feddns.etcd import Endpoints, prefix_range_end
+from feddns.etcd import Endpoints, close_quietly, prefix_range_end
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +41,29 @@ class Guard:
 
 
 class EtcdLink:
-    """The one etcd client of the controller, shared by the elector and the writer.
+    """The etcd client of one task of the controller (the elector, the writer, the
+    prefix watch): each owns its own, so that one task giving up its connection
+    never breaks a call of another (a write that times out must not cancel the
+    lease keep-alive).
 
-    ``client`` creates it on first use; ``failed(client)`` drops a client after
-    an error (only if it is still the current one) and moves to the next
+    ``client`` creates it on first use, and anew when the certificate or
+    password files changed (a rotated Secret); ``failed(client)`` drops a client
+    after an error (only if it is still the current one) and moves to the next
     endpoint, so that a new gRPC channel is made instead of waiting out gRPC's
     reconnect backoff. Raises nothing itself.
     """
 
     def __init__(self, endpoints: Endpoints) -> None:
         self.endpoints = endpoints
-        self._client: aetcd.Client | None = None
+        self._client: Any = None
 
     @property
     def client(self) -> aetcd.Client:
+        """The current client: a new one after a failure or when the files changed."""
+        if self._client is not None and self.endpoints.stale(self._client):
+            log.info("etcd: the client certificate or password files changed; reconnecting")
+            old, self._client = self._client, None
+            _close_later(old)
         if self._client is None:
             self._client = self.endpoints.client()
         return self._client
@@ -63,26 +73,30 @@ class EtcdLink:
             return
         self._client = None
         self.endpoints.failover()
-        await _close_quietly(client)
+        await close_quietly(client)
 
     async def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
-            await _close_quietly(client)
+            await close_quietly(client)
 
 
-async def _close_quietly(client: aetcd.Client) -> None:
-    try:
-        await client.close()
-    except Exception as exc:  # noqa: BLE001 - closing a broken channel may fail any way
-        log.debug("etcd: closing a failed client: %s", exc)
+_closing: set["asyncio.Task[None]"] = set()
 
 
-async def read_prefix(client: aetcd.Client, prefix: str) -> dict[str, bytes]:
-    """Every key under ``prefix`` with its value (one range read). Raises ``EtcdError``."""
+def _close_later(client: aetcd.Client) -> None:
+    """Close a replaced client in the background (its owner holds no call on it now)."""
+    task = asyncio.get_running_loop().create_task(close_quietly(client))
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
+
+
+async def read_prefix(client: aetcd.Client, prefix: str) -> tuple[dict[str, bytes], int]:
+    """Every key under ``prefix`` with its value (one range read), and the revision read at.
+    Raises ``EtcdError``."""
     raw = prefix.encode()
     result = await client.get_range(raw, prefix_range_end(raw))
-    return {kv.key.decode(): kv.value for kv in result.kvs}
+    return {kv.key.decode(): kv.value for kv in result.kvs}, int(result.header.revision)
 
 
 def put(key: str, value: bytes) -> Op:

@@ -14,10 +14,20 @@ Three kinds of work, all only while this replica is the leader:
   again and compare everything, deleting the shards and cluster records of
   clusters that are no longer configured. The shards of a configured cluster
   that has never been listed (unreachable since start) are kept, logged and
-  counted (``feddns_controller_cluster_kept_shards``).
+  counted (``feddns_controller_cluster_kept_shards``);
+* **repair** — while leading, ``P/F/`` is watched from the resync's revision:
+  a record someone else edits or deletes is compared again at once and put
+  back (``feddns_controller_etcd_repairs_total``), not at the next resync.
 
 Writes go through guarded transactions (:mod:`controller.store`). An etcd
 failure leaves the work queued and is retried with backoff; nothing is lost.
+The writer and the prefix watch each own their etcd connection.
+
+A service's answer policy must be the same on every shard (docs/reference.md
+section 2): when the listed clusters' Services set different policies, every
+shard is written with the default policy, and the conflict is logged once and
+counted. A change in one cluster can so change the records of the others: when
+a service's agreement changes, its shards in every cluster are looked at again.
 """
 
 import asyncio
@@ -25,19 +35,20 @@ import logging
 import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import aetcd
+import aetcd.exceptions
 
 from controller import shards, store
 from controller.config import ControllerConfig
 from controller.metrics import Metrics
 from controller.view import ClusterView, Key
 from feddns.errors import RecordError
-from feddns.etcd import EtcdError
+from feddns.etcd import EtcdError, cancelled_by_client, describe, prefix_range_end, unless_stale
 from feddns.keys import ClusterKey, ShardKey
-from feddns.records import IPAddress, ShardRecord, decode_json, encode
+from feddns.records import DEFAULT_POLICY, IPAddress, ShardRecord, decode_json, encode
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +66,20 @@ class Leadership(Protocol):
 
     def lost(self) -> None: ...
 
+    def holds_lease(self) -> bool: ...
+
 
 class Publisher(Protocol):
-    """The external DNS publisher (interface B, ``controller.external.Publisher``)."""
+    """The external DNS publisher (interface B, ``controller.external.Publisher``).
+
+    ``stop()`` is called when this replica stops leading: the publisher drops
+    what it was about to send and sends nothing until the next ``resync``."""
 
     async def publish(self, desired: Mapping[Key, Sequence[IPAddress]]) -> None: ...
 
     async def resync(self, desired: Mapping[Key, Sequence[IPAddress]]) -> None: ...
+
+    def stop(self) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -99,10 +117,12 @@ class Syncer:
         leadership: Leadership,
         metrics: Metrics,
         *,
+        watch_link: store.EtcdLink | None = None,
         publisher: Publisher | None = None,
         timing: SyncTiming = SyncTiming(),
     ) -> None:
         self.config, self.views, self.link = config, views, link
+        self.watch_link = watch_link or store.EtcdLink(link.endpoints)
         self.leadership, self.metrics, self.publisher = leadership, metrics, publisher
         self.timing = timing
         self.layout = config.layout
@@ -110,11 +130,23 @@ class Syncer:
         self.known: dict[str, bytes] | None = None
         self.resynced = False
         """True once a resync completed since this replica last became leader."""
+        self.stale: dict[str, bool] = {c.name: False for c in config.clusters}
+        """Clusters unreachable for longer than their ``staleAfterSeconds``."""
         self._dirty: set[tuple[str, str, str]] = set()
+        self._dirty_clusters: set[str] = set()
         self._reconcile: set[str] = set()
+        self._foreign: set[str] = set()
+        """Keys another writer changed since we last wrote them (counted when put back)."""
+        self._in_flight: dict[str, bytes | None] = {}
+        """Keys of the transaction being committed, with the values it writes (``None``: deletes)."""
         self._wake = asyncio.Event()
         self._next_resync = 0.0
         self._unparsable: set[str] = set()
+        self._watch: asyncio.Task[None] | None = None
+        self._conflicts: set[Key] = set()
+        """Services whose shards set different policies, as last worked out."""
+        self._flipped: set[Key] = set()
+        """Services whose agreement changed since the last plan (their shards elsewhere change)."""
 
     # -- called on the event loop by the controller ------------------------------
 
@@ -130,13 +162,33 @@ class Syncer:
             self._reconcile.add(cluster)
             self._wake.set()
 
+    def set_stale(self, cluster: str, stale: bool) -> None:
+        """``cluster`` has been unreachable longer than its ``staleAfterSeconds`` (or is back):
+        its cluster record is rewritten with (or without) ``"stale": true``."""
+        self.stale[cluster] = stale
+        if self.leadership.is_leader:
+            self._dirty_clusters.add(cluster)
+            self._wake.set()
+
     def leadership_changed(self, leader: bool) -> None:
-        """Elector callback: forget what etcd held; a new leader starts with a resync."""
+        """Elector callback: forget what etcd held; a new leader starts with a resync.
+        A replica that stops leading stops its prefix watch and the external publisher."""
         self.known, self.resynced = None, False
         self._dirty.clear()
+        self._dirty_clusters.clear()
         self._reconcile.clear()
+        self._foreign.clear()
+        self._stop_watch()
+        if not leader and self.publisher is not None:
+            self.publisher.stop()
         self.metrics.leader.set(1 if leader else 0)
         self._wake.set()
+
+    async def close(self) -> None:
+        """Stop the prefix watch and close the connections."""
+        self._stop_watch()
+        await self.link.close()
+        await self.watch_link.close()
 
     # -- the task ------------------------------------------------------------------
 
@@ -159,8 +211,14 @@ class Syncer:
                 continue
             except EtcdError as exc:
                 self.metrics.etcd_errors.inc()
-                log.warning("etcd %s: %s; retrying in %.1fs", self.link.endpoints.current,
-                            exc or type(exc).__name__, delay)
+                log.warning("etcd %s: %s; retrying in %.1fs", self.link.endpoints.current, describe(exc), delay)
+                await self.link.failed(client)
+            except asyncio.CancelledError as exc:
+                if not cancelled_by_client(exc):
+                    raise  # the controller is stopping
+                self.metrics.etcd_errors.inc()
+                log.warning("etcd %s: the call was cancelled by its channel; retrying in %.1fs",
+                            self.link.endpoints.current, delay)
                 await self.link.failed(client)
             except Exception:  # a bug must not stop the writer: log it, start again from a resync
                 log.exception("writer failed; resyncing in %.1fs", delay)
@@ -180,36 +238,124 @@ class Syncer:
     async def _work(self, client: aetcd.Client) -> None:
         if self.known is None or time.monotonic() >= self._next_resync:
             await self.resync(client)
-        elif self._dirty or self._reconcile:
+        elif self._dirty or self._reconcile or self._dirty_clusters:
             await self.flush(client)
 
     async def resync(self, client: aetcd.Client) -> None:
-        """Read ``P/F/`` and make it equal to the configured clusters and their views."""
+        """Read ``P/F/`` and make it equal to the configured clusters and their views (leader only)."""
+        if not self.leadership.is_leader:
+            return
         self.metrics.resyncs.inc()
-        self.known = await store.read_prefix(client, self.prefix)
+        self._stop_watch()
+        known, revision = await store.read_prefix(client, self.prefix)
+        if not self.leadership.is_leader:
+            return  # stepped down during the read
+        self.known = known
         self._next_resync = time.monotonic() + self.config.resync_seconds
         self._dirty.clear()
+        self._dirty_clusters.clear()
         self._reconcile.clear()
+        self._start_watch(self.known, revision)
         await self._apply(client, self._plan(None))
+        self._flipped.clear()  # every shard was planned with the agreement as it is now
         self.resynced = True
         if self.publisher is not None:
             await self.publisher.resync(self.external_desired())
 
     async def flush(self, client: aetcd.Client) -> None:
-        """Write the touched shards and reconcile the newly listed clusters."""
+        """Write the touched shards, the changed cluster records, and reconcile the newly listed clusters."""
         assert self.known is not None
         dirty, self._dirty = self._dirty, set()
         reconcile, self._reconcile = self._reconcile, set()
+        clusters, self._dirty_clusters = self._dirty_clusters, set()
         try:
             changes = self._plan(reconcile) if reconcile else []
-            changes += self._touched_changes(dirty - {d for d in dirty if d[0] in reconcile})
+            done = {d for d in dirty if d[0] not in reconcile}
+            changes += self._touched_changes(done)
+            changes += self._spread_flips(done, reconcile)
+            changes += self._cluster_changes(clusters)
             await self._apply(client, changes)
         except BaseException:
             self._dirty |= dirty
             self._reconcile |= reconcile
+            self._dirty_clusters |= clusters
             raise
         if changes and self.publisher is not None:
             await self.publisher.publish(self.external_desired())
+
+    # -- repair: the watch of P/F/ ---------------------------------------------------------
+
+    def _start_watch(self, known: dict[str, bytes], revision: int) -> None:
+        self._stop_watch()
+        self._watch = asyncio.get_running_loop().create_task(self._watch_prefix(known, revision + 1),
+                                                             name="etcd-prefix-watch")
+
+    def _stop_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+    async def _watch_prefix(self, known: dict[str, bytes], start: int) -> None:
+        """Watch ``P/F/`` from ``start`` while ``known`` is this leadership's view of etcd;
+        reconnect after failures (from the last revision seen); a compacted revision means
+        a resync. Ends only when cancelled (a new resync, a step-down, shutdown)."""
+        raw = self.prefix.encode()
+        failing = False
+        position = [start]
+        while known is self.known:
+            client = self.watch_link.client  # a new one after a failure, or when the files changed
+            try:
+                watch = await client.watch(raw, range_end=prefix_range_end(raw), start_revision=position[0])
+                if failing:
+                    log.info("etcd: watching %s again", self.prefix)
+                failing = False
+                await unless_stale(self.watch_link.endpoints, client, self._follow(known, watch, position))
+                continue
+            except aetcd.exceptions.RevisionCompactedError:
+                log.info("etcd: revision %d of %s is compacted; resyncing", position[0], self.prefix)
+                self.known = None
+                self._wake.set()
+                return
+            except asyncio.CancelledError as exc:
+                if not cancelled_by_client(exc):
+                    raise
+                error: BaseException = exc
+            except Exception as exc:  # noqa: BLE001 - etcd and gRPC failures: reconnect and resume
+                error = exc
+            if not failing:
+                log.warning("etcd %s: watch of %s failed (%s); resuming from revision %d",
+                            self.watch_link.endpoints.current, self.prefix, describe(error), position[0])
+            failing = True
+            await self.watch_link.failed(client)
+            await asyncio.sleep(self.timing.retry_initial)
+
+    async def _follow(self, known: dict[str, bytes], watch: Any, position: list[int]) -> None:
+        """Hand each event to :meth:`_foreign_change`; ``position[0]`` is the next revision."""
+        async for event in watch:
+            position[0] = event.kv.mod_revision + 1
+            self._foreign_change(known, event)
+        raise ConnectionError("the watch ended")
+
+    def _foreign_change(self, known: dict[str, bytes], event: aetcd.Event) -> None:
+        """One event under ``P/F/``: our own writes match ``known``; anything else is
+        another writer's, recorded in ``known`` and compared again at once."""
+        key = event.kv.key.decode("utf-8", "replace")
+        value = event.kv.value if event.kind == aetcd.EventKind.PUT else None
+        if known.get(key) == value or self._in_flight.get(key, b"\0not ours") == value:
+            return  # our own write (or nothing changed)
+        if value is None:
+            known.pop(key, None)
+        else:
+            known[key] = value
+        parsed = self._parse(key)
+        if parsed is None or parsed.cluster not in self.views:
+            return  # not ours to repair now; the next resync deals with unconfigured clusters
+        self._foreign.add(key)
+        if isinstance(parsed, ShardKey):
+            self._dirty.add((parsed.cluster, parsed.namespace, parsed.service))
+        else:
+            self._dirty_clusters.add(parsed.cluster)
+        self._wake.set()
 
     # -- planning --------------------------------------------------------------------
 
@@ -221,12 +367,65 @@ class Syncer:
             if view is None or not view.synced:
                 continue
             key = self.layout.shard_key(ShardKey(self.config.federation, namespace, service, cluster))
-            record = view.shard((namespace, service))
+            record = self._shard_record(view, (namespace, service))
             new = encode(record) if record is not None else None
             old = self.known.get(key)
             if new != old:
                 changes.append(Change(key, old, new))
         return changes
+
+    def _cluster_changes(self, clusters: Iterable[str]) -> list[Change]:
+        """The cluster records of ``clusters`` (configured ones) that differ from ``known``."""
+        assert self.known is not None
+        changes = []
+        for cluster in self.config.clusters:
+            if cluster.name in clusters:
+                key = self.layout.cluster_key(ClusterKey(self.config.federation, cluster.name))
+                new, old = encode(cluster.record(self.stale[cluster.name])), self.known.get(key)
+                if new != old:
+                    changes.append(Change(key, old, new))
+        return changes
+
+    def _spread_flips(self, done: set[tuple[str, str, str]], reconciled: set[str]) -> list[Change]:
+        """The changes to the shards, in every other cluster, of the services whose
+        policy agreement changed while planning (none were planned yet)."""
+        flipped, self._flipped = self._flipped, set()
+        others = {(cluster, ns, svc) for ns, svc in flipped for cluster in self.views
+                  if cluster not in reconciled} - done
+        return self._touched_changes(others)
+
+    def _shard_record(self, view: ClusterView, key: Key) -> ShardRecord | None:
+        """The record to write for ``key`` in ``view``'s cluster: its own, with the
+        default policy when the service's shards set different policies."""
+        record = view.shard(key)
+        if record is None:
+            return None
+        if self._agreed(key) or record.policy == DEFAULT_POLICY:  # agreement looked at always: it may have changed
+            return record
+        return replace(record, policy=DEFAULT_POLICY)
+
+    def _agreed(self, key: Key) -> bool:
+        """True when every listed cluster where ``key`` is a shard sets the same policy
+        (name and failover order); a change of that is logged once and counted."""
+        policies = {}
+        for cluster, view in self.views.items():
+            policy = view.policy(key) if view.synced else None
+            if policy is not None:
+                policies[cluster] = policy
+        agreed = len({(p.name, p.failover_order) for p in policies.values()}) <= 1
+        if agreed == (key not in self._conflicts):
+            return agreed
+        self._flipped.add(key)
+        if agreed:
+            self._conflicts.discard(key)
+            log.info("service %s/%s: its shards set the same policy again", *key)
+        else:
+            self._conflicts.add(key)
+            self.metrics.policy_conflicts.inc()
+            sides = ", ".join(f"{cluster}: {shards.describe_policy(p)}" for cluster, p in sorted(policies.items()))
+            log.warning("service %s/%s: its shards set different policies (%s); writing every shard with the "
+                        "default policy (locality)", key[0], key[1], sides)
+        return agreed
 
     def _plan(self, scope: set[str] | None) -> list[Change]:
         """The changes that make ``known`` equal to the views: all of it (``scope`` None,
@@ -255,13 +454,16 @@ class Syncer:
             if scope is not None and cluster.name not in scope:
                 continue
             if scope is None:
-                wanted[self.layout.cluster_key(ClusterKey(federation, cluster.name))] = encode(cluster.record())
+                cluster_record = cluster.record(self.stale[cluster.name])
+                wanted[self.layout.cluster_key(ClusterKey(federation, cluster.name))] = encode(cluster_record)
             view = self.views[cluster.name]
             if not view.synced:
                 continue
-            for (namespace, service), record in view.shard_records().items():
-                key = self.layout.shard_key(ShardKey(federation, namespace, service, cluster.name))
-                wanted[key] = encode(record)
+            for namespace, service in view.selected:
+                record = self._shard_record(view, (namespace, service))
+                if record is not None:
+                    key = self.layout.shard_key(ShardKey(federation, namespace, service, cluster.name))
+                    wanted[key] = encode(record)
         return wanted
 
     def _stale(self, key: str, scope: set[str] | None) -> object:
@@ -306,7 +508,13 @@ class Syncer:
         assert known is not None
         for start in range(0, len(changes), store.MAX_TXN_OPS):
             batch = changes[start:start + store.MAX_TXN_OPS]
-            await store.commit(client, self.leadership.guard(), [c.op() for c in batch])
+            # The prefix watch may see these before commit() returns: they are ours.
+            self._in_flight.update((c.key, c.new) for c in batch)
+            try:
+                await store.commit(client, self.leadership.guard(), [c.op() for c in batch])
+            finally:
+                for change in batch:
+                    self._in_flight.pop(change.key, None)
             for change in batch:
                 self._record(known, change)
 
@@ -317,7 +525,11 @@ class Syncer:
         else:
             known[change.key] = change.new
             self.metrics.etcd_writes.inc()
-        if log.isEnabledFor(logging.INFO):  # describing costs more than the write itself
+        if change.key in self._foreign:
+            self._foreign.discard(change.key)
+            self.metrics.etcd_repairs.inc()
+            log.warning("%s (put back: another writer had changed it)", self._describe(change))
+        elif log.isEnabledFor(logging.INFO):  # describing costs more than the write itself
             log.info("%s", self._describe(change))
 
     def _describe(self, change: Change) -> str:
@@ -359,9 +571,9 @@ class Syncer:
         for etcd_key, value in sorted((self.known or {}).items()):
             parsed = self._parse(etcd_key)
             record = _record_of(value)
-            if isinstance(parsed, ShardKey) and parsed.cluster == cluster and record and record.healthy:
-                if record.external_ips:
-                    yield (parsed.namespace, parsed.service), record.external_ips
+            if (isinstance(parsed, ShardKey) and parsed.cluster == cluster and record and record.healthy
+                    and record.external_ips):
+                yield (parsed.namespace, parsed.service), record.external_ips
 
 
 def _record_of(value: bytes | None) -> ShardRecord | None:

@@ -1,7 +1,8 @@
 """The in-memory view of one member cluster, kept by its list/watch streams.
 
 A :class:`ClusterView` holds the cluster's Services, EndpointSlices and (with
-``serviceExports``) ServiceExports, each shrunk by :mod:`controller.shards`.
+``serviceExports``) ServiceExports, each shrunk by :mod:`controller.shards` in the
+watch thread that read it (:meth:`ClusterView.shrinker`).
 Every change returns the federated services it touched, ``(namespace,
 service)`` pairs, so that the writer looks at those shards only. The view lives
 on the controller's event loop; the watch threads hand it objects through
@@ -15,7 +16,7 @@ from typing import Any
 from controller import shards
 from controller.config import SelectorConfig
 from controller.metrics import Metrics
-from feddns.records import ShardRecord
+from feddns.records import MAX_ENDPOINTS, Policy, ShardRecord
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +33,12 @@ class ClusterView:
 
     ``synced`` is true once every resource has been listed; until then the
     view must not be taken as the cluster's state (an unlisted cluster keeps
-    its shards in etcd).
+    its shards in etcd). ``clusters`` are the configured cluster names (what a
+    failover order may name).
     """
 
-    def __init__(self, cluster: str, federation: str, selector: SelectorConfig, metrics: Metrics) -> None:
+    def __init__(self, cluster: str, federation: str, selector: SelectorConfig, metrics: Metrics,
+                 clusters: frozenset[str] = frozenset()) -> None:
         self.cluster = cluster
         self.federation = federation
         self.selector = selector
@@ -51,8 +54,10 @@ class ClusterView:
         self.selected: set[Key] = set()
         """Federated services of this cluster that are shards (labelled or exported, not skipped)."""
         self._skips: dict[Key, shards.Skip] = {}
+        self._policy_problems: dict[Key, str] = {}
+        self._trimmed: dict[Key, int] = {}
         self._shrink: dict[str, Callable[[Any], Any]] = {
-            SERVICES: lambda obj: shards.service_info(obj, federation, selector.label),
+            SERVICES: lambda obj: shards.service_info(obj, federation, selector.label, clusters),
             ENDPOINT_SLICES: shards.slice_info,
             SERVICE_EXPORTS: lambda obj: True,
         }
@@ -62,13 +67,16 @@ class ClusterView:
         """True once every resource has been listed at least once."""
         return self.listed.issuperset(self.resources)
 
-    def replace(self, resource: str, objects: Iterable[Any]) -> set[Key]:
-        """Take a complete list of ``resource``; returns the services whose shard may have changed."""
-        fresh: dict[Key, Any] = {}
-        for obj in objects:
-            key, info = self._parse(resource, obj)
-            if key is not None and info is not None:
-                fresh[key] = info
+    def shrinker(self, resource: str) -> Callable[[Any], tuple[Key | None, Any]]:
+        """What the watch thread of ``resource`` applies to each decoded object: its key
+        and its shrunk form; ``(key, None)`` when only the key could be read, ``(None,
+        None)`` when not even that (logged and counted here; thread-safe)."""
+        return lambda obj: self._parse(resource, obj)
+
+    def replace(self, resource: str, objects: Iterable[tuple[Key | None, Any]]) -> set[Key]:
+        """Take a complete list of ``resource`` (shrunk objects); returns the services
+        whose shard may have changed."""
+        fresh = {key: info for key, info in objects if key is not None and info is not None}
         touched: set[Key] = set()
         for key in self._store(resource).keys() - fresh.keys():
             touched |= self._put(resource, key, None)
@@ -77,23 +85,39 @@ class ClusterView:
         self.listed.add(resource)
         return self._refresh(touched)
 
-    def apply(self, resource: str, event_type: str, obj: Any) -> set[Key]:
-        """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``); returns the services touched."""
-        key, info = self._parse(resource, obj)
+    def apply(self, resource: str, event_type: str, obj: tuple[Key | None, Any]) -> set[Key]:
+        """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``) of a shrunk object;
+        returns the services touched."""
+        key, info = obj
         if key is None:
             return set()
         return self._refresh(self._put(resource, key, None if event_type == "DELETED" else info))
 
     def shard(self, key: Key) -> ShardRecord | None:
-        """The shard record of service ``key`` in this cluster, or ``None`` when it is not a shard."""
+        """The shard record of service ``key`` in this cluster, or ``None`` when it is not a shard.
+
+        A headless shard with more ready endpoints than a record keeps is trimmed;
+        that is logged once (and counted) when it starts."""
         if key not in self.selected:
             return None
-        ready = shards.ready_count(self.slices_by_service.get(key, {}).values())
-        return shards.shard_record(self.services[key], ready)
+        record, beyond = shards.shard_record(self.services[key], self.slices_by_service.get(key, {}).values())
+        if beyond and key not in self._trimmed:
+            log.warning("shard %s/%s in %s: %d ready endpoints; keeping the first %d (by address)", key[0], key[1],
+                        self.cluster, beyond + MAX_ENDPOINTS, MAX_ENDPOINTS)
+            self.metrics.trimmed.labels(self.cluster).inc()
+        if beyond:
+            self._trimmed[key] = beyond
+        else:
+            self._trimmed.pop(key, None)
+        return record
 
-    def shard_records(self) -> dict[Key, ShardRecord]:
-        """Every shard of this cluster."""
-        return {key: record for key in self.selected if (record := self.shard(key)) is not None}
+    def policy(self, key: Key) -> Policy | None:
+        """The answer policy service ``key``'s annotations set in this cluster (the
+        default when they are bad), or ``None`` when it is not a shard here."""
+        if key not in self.selected:
+            return None
+        record = self.services[key].record
+        return record.policy if record is not None else None
 
     def load_balancer_ips(self, key: Key) -> tuple[Any, ...]:
         """externalIPs of ``key`` when it is a ready shard of type LoadBalancer, else ``()``."""
@@ -165,12 +189,27 @@ class ClusterView:
                 self._skips.pop(key, None)
             if wanted and info is not None and info.record is not None:
                 self.selected.add(key)
+                self._note_policy(key, info.policy_problem)
             else:
                 self.selected.discard(key)
+                self._policy_problems.pop(key, None)
+                self._trimmed.pop(key, None)
             if not self.slices_by_service.get(key):
                 self.slices_by_service.pop(key, None)
         self.metrics.services.labels(self.cluster).set(len(self.selected))
         return keys
+
+    def _note_policy(self, key: Key, problem: str | None) -> None:
+        """Log a bad policy annotation once per Service and reason, and count it."""
+        if problem is None:
+            self._policy_problems.pop(key, None)
+            return
+        if self._policy_problems.get(key) == problem:
+            return
+        self._policy_problems[key] = problem
+        log.warning("shard %s/%s in %s: %s; writing it with the default policy (locality)", key[0], key[1],
+                    self.cluster, problem)
+        self.metrics.bad_annotations.labels(self.cluster).inc()
 
     def _note_skip(self, key: Key, skip: shards.Skip) -> None:
         if self._skips.get(key) == skip:

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import kubernetes.client
 import kubernetes.config
 import urllib3
+from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
 from controller.config import ClusterConfig
 from controller.metrics import Metrics
@@ -61,7 +62,9 @@ class WatchFailed(Exception):
 
 
 class Sink(Protocol):
-    """Where a reflector delivers, from its thread. Implementations hop to the event loop."""
+    """Where a reflector delivers, from its thread. Implementations hop to the event loop.
+
+    Objects arrive as the reflector's ``shrink`` made them, never as the API's JSON."""
 
     def listed(self, resource: str, objects: list[Any]) -> None:
         """A complete list of ``resource`` (replaces what was known)."""
@@ -75,18 +78,37 @@ class Sink(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """Time constants of the list/watch loops (seconds)."""
+    """Time constants of the list/watch loops (seconds).
 
-    watch_timeout: int = 300
-    """``timeoutSeconds`` asked of the server; client-go picks 5-10 minutes."""
+    An API server that stops answering without closing the connection (a
+    black hole: a firewall dropping packets, a hung proxy) is noticed after
+    :attr:`silence_limit` seconds at most (55 s with these defaults): the server
+    must end every watch by ``watch_timeout``, so a watch silent for
+    ``watch_timeout + read_slack`` is dead; a list page has ``list_timeout``.
+    TCP keep-alive (:data:`KEEPALIVE`) also ends connections whose peer is gone.
+    """
+
+    watch_timeout: int = 45
+    """``timeoutSeconds`` asked of the server. client-go picks 5-10 minutes and
+    notices a dead connection by HTTP/2 pings, which this HTTP/1.1 client cannot send."""
     connect_timeout: float = 10.0
-    read_slack: float = 30.0
-    """Added to ``watch_timeout`` for the client's read timeout: a silent dead
-    connection is noticed after this long even without bookmarks."""
-    list_timeout: float = 60.0
+    read_slack: float = 10.0
+    """Added to ``watch_timeout`` for the client's read timeout (the longest silence
+    between two reads of a watch)."""
+    list_timeout: float = 30.0
     """Read timeout of one list page."""
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
+
+    @property
+    def silence_limit(self) -> float:
+        """The longest an unanswering API server goes unnoticed (seconds)."""
+        return max(self.watch_timeout + self.read_slack, self.list_timeout, self.connect_timeout)
+
+
+KEEPALIVE = (15, 5, 3)
+"""TCP keep-alive of the API connections: first probe after 15 s of silence, then every
+5 s, 3 unanswered probes end the connection (client-go asks for 30 s, 15 s, 9)."""
 
 
 def api_client(cluster: ClusterConfig) -> kubernetes.client.ApiClient:
@@ -98,10 +120,11 @@ def api_client(cluster: ClusterConfig) -> kubernetes.client.ApiClient:
     mounted Secret)."""
     configuration = kubernetes.client.Configuration()
     configuration.retries = False
+    configuration.socket_options = tcp_keepalive_socket_options(*KEEPALIVE)
     if cluster.kubeconfig is None:
-        kubernetes.config.load_incluster_config(client_configuration=configuration)
+        kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
-        kubernetes.config.load_kube_config(
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=cluster.kubeconfig, context=cluster.context,
             client_configuration=configuration, persist_config=False,
         )
@@ -127,7 +150,10 @@ class Reflector:
 
     ``connect`` builds the API client (called in the thread, again after each
     failure, so that credentials are re-read); ``label_selector`` narrows the
-    list and watch on the server. An ``optional`` resource (a CRD that a
+    list and watch on the server. ``shrink`` turns each decoded object into what
+    the sink keeps, in this thread as each list page or event arrives, so that
+    no more than one page of the API's JSON is alive at a time (a Service is a
+    few kilobytes of JSON and a hundred bytes shrunk). An ``optional`` resource (a CRD that a
     cluster may not have) that answers 404 counts as listed and empty, and is
     looked for again every ``backoff_max`` seconds. ``start()``/``stop()``; ``stop`` ends a
     blocked read at once by shutting its socket.
@@ -144,9 +170,11 @@ class Reflector:
         label_selector: str | None = None,
         optional: bool = False,
         timing: Timing = Timing(),
+        shrink: Callable[[Any], Any] = lambda obj: obj,
     ) -> None:
         self.cluster, self.resource = cluster, resource
         self._connect, self._sink, self._metrics = connect, sink, metrics
+        self._shrink = shrink
         self._selector = label_selector
         self._optional = optional
         self._timing = timing
@@ -193,7 +221,7 @@ class Reflector:
                     self._pause()
             except Exception as exc:  # noqa: BLE001 - any failure means: back off, list again
                 if client is not None:
-                    client.close()
+                    client.close()  # type: ignore[no-untyped-call]
                     client = None
                 if self._stop.is_set():
                     break
@@ -205,7 +233,7 @@ class Reflector:
                 self._sink.failed(self.resource, _describe(exc))
                 self._pause()
         if client is not None:
-            client.close()
+            client.close()  # type: ignore[no-untyped-call]
 
     def _pause(self) -> None:
         """Wait the backoff delay (full jitter over its upper half), then double it."""
@@ -216,8 +244,11 @@ class Reflector:
         """An optional resource the cluster does not serve (404): listed and empty."""
         return self._optional and isinstance(exc, kubernetes.client.ApiException) and exc.status == 404
 
-    def _restarted(self, reason: str) -> None:
-        log.info("cluster %s: %s watch restarts (%s)", self.cluster, self.resource, reason)
+    def _restarted(self, reason: str, quiet: bool = False) -> None:
+        """Count a watch restart; a watch the server ended at ``timeoutSeconds`` (every
+        ``watch_timeout``) is routine and logged at debug level only."""
+        log.log(logging.DEBUG if quiet else logging.INFO, "cluster %s: %s watch restarts (%s)",
+                self.cluster, self.resource, reason)
         self._metrics.watch_restarts.labels(self.cluster, self.resource, reason).inc()
 
     def _list(self, call: ListCall) -> str:
@@ -229,7 +260,7 @@ class Reflector:
             items = page.get("items") or []
             if not isinstance(items, list):
                 raise WatchFailed("list has no items array")
-            objects.extend(items)
+            objects.extend(map(self._shrink, items))
             meta = page.get("metadata") or {}
             token = meta.get("continue")
             if not token:
@@ -287,7 +318,7 @@ class Reflector:
             finally:
                 self._release()
             if not self._stop.is_set():
-                self._restarted("closed")
+                self._restarted("closed", quiet=True)
 
     def _handle(self, line: bytes, version: str) -> str:
         """Deliver one event line; returns the resourceVersion to resume from."""
@@ -306,7 +337,7 @@ class Reflector:
         self._just_listed = False
         self._delay = self._timing.backoff_initial
         if event_type in ("ADDED", "MODIFIED", "DELETED"):
-            self._sink.event(self.resource, event_type, obj)
+            self._sink.event(self.resource, event_type, self._shrink(obj))
         elif event_type != "BOOKMARK":
             log.warning("cluster %s: ignoring %s watch event of type %r", self.cluster, self.resource, event_type)
         return str(new_version) if new_version else version

@@ -1,7 +1,6 @@
-"""Parsing of ``HOST:PORT`` flags, etcd URLs and nameserver addresses."""
+"""Parsing of ``HOST:PORT`` flags and nameserver addresses (etcd URLs: :mod:`feddns.etcd`)."""
 
 import ipaddress
-from urllib.parse import urlsplit
 
 from feddns.errors import ConfigError
 from feddns.records import IPAddress
@@ -48,24 +47,3 @@ def parse_ip_port(text: str, default_port: int) -> tuple[IPAddress, int]:
         raise ConfigError(f"{text!r}: port must be from 1 to 65535")
     return address, port
 
-
-def parse_etcd_url(text: str) -> tuple[str, int]:
-    """``http://host:port`` (or ``host:port``) to ``(host, port)``; default port 2379.
-
-    Raises :class:`ConfigError` for another scheme (TLS to etcd is not supported
-    yet, docs/choices.md) or a bad port.
-    """
-    if "://" not in text:
-        return parse_hostport(text, 2379)
-    parts = urlsplit(text)
-    if parts.scheme != "http":
-        raise ConfigError(f"etcd URL {text!r}: only http:// is supported")
-    if parts.path not in ("", "/"):
-        raise ConfigError(f"etcd URL {text!r} must not have a path")
-    try:
-        port = parts.port or 2379
-    except ValueError as exc:
-        raise ConfigError(f"etcd URL {text!r}: {exc}") from exc
-    if not parts.hostname:
-        raise ConfigError(f"etcd URL {text!r} has no host")
-    return parts.hostname, port

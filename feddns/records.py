@@ -1,18 +1,25 @@
-"""The record model of CONTRACTS 4: shard records and cluster records.
+"""The record model of docs/reference.md section 4: shard records and cluster records.
 
 Values are JSON objects. A shard record carries the design document's
 ``clusterIP`` and ``externalIP`` and the optional extensions ``clusterIPs``,
-``externalIPs``, ``ports`` and ``ready``; the list fields take precedence over
-the singular ones. Unknown fields are ignored, so newer writers can add fields
-without breaking older servers. Records are normalised once, here, where they
-enter; everything downstream works on these frozen objects.
+``externalIPs``, ``ports``, ``ready``, the answer policy (``policy``,
+``failoverOrder``, ``weight``) and, for a headless Service, its ready
+``endpoints``; the list fields take precedence over the singular ones. Unknown
+fields are ignored, so newer writers can add fields without breaking older
+servers. Records are normalised once, here, where they enter; everything
+downstream works on these frozen objects.
+
+The policy fields only order answers, so a bad one never costs a shard its
+addresses: a shard whose ``policy``, ``failoverOrder`` or ``weight`` is not
+valid is read with the default policy (``locality``), and the reader is told
+why (:attr:`ShardFields.problem`).
 """
 
 import ipaddress
 import json
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -24,6 +31,51 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 """Service port protocols (Kubernetes ``spec.ports[].protocol``)."""
+
+STALE_ACTIONS = ("demote", "drop")
+"""What ``feddns serve`` does with the shards of a stale cluster (docs/reference.md section 2):
+move them to the last tier, or leave them out."""
+
+LOCALITY, FAILOVER, WEIGHTED, LOCALITY_WEIGHTED = "locality", "failover", "weighted", "locality-weighted"
+POLICIES = (LOCALITY, FAILOVER, WEIGHTED, LOCALITY_WEIGHTED)
+"""Answer policies (docs/reference.md section 2); ``locality`` is the default."""
+
+MAX_WEIGHT = 65535
+"""The largest ``weight``: what an SRV record's weight field holds (RFC 2782)."""
+
+MAX_ENDPOINTS = 1000
+"""The most ``endpoints`` a shard record may hold (the controller trims to this)."""
+
+ROUTABLE = "routable"
+POD_NETWORKS = ("isolated", ROUTABLE)
+"""``podNetwork`` of a cluster record: whether other clusters can reach its pod IPs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How answers for a service are ordered (docs/reference.md section 2).
+
+    ``name`` is one of :data:`POLICIES`; ``failover_order`` the cluster names of
+    a ``failover`` policy, first choice first; ``weight`` this shard's weight
+    (0 to :data:`MAX_WEIGHT`; ``None``: not given, counted as 1) under
+    ``weighted`` and ``locality-weighted``.
+    """
+
+    name: str = LOCALITY
+    failover_order: tuple[str, ...] = ()
+    weight: int | None = None
+
+
+DEFAULT_POLICY = Policy()
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One ready endpoint of a headless Service (EndpointSlice ``endpoints[]``):
+    its first address and its ``hostname`` (``None`` when it has none)."""
+
+    ip: IPAddress
+    hostname: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +100,9 @@ class ShardRecord:
     external_ips: tuple[IPAddress, ...] = ()
     ports: tuple[Port, ...] = ()
     ready: int | None = None
+    policy: Policy = DEFAULT_POLICY
+    endpoints: tuple[Endpoint, ...] | None = None
+    """Ready endpoints of a headless Service; ``None`` for any other Service."""
 
     @property
     def healthy(self) -> bool:
@@ -56,13 +111,17 @@ class ShardRecord:
 
     @classmethod
     def from_json(cls, value: Any) -> "ShardRecord":
-        """Build from a decoded JSON object; raises :class:`RecordError` naming the field."""
-        cluster_ips, external_ips, ports, ready = read_shard(value)
+        """Build from a decoded JSON object; raises :class:`RecordError` naming the field
+        (a bad policy field is not an error: the record gets the default policy)."""
+        fields = read_shard(value)
+        endpoints = fields.endpoints
         return cls(
-            cluster_ips=tuple(_address(packed) for packed in cluster_ips),
-            external_ips=tuple(_address(packed) for packed in external_ips),
-            ports=ports,
-            ready=ready,
+            cluster_ips=tuple(_address(packed) for packed in fields.cluster_ips),
+            external_ips=tuple(_address(packed) for packed in fields.external_ips),
+            ports=fields.ports,
+            ready=fields.ready,
+            policy=fields.policy,
+            endpoints=None if endpoints is None else tuple(Endpoint(_address(ip), name) for ip, name in endpoints),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -81,17 +140,44 @@ class ShardRecord:
             ]
         if self.ready is not None:
             obj["ready"] = self.ready
+        policy = self.policy
+        if policy.name != LOCALITY:
+            obj["policy"] = policy.name
+        if policy.failover_order:
+            obj["failoverOrder"] = list(policy.failover_order)
+        if policy.weight is not None:
+            obj["weight"] = policy.weight
+        if self.endpoints is not None:
+            obj["endpoints"] = [
+                {"ip": str(e.ip), "hostname": e.hostname} if e.hostname else {"ip": str(e.ip)} for e in self.endpoints
+            ]
         return obj
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterRecord:
-    """Where a member cluster is: ``zone`` and ``region`` (``None`` when unknown) and
-    the ``cidrs`` its queries come from (source cluster, CONTRACTS 3)."""
+    """Where a member cluster is: ``zone`` and ``region`` (``None`` when unknown),
+    the ``cidrs`` its queries come from (source cluster, docs/reference.md
+    section 3), and ``pod_network``: ``"routable"`` when other clusters can
+    reach its pod IPs (a flat network: Submariner, Cilium ClusterMesh), else
+    ``"isolated"`` (the default; any other stored value reads as isolated).
+
+    ``stale``: the controller has not reached the cluster for its
+    ``staleAfterSeconds``; ``stale_action`` (``"demote"`` or ``"drop"``) says what
+    answers do with its shards meanwhile (docs/reference.md sections 2 and 4).
+    """
 
     zone: str | None = None
     region: str | None = None
     cidrs: tuple[IPNetwork, ...] = field(default=())
+    pod_network: str = "isolated"
+    stale: bool = False
+    stale_action: str = "demote"
+
+    @property
+    def routable(self) -> bool:
+        """True when other clusters can reach this cluster's pod IPs."""
+        return self.pod_network == ROUTABLE
 
     @classmethod
     def from_json(cls, value: Any) -> "ClusterRecord":
@@ -109,10 +195,19 @@ class ClusterRecord:
             networks = tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
         except (TypeError, ValueError) as exc:
             raise RecordError(f"cidrs: {exc}") from exc
-        return cls(zone=zone, region=region, cidrs=networks)
+        pod_network = ROUTABLE if value.get("podNetwork") == ROUTABLE else "isolated"
+        stale, action = value.get("stale", False), value.get("staleAction", "demote")
+        if not isinstance(stale, bool):
+            raise RecordError(f"stale must be true or false, not {stale!r}")
+        if action not in STALE_ACTIONS:
+            raise RecordError(f"staleAction must be one of {', '.join(STALE_ACTIONS)}, not {action!r}")
+        return cls(zone=zone, region=region, cidrs=networks, pod_network=pod_network, stale=stale,
+                   stale_action=action)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object to store; fields without values are left out."""
+        """The JSON object to store: ``podNetwork`` always; zone, region and cidrs when they
+        have values; ``"stale": true`` only while stale and ``staleAction`` only when not
+        the default ``demote``."""
         obj: dict[str, Any] = {}
         if self.zone:
             obj["zone"] = self.zone
@@ -120,6 +215,11 @@ class ClusterRecord:
             obj["region"] = self.region
         if self.cidrs:
             obj["cidrs"] = [str(c) for c in self.cidrs]
+        obj["podNetwork"] = self.pod_network
+        if self.stale:
+            obj["stale"] = True
+        if self.stale_action != "demote":
+            obj["staleAction"] = self.stale_action
         return obj
 
 
@@ -141,13 +241,32 @@ def decode_json(raw: bytes | str) -> Any:
         raise RecordError(f"value is not JSON: {exc}") from exc
 
 
-def read_shard(value: Any) -> tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[Port, ...], int | None]:
-    """The fields of a shard record from its decoded JSON object, checked:
-    ``(clusterIPs, externalIPs, ports, ready)`` with the addresses packed (4 bytes
-    IPv4, 16 bytes IPv6, in record order, duplicates dropped).
+PackedEndpoints = tuple[tuple[bytes, str | None], ...]
+"""Endpoints with their address packed (4 or 16 bytes) and their hostname."""
 
-    Raises :class:`RecordError` naming the field. :meth:`ShardRecord.from_json`
-    and the server's index both read records through this, so they accept the same.
+
+class ShardFields(NamedTuple):
+    """A shard record's fields as :func:`read_shard` checks them: addresses packed
+    (4 bytes IPv4, 16 bytes IPv6, in record order, duplicates dropped), the
+    :class:`Policy` (the default when a policy field is bad: ``problem`` says
+    why), and the endpoints (``None`` when the record has none)."""
+
+    cluster_ips: tuple[bytes, ...]
+    external_ips: tuple[bytes, ...]
+    ports: tuple[Port, ...]
+    ready: int | None
+    policy: Policy = DEFAULT_POLICY
+    endpoints: PackedEndpoints | None = None
+    problem: str | None = None
+
+
+def read_shard(value: Any) -> ShardFields:
+    """The fields of a shard record from its decoded JSON object, checked.
+
+    Raises :class:`RecordError` naming the field for a bad address, port,
+    ``ready`` or endpoint; a bad policy field gives the default policy and a
+    ``problem`` instead. :meth:`ShardRecord.from_json` and the server's index
+    both read records through this, so they accept the same.
     """
     if not isinstance(value, dict):
         raise RecordError("shard record must be a JSON object")
@@ -155,12 +274,67 @@ def read_shard(value: Any) -> tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[
     if ready is not None and (type(ready) is not int or ready < 0):
         raise RecordError(f"ready must be a non-negative integer, not {ready!r}")
     ports = value.get("ports")
-    return (
+    endpoints = value.get("endpoints")
+    policy, problem = DEFAULT_POLICY, None
+    if "policy" in value or "weight" in value or "failoverOrder" in value:
+        policy, problem = read_policy(value.get("policy"), value.get("failoverOrder"), value.get("weight"))
+    return ShardFields(
         _addresses(value, "clusterIPs", "clusterIP"),
         _addresses(value, "externalIPs", "externalIP"),
         _ports(ports) if ports is not None else (),
         ready,
+        policy,
+        _endpoints(endpoints) if endpoints is not None else None,
+        problem,
     )
+
+
+_POLICIES: dict[Policy, Policy] = {}
+"""Policies already read, shared (every shard of a service carries the same one)."""
+_POLICIES_MAX = 4096
+
+
+def read_policy(name: object, order: object, weight: object) -> tuple[Policy, str | None]:
+    """The :class:`Policy` of a record's ``policy``, ``failoverOrder`` and ``weight``
+    (each ``None`` when absent), or the default policy and why, when one of them is bad:
+    a name not in :data:`POLICIES`, an order that is not a list of cluster names, a
+    weight that is not a whole number from 0 to :data:`MAX_WEIGHT`."""
+    if name is None:
+        name = LOCALITY
+    if name not in POLICIES:
+        return DEFAULT_POLICY, f"policy {name!r} is not one of {', '.join(POLICIES)}"
+    if order is None:
+        order = []
+    if not isinstance(order, list) or not all(isinstance(c, str) and names.is_label(c) for c in order):
+        return DEFAULT_POLICY, f"failoverOrder {order!r} is not a list of cluster names"
+    if weight is not None and (type(weight) is not int or not 0 <= weight <= MAX_WEIGHT):
+        return DEFAULT_POLICY, f"weight {weight!r} is not a whole number from 0 to {MAX_WEIGHT}"
+    policy = Policy(str(name), tuple(dict.fromkeys(order)), weight)
+    known = _POLICIES.get(policy)
+    if known is not None:
+        return known, None
+    if len(_POLICIES) < _POLICIES_MAX:
+        _POLICIES[policy] = policy
+    return policy, None
+
+
+def _endpoints(items: Any) -> PackedEndpoints:
+    if not isinstance(items, list):
+        raise RecordError(f"endpoints must be a list, not {items!r}")
+    if len(items) > MAX_ENDPOINTS:
+        raise RecordError(f"endpoints: {len(items)} entries, more than {MAX_ENDPOINTS}")
+    out: dict[tuple[bytes, str | None], None] = {}
+    for item in items:
+        if not isinstance(item, dict):
+            raise RecordError(f"endpoints: {item!r} is not an object")
+        packed = pack_ip(item.get("ip"))
+        if packed is None:
+            raise RecordError(f"endpoints: ip {item.get('ip')!r} is not an IP address")
+        hostname = item.get("hostname")
+        if hostname is not None and (not isinstance(hostname, str) or not names.is_label(hostname)):
+            raise RecordError(f"endpoints: hostname {hostname!r} is not a lowercase DNS label")
+        out[(packed, hostname)] = None
+    return tuple(out)
 
 
 def _addresses(value: dict[str, Any], plural: str, singular: str) -> tuple[bytes, ...]:

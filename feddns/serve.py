@@ -18,6 +18,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+import feddns.etcd
 from feddns import names
 from feddns.dns import transport
 from feddns.dns.index import Index
@@ -45,6 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="SOA minimum: TTL of NXDOMAIN and NODATA answers in seconds (default 30)")
     add("--etcd", action="append", metavar="URL", help="etcd client URL (repeatable), e.g. http://127.0.0.1:2379")
     add("--etcd-prefix", default="", help="key prefix P of docs/reference.md section 4 (default empty)")
+    feddns.etcd.add_arguments(parser)
     add("--records", metavar="FILE", help="YAML records file, used without --etcd (default: the example federation)")
     add("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics, /health and /ready here")
     add("--order", choices=("rotate", "stable"), default="rotate",
@@ -59,6 +61,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="open DNS-over-TCP connections at most; more are closed at once (default 1000)")
     add("--tcp-idle-timeout", type=float, default=10.0, metavar="SECONDS",
         help="close a TCP connection that completes no message for this long (default 10)")
+    add("--mcs-zone", metavar="ZONE",
+        help="also answer the Multi-Cluster Services names <svc>.<ns>.svc.ZONE and <cluster>.<svc>.<ns>.svc.ZONE "
+             "(e.g. clusterset.local.; default off)")
+    add("--mcs-federation", metavar="F",
+        help="the federation whose services the --mcs-zone shows (default: the only federation held)")
 
 
 def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> Settings:
@@ -72,11 +79,30 @@ def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> S
             raise ConfigError(f"{flag} {value} is not from 0 to 2147483647 seconds")
     if not 0 < args.cluster_option_code < 65535 or args.cluster_option_code == 8:
         raise ConfigError(f"--cluster-option-code {args.cluster_option_code} is not a usable EDNS0 option code")
+    mcs_zone, mcs_federation = _mcs(args.mcs_zone, args.mcs_federation, zone)
     return Settings(
         zone=zone, ttl=args.ttl, negative_ttl=args.negative_ttl, option_code=args.cluster_option_code,
         stable=args.order == "stable", ns_addresses=_ns_addresses(args.ns_address, listens),
         serial=int(time.time()) & 0xFFFFFFFF, cache_size=parse_size(args.cache_size),
+        mcs_zone=mcs_zone, mcs_federation=mcs_federation,
     )
+
+
+def _mcs(text: str | None, federation: str | None, zone: str) -> tuple[str | None, str | None]:
+    """Check ``--mcs-zone`` and ``--mcs-federation``; raises :class:`ConfigError`."""
+    if text is None:
+        if federation is not None:
+            raise ConfigError("--mcs-federation needs --mcs-zone")
+        return None, None
+    try:
+        mcs_zone = names.normalize_zone(text)
+    except ValueError as exc:
+        raise ConfigError(f"--mcs-zone: {exc}") from exc
+    if ("." + mcs_zone).endswith("." + zone) or ("." + zone).endswith("." + mcs_zone):
+        raise ConfigError(f"--mcs-zone {mcs_zone} must not be --zone {zone}, nor above or below it")
+    if federation is not None and not names.is_label(federation):
+        raise ConfigError(f"--mcs-federation {federation!r} is not a lowercase DNS label")
+    return mcs_zone, federation
 
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3, "gib": 1024**3}
@@ -133,11 +159,14 @@ def run(args: argparse.Namespace) -> int:
     index = Index(layout)
     responder = Responder(index, settings)
     feed = Feed(index, responder)
+    access = feddns.etcd.access_from(args)
     if args.etcd:
-        from feddns.etcd import Endpoints
         from feddns.store.etcd import EtcdSource
 
-        source: object = EtcdSource(Endpoints(args.etcd), layout, feed)
+        source: object = EtcdSource(feddns.etcd.Endpoints(args.etcd, access=access), layout, feed)
+    elif access != feddns.etcd.Access():
+        raise ConfigError("--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and --etcd-password-file "
+                          "need --etcd")
     else:
         source = FileSource(Path(args.records) if args.records else EXAMPLE, layout, feed)
         source.load()  # a bad records file stops start-up here (exit 2)

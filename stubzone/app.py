@@ -16,17 +16,19 @@ backend holds the stub domain somewhere the endpoint does not write). This
 module knows no backend: only :class:`stubzone.backends.Backend`.
 """
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter
 
 from feddns.names import check_label
 from stubzone.auth import AllowList, ClientIdentity
 from stubzone.backends import Backend, BackendUnavailable, NotWrittenHere, TooManyNameservers, check_count
+from stubzone.metrics import Metrics
 from stubzone.model import Nameserver, StubZone
 from stubzone.tls import peer_text
 
@@ -41,20 +43,6 @@ MAX_LOGGED = 200
 """Characters of a client-supplied path or name kept in logs and error messages."""
 
 
-class Metrics:
-    """Counters for ``--metrics``: requests by route and status, refused TLS handshakes."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter(
-            "feddns_stubzone_requests", "Stub-zone API requests answered, by method, route and HTTP status",
-            ["method", "route", "status"], registry=registry,
-        )
-        self.tls_refused = Counter(
-            "feddns_stubzone_tls_refused", "TLS handshakes refused (no, untrusted or expired client certificate)",
-            registry=registry,
-        )
-
-
 BACKEND = web.AppKey("backend", Backend)
 ALLOW = web.AppKey("allow", AllowList)
 METRICS = web.AppKey("metrics", Metrics)
@@ -62,12 +50,16 @@ REASON = web.RequestKey("reason", str)
 
 
 class ApiError(Exception):
-    """A refused request: HTTP ``status`` and the reason sent as ``{"error": reason}``."""
+    """A refused request: HTTP ``status`` and the reason sent as ``{"error": reason}``.
 
-    def __init__(self, status: int, reason: str) -> None:
+    ``close``: the connection is closed after the answer (the rest of the request cannot be trusted).
+    """
+
+    def __init__(self, status: int, reason: str, *, close: bool = False) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.close = close
 
 
 def make_app(backend: Backend, allow: AllowList, metrics: Metrics) -> web.Application:
@@ -102,7 +94,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_LOGGED else text[:MAX_LOGGED] + "..."
 
 
-def client_identity(request: web.Request) -> ClientIdentity | None:
+def client_identity(request: web.BaseRequest) -> ClientIdentity | None:
     """The verified client certificate's names; ``None`` without TLS (never in service)."""
     ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
     der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
@@ -123,6 +115,8 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         reason = request.get(REASON, "")
     except ApiError as exc:
         response, reason = _refusal(exc.status, exc.reason), exc.reason
+        if exc.close:
+            response.force_close()
     except web.HTTPException as exc:  # aiohttp's own: 404 no route, 405, 413
         reason = _describe(exc, request)
         response = _refusal(exc.status, reason, exc.headers.get("Allow"))
@@ -173,12 +167,64 @@ def _describe(exc: web.HTTPException, request: web.Request) -> str:
 
 def _record(request: web.Request, identity: ClientIdentity | None, status: int, reason: str) -> None:
     resource = request.match_info.route.resource
-    route = resource.canonical if resource is not None else "(none)"
-    request.app[METRICS].requests.labels(request.method, route, str(status)).inc()
+    _count_and_log(request, request.app[METRICS], resource.canonical if resource is not None else "(none)",
+                   identity, status, reason)
+
+
+def _count_and_log(request: web.BaseRequest, metrics: Metrics, route: str, identity: ClientIdentity | None,
+                   status: int, reason: str) -> None:
+    """Count the answer and log its line (INFO for 2xx, 3xx and 404, else WARNING)."""
+    metrics.requests.labels(request.method, route, str(status)).inc()
     peer = peer_text(request.transport) if request.transport else "?"
     level = logging.INFO if status < 400 or status == 404 else logging.WARNING
     log.log(level, '%s %s client="%s" peer=%s status=%d reason="%s"',
-            request.method, _clip(request.raw_path), identity, peer, status, reason)
+            _clip(request.method), _clip(request.raw_path), identity, peer, status, reason)
+
+
+KEEPALIVE_SECONDS = 60.0
+"""Seconds an idle keep-alive connection is kept open (aiohttp's 3630 s default suits a reverse proxy, not
+a control plane that POSTs when a cluster joins); it counts against ``--max-connections`` meanwhile."""
+
+
+LINGERING_SECONDS = 2.0
+"""Seconds the rest of a refused request is read and dropped, so the client sees the answer before the close."""
+
+
+class JSONErrorsRequestHandler(web.RequestHandler):
+    """aiohttp's protocol of one connection, answering the requests aiohttp refuses itself as JSON.
+
+    aiohttp answers a request it cannot parse (a bad request line, a header line
+    over 8190 bytes, more than 128 headers, bad chunked encoding in the head)
+    itself, before any middleware, as ``text/plain`` and with an ERROR
+    traceback in the log. Here such a request gets ``{"error": ...}`` with
+    the same status, one log line and a count, like every other refusal.
+    """
+
+    def __init__(self, server: web.Server, metrics: Metrics, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(server, loop=loop, keepalive_timeout=KEEPALIVE_SECONDS, lingering_time=LINGERING_SECONDS,
+                         access_log=None)  # type: ignore[arg-type]  # None: no access log (guard logs each request)
+        self._metrics = metrics
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        """The JSON answer to an error aiohttp met; the connection is closed after it."""
+        if request.writer.output_size > 0:  # as aiohttp: part of a response is out, only closing is left
+            raise ConnectionError("part of the response was sent already; the error cannot be answered")
+        if status >= 500:
+            log.error("%s %s: internal error", _clip(request.method), _clip(request.raw_path), exc_info=exc)
+            reason = "internal error"
+        else:
+            reason = _clip(" ".join((message or str(exc or "") or HTTPStatus(status).phrase).split()))
+        response = _refusal(status, reason)
+        response.force_close()
+        _count_and_log(request, self._metrics, "(unparsed)", client_identity(request), status, reason)
+        return response
+
+
+def protocol_factory(server: web.Server, metrics: Metrics) -> Callable[[], asyncio.Protocol]:
+    """The HTTP protocol factory for :class:`stubzone.tls.TLSListener` (in place of ``runner.server``)."""
+    loop = asyncio.get_running_loop()
+    return lambda: JSONErrorsRequestHandler(server, metrics, loop)
 
 
 def _federation(request: web.Request) -> str:
@@ -242,11 +288,28 @@ async def healthz(request: web.Request) -> web.Response:
     return _answer(request, {"status": "ok", "backend": backend.name, "store": store}, f"store reachable: {store}")
 
 
+BODY_TIMEOUT = 5.0
+"""Seconds a client has, once the headers are in, to send the whole body (then 408 and the connection closes).
+
+A body is at most 64 KiB, sent at once by any real client. The limit also ends the wait when a chunked
+body goes wrong after the headers: aiohttp's C parser then queues a 400 for later instead of failing the
+read in progress."""
+
+
 async def _json_body(request: web.Request) -> Any:
-    """The request body as JSON: 415 for another content type, 413 past 64 KiB, 400 if not JSON."""
+    """The request body as JSON: 415 for another content type, 413 past 64 KiB, 400 if not JSON or badly
+    framed (chunked encoding, a short Content-Length), 408 when it does not arrive in time."""
     if request.content_type != "application/json":
         raise ApiError(415, f"content type {_clip(request.content_type)!r} is not application/json")
-    raw = await request.read()
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT):
+            raw = await request.read()
+    except TimeoutError as exc:
+        raise ApiError(408, f"the body did not arrive within {BODY_TIMEOUT:g} s", close=True) from exc
+    except web.RequestPayloadError as exc:
+        raise ApiError(400, f"body: {_clip(' '.join(str(exc).split()))}", close=True) from exc
+    except ConnectionResetError as exc:
+        raise ApiError(400, "the connection closed before the whole body arrived", close=True) from exc
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError

@@ -9,24 +9,25 @@ chosen backend's module is imported (:mod:`stubzone.backends`).
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
-import ssl
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+import feddns.etcd
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.observe import ObserveServer
 from stubzone import tls
-from stubzone.app import Metrics, make_app
+from stubzone.app import make_app, protocol_factory
 from stubzone.auth import AllowList
 from stubzone.backends import BACKENDS, Backend, load
+from stubzone.metrics import Metrics
 from stubzone.model import StubDomains, check_cluster
 
 log = logging.getLogger("stubzone")
@@ -37,6 +38,11 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
     "kube_context": ("coredns", "kube-dns"),
     "etcd": ("skydns",),
     "etcd_prefix": ("skydns",),
+    "etcd_cacert": ("skydns",),
+    "etcd_cert": ("skydns",),
+    "etcd_key": ("skydns",),
+    "etcd_user": ("skydns",),
+    "etcd_password_file": ("skydns",),
     "skydns_etcd_api": ("skydns",),
     "unbound_config": ("unbound",),
     "unbound_control": ("unbound",),
@@ -77,13 +83,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     etcd.add_argument("--etcd-prefix", help="'/' + SkyDNS's -path-prefix (default /skydns)")
     etcd.add_argument("--skydns-etcd-api", choices=("v2", "v3"),
                       help="the etcd API SkyDNS reads: v2 (released SkyDNS, default) or v3 (builds with -etcd3)")
+    feddns.etcd.add_arguments(etcd)
     unbound = parser.add_argument_group("unbound")
     unbound.add_argument("--unbound-config", type=Path, metavar="FILE",
                          help="unbound.conf of the running unbound; it includes DIR/feddns/*.conf (DIR: its directory)")
     unbound.add_argument("--unbound-control", metavar="PATH", help="unbound-control program (default: from PATH)")
     unbound.add_argument("--unbound-checkconf", metavar="PATH", help="unbound-checkconf program (default: from PATH)")
     parser.add_argument("--tls-handshake-timeout", type=float, default=tls.HANDSHAKE_TIMEOUT, metavar="SECONDS",
-                        help=f"time a client has to finish the TLS handshake (default {tls.HANDSHAKE_TIMEOUT:g})")
+                        help=f"time a client has from the accept to finish the TLS handshake "
+                             f"(default {tls.HANDSHAKE_TIMEOUT:g})")
+    parser.add_argument("--max-connections", type=int, default=tls.MAX_CONNECTIONS, metavar="N",
+                        help=f"connections open at once; more are closed at once (default {tls.MAX_CONNECTIONS})")
+    parser.add_argument("--tls-reload-interval", type=float, default=tls.RELOAD_INTERVAL, metavar="SECONDS",
+                        help="how often --cert, --key and --client-ca are read again; a change applies to new "
+                             f"connections (default {tls.RELOAD_INTERVAL:g})")
     parser.add_argument("--metrics", metavar="HOST:PORT",
                         help="plain-HTTP /metrics, /health and /ready for Prometheus and kubelet probes")
 
@@ -93,11 +106,13 @@ class Settings:
     """Everything ``feddns stubzone`` needs, checked (see :func:`settings_from`)."""
 
     listen: tuple[str, int]
-    context: ssl.SSLContext
+    credentials: tls.ServerCredentials
     allow: AllowList
     backend: Backend
     metrics_listen: str | None
     handshake_timeout: float
+    max_connections: int
+    reload_interval: float
 
 
 def check_flags(args: argparse.Namespace) -> StubDomains:
@@ -106,9 +121,12 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
     Returns the stub domains; raises :class:`ConfigError` naming the first bad flag.
     """
     for flag, seconds in (("--backend-timeout", args.backend_timeout),
-                          ("--tls-handshake-timeout", args.tls_handshake_timeout)):
+                          ("--tls-handshake-timeout", args.tls_handshake_timeout),
+                          ("--tls-reload-interval", args.tls_reload_interval)):
         if not seconds > 0:
             raise ConfigError(f"{flag} must be more than 0 seconds")
+    if args.max_connections < 1:
+        raise ConfigError("--max-connections must be at least 1")
     if args.cluster is not None:
         check_cluster(args.cluster)
     elif BACKENDS[args.backend].tags:
@@ -127,14 +145,16 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
 def settings_from(args: argparse.Namespace) -> Settings:
     """Check the flags, load the certificates, make the backend; raises :class:`ConfigError`."""
     domains = check_flags(args)
-    context = tls.server_context(args.cert, args.key, args.client_ca)
+    credentials = tls.ServerCredentials(args.cert, args.key, args.client_ca)
     return Settings(
         listen=parse_hostport(args.listen),
-        context=context,
+        credentials=credentials,
         allow=AllowList(args.allow),
         backend=load(args, domains),
         metrics_listen=args.metrics,
         handshake_timeout=args.tls_handshake_timeout,
+        max_connections=args.max_connections,
+        reload_interval=args.tls_reload_interval,
     )
 
 
@@ -147,37 +167,34 @@ async def serve(settings: Settings) -> int:
     """Serve the API over TLS on ``settings.listen`` until a signal; returns 0."""
     registry = CollectorRegistry()
     metrics = Metrics(registry)
-    runner = web.AppRunner(make_app(settings.backend, settings.allow, metrics), access_log=None, handle_signals=False)
+    settings.credentials.observe(metrics)
+    runner = web.AppRunner(make_app(settings.backend, settings.allow, metrics), handle_signals=False)
     await runner.setup()
-    handshakes: set[asyncio.Task[None]] = set()
-
-    def refused(peer: str, reason: str) -> None:
-        metrics.tls_refused.inc()
-        log.warning('TLS handshake refused: peer=%s reason="%s"', peer, reason)
-
+    assert runner.server is not None, "runner.setup() makes it"
+    listener = tls.TLSListener(protocol_factory(runner.server, metrics), settings.credentials, metrics,
+                               handshake_timeout=settings.handshake_timeout, max_connections=settings.max_connections)
     server: asyncio.Server | None = None
     observe: ObserveServer | None = None
+    reloads = asyncio.create_task(settings.credentials.watch(settings.reload_interval))
+    gc.freeze()  # what start-up made lives for good: later collections (tls.give_back_memory) skip it
     try:
-        http = runner.server
-        assert http is not None, "runner.setup() makes it"
-        server = await _listen(settings, lambda: tls.TLSAcceptor(
-            http, settings.context, refused, handshakes, settings.handshake_timeout))
-        log.info("backend %s", settings.backend.name)
+        server = await _listen(settings, listener)
+        log.info("backend %s; %s", settings.backend.name, settings.credentials.summary)
         observe = _observe(settings.metrics_listen, registry)
         await _until_signal()
         log.info("stopping")
     finally:
+        reloads.cancel()
         if server is not None:
             server.close()
-        for task in list(handshakes):
-            task.cancel()
         if observe is not None:
             observe.stop()
-        await runner.cleanup()
+        await runner.cleanup()  # lets requests in progress finish
+        listener.close()
     return 0
 
 
-async def _listen(settings: Settings, factory: Callable[[], asyncio.Protocol]) -> asyncio.Server:
+async def _listen(settings: Settings, factory: tls.TLSListener) -> asyncio.Server:
     host, port = settings.listen
     try:
         server = await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NUMBER = r"[\d,]+"
 RATIO = r"\d+\.\d\d"
-FILES = ("exact", "0x20", "nxdomain", "2000 services")
+FILES = ("exact", "0x20", "nxdomain", "2000 services", "weighted")
 
 
 def test_serve_qps_prints_every_row_and_ratio():
@@ -28,8 +28,9 @@ def test_serve_qps_prints_every_row_and_ratio():
         assert re.search(row, out, re.MULTILINE), (label, out)
     assert re.search(rf"^fixed server\s+{NUMBER}\s+[\d.]+\s+\(exact-repeat file\)$", out, re.MULTILINE), out
     for target in ("0x20 case >= 0.8 x exact", "random names >= 0.6 x exact", "2,000 services >= 0.8 x exact",
-                   "exact >= 0.95 x fixed server"):
+                   "exact >= 0.95 x fixed server", "weighted q/s >= exact / 1.5", "weighted CPU <= 1.5 x exact"):
         assert re.search(rf"^target {re.escape(target)}\s+{RATIO}\s+(met|NOT MET)$", out, re.MULTILINE), target
+    assert re.search(rf"^weighted / exact CPU per query: {RATIO}$", out, re.MULTILINE)
     assert re.search(rf"^feddns exact / NSD exact: {RATIO}$", out, re.MULTILINE)
     for server in ("feddns", "nsd"):
         for label in FILES:

@@ -3,7 +3,7 @@
 import pytest
 
 from feddns.errors import ConfigError
-from feddns.hostport import parse_etcd_url, parse_hostport, parse_ip_port
+from feddns.hostport import parse_hostport, parse_ip_port
 
 
 @pytest.mark.parametrize("text,default,expected", [
@@ -29,9 +29,3 @@ def test_nameserver_must_be_an_ip():
     with pytest.raises(ConfigError, match="not an IP address"):
         parse_ip_port("ns1.example.com", 53)
 
-
-def test_etcd_urls():
-    assert parse_etcd_url("http://127.0.0.1:2379") == ("127.0.0.1", 2379)
-    assert parse_etcd_url("http://etcd") == ("etcd", 2379)
-    with pytest.raises(ConfigError, match="only http://"):
-        parse_etcd_url("https://etcd:2379")

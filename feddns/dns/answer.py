@@ -96,9 +96,13 @@ def address_rr(address: bytes, ttl: int, owner: bytes = POINTER_TO_QNAME) -> byt
     return owner + _RR_FIXED.pack(QType.A if len(address) == 4 else QType.AAAA, CLASS_IN, ttl, len(address)) + address
 
 
-def srv_rr(priority: int, weight: int, port: int, target: str | dnslib.DNSLabel, ttl: int) -> bytes:
-    """An SRV record (RFC 2782) owned by the qname; its RDATA (``target`` never
-    compressed, RFC 2782) is packed by dnslib."""
+def srv_rr(priority: int, weight: int, port: int, target: bytes | str | dnslib.DNSLabel, ttl: int) -> bytes:
+    """An SRV record (RFC 2782) owned by the qname; its RDATA is packed by dnslib,
+    ``target`` never compressed (RFC 2782). ``target`` is a name, or a name in
+    wire form (as ``feddns.dns.policy`` joins a cluster's label to a service's
+    name), which dnslib reads back into labels first."""
+    if isinstance(target, bytes):
+        target = dnslib.DNSBuffer(target).decode_name()
     return rr(POINTER_TO_QNAME, QType.SRV, ttl, _packed(dnslib.SRV(priority, weight, port, target)))
 
 

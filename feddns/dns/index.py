@@ -30,7 +30,7 @@ from typing import Any
 
 from feddns.errors import FeddnsError, RecordError
 from feddns.keys import Layout
-from feddns.records import ClusterRecord, Port, decode_json, read_shard
+from feddns.records import DEFAULT_POLICY, ClusterRecord, PackedEndpoints, Policy, Port, decode_json, read_shard
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,40 @@ class NodeKind(IntEnum):
     SERVICE = 3  # <svc>.<ns>.<F>.svc.<zone>
     SHARD = 4  # <cluster>.<svc>... : one cluster's shard
     SRV_NAME = 5  # _<port>._<proto>.<svc>...
+    ENDPOINT = 6  # <hostname>.<cluster>.<svc>... : one endpoint of a headless shard
+
+
+class Endpoints:
+    """The ready endpoints of a headless shard (docs/reference.md section 4).
+
+    ``v4``/``v6`` are their addresses of each IP version, packed and
+    concatenated in record order; ``names`` maps each endpoint's name to its
+    ``(v4, v6)`` addresses, in record order: its ``hostname``, or for an
+    endpoint without one its address with ``-`` for ``.`` and ``:`` (IPv6
+    written in full), as CoreDNS names them (``10-4-0-7``).
+    """
+
+    __slots__ = ("names", "v4", "v6")
+
+    def __init__(self, endpoints: PackedEndpoints) -> None:
+        self.v4, self.v6 = _by_version(tuple(ip for ip, _ in endpoints))
+        names: dict[str, tuple[bytes, bytes]] = {}
+        for ip, hostname in endpoints:
+            name = hostname or _dashed(ip)
+            v4, v6 = names.get(name, (b"", b""))
+            names[name] = (v4 + ip, v6) if len(ip) == 4 else (v4, v6 + ip)
+        self.names = names
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Endpoints) and self.names == other.names and (self.v4, self.v6) == (other.v4, other.v6)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _dashed(packed: bytes) -> str:
+    if len(packed) == 4:
+        return "-".join(str(byte) for byte in packed)
+    return "-".join(packed[i : i + 2].hex() for i in range(0, 16, 2))
 
 
 class Shard:
@@ -79,17 +113,21 @@ class Shard:
     record's clusterIPs and externalIPs of each IP version, packed and
     concatenated in record order (4 or 16 bytes each); ``ports`` the named ports;
     ``ready`` the ready endpoint count (``None``: the record does not say, and
-    the shard counts as ready).
+    the shard counts as ready); ``policy`` its answer policy (shared between
+    shards); ``endpoints`` those of a headless Service (``None`` otherwise).
     """
 
-    __slots__ = ("cluster_v4", "cluster_v6", "external_v4", "external_v6", "ports", "ready")
+    __slots__ = ("cluster_v4", "cluster_v6", "endpoints", "external_v4", "external_v6", "policy", "ports", "ready")
 
     def __init__(self, cluster_ips: tuple[bytes, ...], external_ips: tuple[bytes, ...],
-                 ports: tuple[Port, ...], ready: int | None) -> None:
+                 ports: tuple[Port, ...], ready: int | None, policy: Policy = DEFAULT_POLICY,
+                 endpoints: Endpoints | None = None) -> None:
         self.cluster_v4, self.cluster_v6 = _by_version(cluster_ips)
         self.external_v4, self.external_v6 = _by_version(external_ips)
         self.ports = ports
         self.ready = ready
+        self.policy = policy
+        self.endpoints = endpoints
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Shard) and self._fields() == other._fields()
@@ -97,7 +135,14 @@ class Shard:
     __hash__ = None  # type: ignore[assignment]
 
     def _fields(self) -> tuple[object, ...]:
-        return self.cluster_v4, self.cluster_v6, self.external_v4, self.external_v6, self.ports, self.ready
+        return (self.cluster_v4, self.cluster_v6, self.external_v4, self.external_v6, self.ports, self.ready,
+                self.policy, self.endpoints)
+
+    @property
+    def weight(self) -> int:
+        """The shard's weight under a weighted policy (1 when the record gives none)."""
+        weight = self.policy.weight
+        return 1 if weight is None else weight
 
     @property
     def healthy(self) -> bool:
@@ -185,8 +230,9 @@ class Node:
 
     ``federation`` and ``shards`` are those of the service the name belongs to
     (``None`` above services); ``service`` its :data:`ServiceId`; ``cluster``
-    the shard's cluster (``SHARD``); ``port_name`` and ``protocol`` the named
-    port (``SRV_NAME``, protocol upper case as in Kubernetes).
+    the shard's cluster (``SHARD``, ``ENDPOINT``); ``port_name`` and ``protocol``
+    the named port (``SRV_NAME``, protocol upper case as in Kubernetes);
+    ``hostname`` the endpoint's name (``ENDPOINT``).
     """
 
     kind: NodeKind
@@ -196,6 +242,7 @@ class Node:
     cluster: str | None = None
     port_name: str | None = None
     protocol: str | None = None
+    hostname: str | None = None
 
 
 _APEX, _ENT, _NS_HOST = Node(NodeKind.APEX), Node(NodeKind.ENT), Node(NodeKind.NS_HOST)
@@ -224,7 +271,9 @@ class Index:
     ``SERVICE`` node; ``federations``
     maps a federation name to :class:`Federation`; ``invalid`` maps each key
     that failed to parse to the reason; ``skipped`` counts the skips logged
-    (once per key and reason); ``revision`` is the etcd revision applied.
+    (once per key and reason); ``defaulted`` maps each shard key read with the
+    default policy because a policy field was bad to the reason (logged once);
+    ``revision`` is the etcd revision applied.
     """
 
     def __init__(self, layout: Layout) -> None:
@@ -233,6 +282,7 @@ class Index:
         self.by_id: dict[ServiceId, Node] = {}
         self.federations: dict[str, Federation] = {}
         self.invalid: dict[str, str] = {}
+        self.defaulted: dict[str, str] = {}
         self.skipped = 0
         self.revision = 0
         self._empty_non_terminals: Counter[bytes] = Counter()
@@ -260,7 +310,8 @@ class Index:
         name below those is read label by label from the left until the rest is a
         name that exists, so the labels read are proven well-formed on the way:
         one label below a service may be a shard or ``_<proto>``, two may be an
-        SRV name; anything else below an existing name does not exist. Raises
+        SRV name or a headless endpoint's name (``<hostname>.<cluster>``);
+        anything else below an existing name does not exist. Raises
         :class:`NotAName` when ``rel`` is not a sequence of labels of 1 to 63
         bytes (a name the common reader cut wrongly, see ``feddns.dns.wire``).
         """
@@ -295,9 +346,12 @@ class Index:
             return None
         first = rel[0]
         label, second = rel[1 : first + 1], rel[first + 1]
-        if label[:1] != b"_" or rel[first + 2 : first + 3] != b"_":
+        second_label = rel[first + 2 : first + 2 + second]
+        if label[:1] != b"_":  # <hostname>.<cluster>.<svc>...: a headless endpoint
+            return _endpoint_name(parent, second_label, label)
+        if second_label[:1] != b"_":
             return None
-        return _srv_name(parent, label[1:], rel[first + 3 : first + 2 + second])
+        return _srv_name(parent, label[1:], second_label[1:])
 
     # -- changing -----------------------------------------------------------------
 
@@ -321,6 +375,7 @@ class Index:
     def delete(self, key: str) -> Change:
         """Remove the record under ``key`` (nothing when there is none)."""
         self.invalid.pop(key, None)
+        self.defaulted.pop(key, None)
         return self._remove(key)
 
     def _remove(self, key: str) -> Change:
@@ -339,12 +394,16 @@ class Index:
         return fed
 
     def _put_shard(self, parts: tuple[str, str, str, str], obj: Any) -> Change:
-        cluster_ips, external_ips, ports, ready = read_shard(obj)
+        fields = read_shard(obj)
+        ports = fields.ports
         if len(ports) > 1:  # one-port tuples are shared already (feddns.records)
             ports = self._port_sets.setdefault(ports, ports)
-        shard = Shard(cluster_ips, external_ips, ports, ready)
+        endpoints = None if fields.endpoints is None else Endpoints(fields.endpoints)
+        shard = Shard(fields.cluster_ips, fields.external_ips, ports, fields.ready, fields.policy, endpoints)
         if self.invalid:
             self.invalid.pop(self.layout.shard_key_of(parts), None)
+        if fields.problem is not None or self.defaulted:
+            self._note_policy(self.layout.shard_key_of(parts), fields.problem)
         sid: ServiceId = parts[:3]
         cluster = sys.intern(parts[3])  # a million shards name a few clusters
         node = self.by_id.get(sid)
@@ -364,6 +423,14 @@ class Index:
             if count == 1:
                 fed._refresh(cluster)
         return ServiceChanged(sid)
+
+    def _note_policy(self, key: str, problem: str | None) -> None:
+        """Log a bad policy field once per key and reason (the shard is kept, with the default policy)."""
+        if problem is None:
+            self.defaulted.pop(key, None)
+        elif self.defaulted.get(key) != problem:
+            self.defaulted[key] = problem
+            log.warning("record %s: %s; reading it with the default policy (locality)", key, problem)
 
     def _add_service(self, sid: ServiceId) -> Node:
         federation, namespace, service = sid
@@ -453,6 +520,20 @@ def _below_service(parent: Node, label: bytes) -> Node | None:
     protocol = label[1:].decode("latin-1").upper()
     found = any(p.protocol == protocol for shard in parent.shards.values() for p in shard.ports)
     return _ENT if found else None
+
+
+def _endpoint_name(parent: Node, cluster_label: bytes, hostname_label: bytes) -> Node | None:
+    """``<hostname>.<cluster>.<svc>...`` when cluster's shard has an endpoint of that name."""
+    assert parent.shards is not None
+    cluster = cluster_label.decode("latin-1")
+    shard = parent.shards.get(cluster)
+    if shard is None or shard.endpoints is None:
+        return None
+    hostname = hostname_label.decode("latin-1")
+    if hostname not in shard.endpoints.names:
+        return None
+    return Node(NodeKind.ENDPOINT, parent.federation, parent.service, parent.shards, cluster=cluster,
+                hostname=hostname)
 
 
 def _srv_name(parent: Node, port: bytes, protocol_label: bytes) -> Node | None:

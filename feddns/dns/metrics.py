@@ -40,7 +40,7 @@ class ServeCollector(Collector):
         for entry in entries:
             totals[entry.labels] += entry.hits
             replies += isinstance(entry, Reply)
-        for template in responder.templates.counted():
+        for template in responder.counted_templates():
             if template.hits:
                 totals[template.labels] += template.hits
         queries = CounterMetricFamily("feddns_dns_queries", "DNS queries answered, by qtype and rcode",

@@ -2,12 +2,20 @@
 
 Source cluster (docs/reference.md section 3): the 0xFEDD EDNS0 option naming a
 known cluster, else an EDNS Client Subnet (RFC 7871) inside a cluster's
-``cidrs``, else the query's source address inside them. Tiers (section 2, the
-design document's "Service Discovery/Lookup"): the asker's own shard
-(clusterIPs), then shards in its zone, its region, then all others
-(externalIPs). This module builds the records of each tier, packed
-(``feddns.dns.answer``); the answer's ordering decides the order within a tier
-per query.
+``cidrs``, else the query's source address inside them.
+
+Order (section 2): the service's policy, carried in its shard records, groups
+the healthy shards (:func:`ranked`). ``locality`` (the design document's
+"Service Discovery/Lookup"): the asker's own shard, then shards in its zone,
+its region, then all others, rotated within each tier per query;
+``failover``: the listed clusters in list order, the same for every asker;
+``weighted``: one group drawn at random by weight per query
+(``feddns.dns.weights``); ``locality-weighted``: the tiers, drawn by weight
+within each. Each shard is reached by its clusterIPs from its own cluster,
+else by its externalIPs; a headless shard by its endpoints, from its own
+cluster or from anywhere when its cluster's pods are routable. This module
+packs the records of each group once (``feddns.dns.answer``); the answer's
+ordering decides the order per query.
 """
 
 import struct
@@ -15,8 +23,10 @@ from enum import IntEnum
 
 from feddns.dns import answer
 from feddns.dns.answer import Tiers
-from feddns.dns.index import Federation, Node, NodeKind, Shard, pack_client
-from feddns.dns.wire import FormError, Query
+from feddns.dns.index import Federation, Node, NodeKind, ServiceId, Shard, pack_client
+from feddns.dns.weights import Draw
+from feddns.dns.wire import MAX_NAME_BYTES, FormError, Query
+from feddns.records import DEFAULT_POLICY, FAILOVER, LOCALITY_WEIGHTED, WEIGHTED, Policy
 
 Source = tuple[bytes | None, bytes | None, bool]
 """``(cluster, ecs, by_address)``: the asking cluster's name as bytes (``None``:
@@ -99,12 +109,21 @@ def _ecs_reply(subnet: tuple[bytes, int, bytes], scope: int) -> bytes:
     return raw[:3] + bytes((scope,)) + raw[4:]
 
 
-def tier(fed: Federation, source: str | None, cluster: str) -> Tier:
-    """The tier of ``cluster``'s shard for an asker in ``source``."""
-    if source is None:
-        return Tier.OTHER
+def tier(fed: Federation, source: str | None, cluster: str) -> Tier | None:
+    """The tier of ``cluster``'s shard for an asker in ``source``; ``None`` when it is left out.
+
+    A shard of a stale cluster (its record says ``"stale": true``: the controller has
+    not reached it for its ``staleAfterSeconds``) is in the last tier, or left out
+    with ``"staleAction": "drop"``, for every asker but the cluster itself, whose own
+    query shows that it is up (docs/reference.md section 2).
+    """
     if cluster == source:
         return Tier.OWN
+    stale = _stale(fed, source, cluster)
+    if stale is not None:
+        return None if stale == "drop" else Tier.OTHER
+    if source is None:
+        return Tier.OTHER
     mine, theirs = fed.clusters.get(source), fed.clusters.get(cluster)
     if mine is None or theirs is None:
         return Tier.OTHER
@@ -115,64 +134,223 @@ def tier(fed: Federation, source: str | None, cluster: str) -> Tier:
     return Tier.OTHER
 
 
-def address_tiers(node: Node, source: str | None, versions: tuple[int, ...], ttl: int) -> Tiers:
-    """A and AAAA records (owned by the qname) answering ``node`` for ``source``.
+def _stale(fed: Federation, source: str | None, cluster: str) -> str | None:
+    """``"demote"`` or ``"drop"`` when ``cluster``'s record says it is stale and the
+    asker is elsewhere (docs/reference.md section 2), else ``None``."""
+    record = fed.clusters.get(cluster)
+    if cluster == source or record is None or not record.stale:
+        return None
+    return record.stale_action
 
-    A service name gives the healthy shards' addresses grouped by tier, lowest
-    tier first, each tier in cluster-name order, IPv4 tiers before IPv6 ones. A
-    shard name gives that shard's addresses, whatever its ready count.
+
+MAX_ANSWER_BYTES = 65000
+"""Records an answer holds at most (bytes): a DNS message over TCP is at most 65,535
+bytes (RFC 1035 4.2.2), less the header, the question and the OPT record. Past
+this, the additional section goes first, then the records of the last tiers."""
+
+Unit = tuple[list[bytes], int]
+"""One shard's records (or one SRV record) and its weight: what a weighted draw orders."""
+
+Group = tuple[int, list[str]]
+"""``(SRV priority, cluster names)``: clusters that share a place in the order."""
+
+Arranged = tuple[Tiers, "answer.Ordering | None", list[bytes]]
+"""What an answer is built from: the answer records by tier, the ordering the
+policy imposes (``None``: the server's, rotation or ``--order stable``), and
+the additional records."""
+
+
+def service_policy(shards: dict[str, Shard]) -> Policy:
+    """The policy of a service: the one every shard's record names (same policy,
+    same failover order), else the default (docs/reference.md section 2)."""
+    shards_iter = iter(shards.values())
+    first = next(shards_iter).policy
+    for shard in shards_iter:
+        other = shard.policy
+        if other is not first and (other.name != first.name or other.failover_order != first.failover_order):
+            return DEFAULT_POLICY
+    return first
+
+
+def ranked(node: Node, source: str | None) -> tuple[Policy, list[Group]]:
+    """The service's healthy shards for asker ``source``, in the groups its policy
+    orders them by, best first, each group's clusters in name order.
+
+    ``locality`` and ``locality-weighted``: the four tiers (priority 10 x tier);
+    ``failover``: each listed cluster alone, in list order, then the unlisted
+    ones together (priority 10 x place); ``weighted``: one group (priority 0).
+    Weighted policies leave out shards of weight 0. The shards of stale clusters
+    come last (in tier 3, or a group of their own after the others), or are left
+    out with ``staleAction: drop``, unless the asker is in that cluster.
     """
     assert node.shards is not None and node.federation is not None
-    if node.kind == NodeKind.SHARD:
+    fed = node.federation
+    shards = node.shards
+    chosen = service_policy(shards)
+    name = chosen.name
+    weighted = name in (WEIGHTED, LOCALITY_WEIGHTED)
+    healthy = [c for c in sorted(shards) if shards[c].healthy and not (weighted and shards[c].weight == 0)
+               and _stale(fed, source, c) != "drop"]
+    last = [c for c in healthy if _stale(fed, source, c) == "demote"]
+    if name == FAILOVER:
+        listed = [c for c in chosen.failover_order if c in healthy and c not in last]
+        rest = [c for c in healthy if c not in chosen.failover_order and c not in last]
+        clusters = [[c] for c in listed] + [group for group in (rest, last) if group]
+        return chosen, [(10 * place, group) for place, group in enumerate(clusters)]
+    if name == WEIGHTED:
+        fresh = [c for c in healthy if c not in last]
+        return chosen, [(10 * place, group) for place, group in enumerate(g for g in (fresh, last) if g)]
+    tiers: list[list[str]] = [[], [], [], []]
+    for cluster in healthy:
+        rank = tier(fed, source, cluster)
+        if rank is not None:
+            tiers[rank].append(cluster)
+    return chosen, [(10 * rank, group) for rank, group in enumerate(tiers) if group]
+
+
+def shard_addresses(fed: Federation, cluster: str, shard: Shard, own: bool, version: int) -> bytes:
+    """The packed addresses an asker reaches ``cluster``'s shard by (IP ``version``
+    4 or 6): clusterIPs from its own cluster, else externalIPs; for a headless
+    shard its endpoints, from its own cluster or when its cluster record says
+    ``"podNetwork": "routable"``, else none."""
+    endpoints = shard.endpoints
+    if endpoints is None:
+        return shard.addresses(own, version)
+    if not own and not routable(fed, cluster):
+        return b""
+    return endpoints.v4 if version == 4 else endpoints.v6
+
+
+def routable(fed: Federation, cluster: str) -> bool:
+    """True when ``cluster``'s record says other clusters can reach its pod IPs."""
+    record = fed.clusters.get(cluster)
+    return record is not None and record.routable
+
+
+def address_answer(node: Node, source: str | None, versions: tuple[int, ...], ttl: int) -> Arranged:
+    """A and AAAA records (owned by the qname) answering ``node`` for ``source``.
+
+    A service name gives the healthy shards' addresses in the groups of
+    :func:`ranked`, IPv4 groups before IPv6 ones; a shard name that shard's
+    addresses whatever its ready count or weight; an endpoint name that
+    endpoint's, when the asker may reach it.
+    """
+    assert node.shards is not None and node.federation is not None
+    fed = node.federation
+    if node.kind in (NodeKind.SHARD, NodeKind.ENDPOINT):
         assert node.cluster is not None
         shard = node.shards[node.cluster]
         own = node.cluster == source
-        records = tuple(r for version in versions for r in _address_records(shard, own, version, ttl))
-        return (records,) if records else ()
-    out: list[tuple[bytes, ...]] = []
+        if node.kind == NodeKind.ENDPOINT:
+            assert shard.endpoints is not None and node.hostname is not None
+            reachable = own or routable(fed, node.cluster)
+            v4, v6 = shard.endpoints.names[node.hostname] if reachable else (b"", b"")
+            packed = [v4 if version == 4 else v6 for version in versions]
+        else:
+            packed = [shard_addresses(fed, node.cluster, shard, own, version) for version in versions]
+        found = tuple(r for block, version in zip(packed, versions, strict=True)
+                      for r in _address_records(block, version, answer.POINTER_TO_QNAME, ttl))
+        return ((found,) if found else ()), answer.FIXED, []
+    chosen, groups = ranked(node, source)
+    units: list[list[Unit]] = []
     for version in versions:
-        groups: list[list[bytes]] = [[], [], [], []]
-        for cluster in sorted(node.shards):
-            shard = node.shards[cluster]
-            if shard.healthy:
-                rank = tier(node.federation, source, cluster)
-                groups[rank].extend(_address_records(shard, rank == Tier.OWN, version, ttl))
-        out.extend(tuple(group) for group in groups if group)
-    return tuple(out)
+        for _, group in groups:
+            tier_units: list[Unit] = []
+            for cluster in group:
+                shard = node.shards[cluster]
+                block = shard_addresses(fed, cluster, shard, cluster == source, version)
+                if block:
+                    tier_units.append((_address_records(block, version, answer.POINTER_TO_QNAME, ttl), shard.weight))
+            units.append(tier_units)
+    return _arranged(chosen, _capped(units, MAX_ANSWER_BYTES), [])
 
 
-def _address_records(shard: Shard, own: bool, version: int, ttl: int,
-                     owner: bytes = answer.POINTER_TO_QNAME) -> list[bytes]:
-    packed = shard.addresses(own, version)
+def _arranged(chosen: Policy, units: list[list[Unit]], additional: list[bytes]) -> Arranged:
+    """The tiers of ``units`` (each unit a shard's records) and the ordering ``chosen`` imposes."""
+    tiers = tuple(tuple(r for records, _ in tier for r in records) for tier in units if tier)
+    ordering: answer.Ordering | None = None
+    if chosen.name == FAILOVER:
+        ordering = answer.FIXED
+    elif chosen.name in (WEIGHTED, LOCALITY_WEIGHTED):
+        joined = [[(b"".join(records), max(weight, 1)) for records, weight in tier] for tier in units if tier]
+        ordering = answer.FIXED if all(len(tier) == 1 for tier in joined) else Draw(joined)
+    return tiers, ordering, additional
+
+
+def _capped(units: list[list[Unit]], budget: int) -> list[list[Unit]]:
+    """``units`` less the last ones past ``budget`` bytes of records."""
+    total = sum(len(r) for tier in units for records, _ in tier for r in records)
+    if total <= budget:
+        return units
+    out: list[list[Unit]] = []
+    for tier in units:
+        kept: list[Unit] = []
+        for records, weight in tier:
+            size = sum(len(r) for r in records)
+            if size > budget:
+                break
+            budget -= size
+            kept.append((records, weight))
+        out.append(kept)
+    return out
+
+
+def _address_records(packed: bytes, version: int, owner: bytes, ttl: int) -> list[bytes]:
+    """One A (``version`` 4) or AAAA (6) record per address of ``packed``, owned by ``owner``."""
     width = 4 if version == 4 else 16
     return [answer.address_rr(packed[i : i + width], ttl, owner) for i in range(0, len(packed), width)]
 
 
-def srv_records(node: Node, source: str | None, zone: str, ttl: int) -> tuple[Tiers, list[bytes]]:
+def srv_answer(node: Node, source: str | None, base: bytes, ttl: int) -> Arranged:
     """SRV records (RFC 2782) of the healthy, reachable shards with ``node``'s named
-    port, by tier, and the additional A/AAAA records of their targets (each
-    target ``<cluster>.<svc>.<ns>.<F>.svc.<zone>``, answered as for the asker).
+    port, and the additional A/AAAA records of their targets (answered as for
+    the asker). A target is ``<cluster>.`` + ``base`` (the service's name in wire
+    form, in the zone asked), or for a headless shard one
+    ``<endpoint name>.<cluster>.`` + ``base`` per endpoint.
 
-    Priority is 10 x tier; weight the shard's ready count (1 when absent).
+    Priority follows :func:`ranked`; weight is the shard's ready count (1 when
+    absent; 1 per endpoint of a headless shard) under ``locality`` and
+    ``failover``, the shard's weight under the weighted policies.
     """
-    assert node.shards is not None and node.federation is not None and node.service is not None
-    federation, namespace, service = node.service
-    groups: list[list[bytes]] = [[], [], [], []]
-    extra: list[list[bytes]] = [[], [], [], []]
-    for cluster in sorted(node.shards):
-        shard = node.shards[cluster]
-        port = next((p for p in shard.ports if p.name == node.port_name and p.protocol == node.protocol), None)
-        if port is None or not shard.healthy:
-            continue
-        rank = tier(node.federation, source, cluster)
-        own = rank == Tier.OWN
-        if not (shard.addresses(own, 4) or shard.addresses(own, 6)):
-            continue
-        weight = min(shard.ready if shard.ready is not None else 1, 65535)
-        target = answer.subdomain(zone, f"{cluster}.{service}.{namespace}.{federation}.svc")
-        groups[rank].append(answer.srv_rr(10 * rank, weight, port.port, target, ttl))
-        owner = answer.name_wire(target)
-        for version in (4, 6):
-            extra[rank].extend(_address_records(shard, own, version, ttl, owner))
-    tiers = tuple(tuple(group) for group in groups if group)
-    return tiers, [record for group in extra for record in group]
+    assert node.shards is not None and node.federation is not None
+    fed = node.federation
+    chosen, groups = ranked(node, source)
+    weighted = chosen.name in (WEIGHTED, LOCALITY_WEIGHTED)
+    units: list[list[Unit]] = []
+    extra: list[bytes] = []
+    for priority, group in groups:
+        tier_units: list[Unit] = []
+        for cluster in group:
+            shard = node.shards[cluster]
+            port = next((p for p in shard.ports if p.name == node.port_name and p.protocol == node.protocol), None)
+            if port is None:
+                continue
+            own = cluster == source
+            v4, v6 = shard_addresses(fed, cluster, shard, own, 4), shard_addresses(fed, cluster, shard, own, 6)
+            if not (v4 or v6):
+                continue
+            cluster_target = bytes((len(cluster),)) + cluster.encode("ascii") + base
+            if shard.endpoints is None:
+                weight = shard.weight if weighted else min(shard.ready if shard.ready is not None else 1, 65535)
+                targets = [(cluster_target, v4, v6, weight)]
+            else:
+                weight = shard.weight if weighted else 1
+                targets = [(bytes((len(name),)) + name.encode("ascii") + cluster_target, a4, a6, weight)
+                           for name, (a4, a6) in shard.endpoints.names.items()]
+            for target, a4, a6, srv_weight in targets:
+                if len(target) > MAX_NAME_BYTES:  # a name DNS cannot carry (RFC 1035 3.1)
+                    continue
+                record = answer.srv_rr(priority, srv_weight, port.port, target, ttl)
+                tier_units.append(([record], srv_weight or 1))
+                extra += _address_records(a4, 4, target, ttl) + _address_records(a6, 6, target, ttl)
+        units.append(tier_units)
+    size = sum(len(r) for tier in units for records, _ in tier for r in records)
+    if size + sum(len(r) for r in extra) > MAX_ANSWER_BYTES:
+        extra = []
+    return _arranged(chosen, _capped(units, MAX_ANSWER_BYTES), extra)
+
+
+def service_wire(sid: ServiceId) -> bytes:
+    """``<svc>.<ns>.<F>.svc`` in wire form, without the zone."""
+    return b"".join(bytes((len(part),)) + part.encode("ascii") for part in (sid[2], sid[1], sid[0], "svc"))
+

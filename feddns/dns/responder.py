@@ -24,10 +24,20 @@ A query goes:
 import logging
 from dataclasses import dataclass, field
 
-from feddns.dns import answer, policy, wire
+from feddns.dns import answer, policy, weights, wire
 from feddns.dns.answer import Answer, Tiers
 from feddns.dns.cache import Cache, Cached, Doorkeeper, Labels, Reply
-from feddns.dns.index import Change, FederationChanged, Index, Node, NodeKind, NotAName, Reload, ServiceChanged
+from feddns.dns.index import (
+    Change,
+    FederationChanged,
+    Index,
+    Node,
+    NodeKind,
+    NotAName,
+    Reload,
+    ServiceChanged,
+    ServiceId,
+)
 from feddns.dns.wire import CLASS_IN, QType, Query, Rcode
 from feddns.records import IPAddress
 
@@ -55,7 +65,9 @@ class Settings:
     ``option_code`` is the EDNS0 option carrying the cluster name
     (docs/reference.md section 3); ``stable`` turns off rotation;
     ``ns_addresses`` answer ``ns.dns.Z``; ``serial`` is the SOA serial;
-    ``cache_size`` bounds the cache in bytes.
+    ``cache_size`` bounds the cache in bytes; ``mcs_zone`` (ending with a dot;
+    ``None``: off) also answers the services of federation ``mcs_federation``
+    under the Multi-Cluster Services names (``None``: the only federation held).
     """
 
     zone: str = "federation."
@@ -66,6 +78,8 @@ class Settings:
     ns_addresses: tuple[IPAddress, ...] = ()
     serial: int = 1
     cache_size: int = DEFAULT_CACHE_BYTES
+    mcs_zone: str | None = None
+    mcs_federation: str | None = None
 
 
 @dataclass
@@ -86,7 +100,8 @@ class Stats:
 class Templates:
     """The replies of a zone that carry no records of a name, made once
     (``feddns.dns.answer``): NXDOMAIN and NODATA (with the SOA, RFC 2308),
-    REFUSED (not authoritative), SERVFAIL, BADVERS and FORMERR.
+    REFUSED (not authoritative), SERVFAIL, BADVERS and FORMERR, for the zone
+    ``zone`` (wire form).
 
     ``nxdomain_for`` maps each QTYPE the server knows (in class IN) to an
     NXDOMAIN template that counts its own
@@ -95,7 +110,8 @@ class Templates:
     """
 
     def __init__(self, zone: str, serial: int, negative_ttl: int) -> None:
-        soa = answer.soa_rr(answer.name_wire(zone), zone, serial, negative_ttl, negative_ttl)
+        self.zone = answer.name_wire(zone)
+        soa = answer.soa_rr(self.zone, zone, serial, negative_ttl, negative_ttl)
         self.nxdomain = Answer(Rcode.NXDOMAIN, authority=[soa], labels=("other", "NXDOMAIN", "none"))
         self.nxdomain_for = {int(t): Answer(
             Rcode.NXDOMAIN, authority=[soa], labels=(t.name, "NXDOMAIN", "none")) for t in QType}
@@ -109,6 +125,29 @@ class Templates:
     def counted(self) -> list[Answer]:
         """The templates that count their own queries (for the metrics)."""
         return list(self.nxdomain_for.values())
+
+
+class Zone:
+    """A zone served: ``name`` (ending with a dot), ``wire`` its name in wire form,
+    its ``templates``, and whether it is the Multi-Cluster Services zone (``mcs``:
+    names ``<svc>.<ns>.svc.ZONE``, the federation's label left out;
+    docs/reference.md section 1)."""
+
+    def __init__(self, name: str, settings: Settings, mcs: bool) -> None:
+        self.name = name
+        self.wire = answer.name_wire(name)
+        self.templates = Templates(name, settings.serial, settings.negative_ttl)
+        self.mcs = mcs
+
+    def service_base(self, sid: ServiceId) -> bytes:
+        """The service's name in wire form in this zone: ``<svc>.<ns>.<F>.svc.Z`` (``<svc>.<ns>.svc.Z`` for MCS)."""
+        if self.mcs:
+            return _label(sid[2]) + _label(sid[1]) + b"\x03svc" + self.wire
+        return policy.service_wire(sid) + self.wire
+
+
+def _label(text: str) -> bytes:
+    return bytes((len(text),)) + text.encode("ascii")
 
 
 class Responder:
@@ -127,11 +166,19 @@ class Responder:
         self.stats = Stats()
         self.doorkeeper = Doorkeeper.within(settings.cache_size)
         self.cache = Cache(settings.cache_size, self.stats.add_hits, reserved=self.doorkeeper.size)
-        self.zone = answer.name_wire(settings.zone)
+        self.main = Zone(settings.zone, settings, mcs=False)
+        self.zone = self.main.wire
         self.option = settings.option_code.to_bytes(2, "big")
-        self.templates = Templates(settings.zone, settings.serial, settings.negative_ttl)
+        self.templates = self.main.templates
         self.nxdomain_for = self.templates.nxdomain_for
         self._zone_cut = -len(self.zone)  # name[:_zone_cut]: a name in the zone, relative to it
+        self.mcs = None if settings.mcs_zone is None else Zone(settings.mcs_zone, settings, mcs=True)
+        self._mcs_ambiguous_logged = False
+
+    def counted_templates(self) -> list[Answer]:
+        """The templates of every zone that count their own queries (for the metrics)."""
+        zones = [self.main] if self.mcs is None else [self.main, self.mcs]
+        return [template for zone in zones for template in zone.templates.counted()]
 
     # -- the query path -----------------------------------------------------------
 
@@ -193,11 +240,14 @@ class Responder:
         name = query.name
         zone = self.zone
         if not name.endswith(zone) or query.qclass != CLASS_IN or query.version:
+            mcs = self.mcs
+            if mcs is not None and name.endswith(mcs.wire) and query.qclass == CLASS_IN and not query.version:
+                return self._serve_mcs(mcs, data, query, client, tcp, strict)
             if not strict:
                 return self._respond_strictly(data, client, tcp)
             return self._refuse(data, query, tcp)
         if not self.ready:
-            return self._negative(data, query, client, tcp, strict)
+            return self._negative(data, query, client, tcp, strict, self.templates)
         try:
             node = self.index.lookup(name[: self._zone_cut])
         except NotAName:  # the common reader cut the name wrongly: read it strictly
@@ -205,9 +255,52 @@ class Responder:
         if node is None:  # NXDOMAIN from the zone's template: nothing is kept for the name
             template = self.nxdomain_for.get(query.qtype) if query.ecs is None else None
             if template is None:
-                return self._negative(data, query, client, tcp, strict)
+                return self._negative(data, query, client, tcp, strict, self.templates)
             template.hits += 1
             return template.reply(data[:2], query, None, tcp)
+        return self._serve_node(self.main, node, data, query, client, tcp, strict)
+
+    def _serve_mcs(self, mcs: Zone, data: bytes, query: Query, client: str, tcp: bool,
+                   strict: bool) -> bytes | None:
+        """A name in the MCS zone: ``<...>.svc.ZONE`` is looked up as ``<...>.F.svc`` of the
+        federation shown there; other names (apex, ``ns.dns``) as they are."""
+        rel = query.name[: len(query.name) - len(mcs.wire)]
+        if not self.ready:
+            return self._negative(data, query, client, tcp, strict, mcs.templates)
+        try:
+            if rel.endswith(b"\x03svc"):
+                federation = self._mcs_federation()
+                if federation is None:
+                    return self._template(mcs.templates.servfail, data, query, None, tcp, None)
+                node = self.index.lookup(rel[:-4] + _label(federation) + b"\x03svc")
+            else:
+                node = self.index.lookup(rel)
+        except NotAName:  # the common reader cut the name wrongly: read it strictly
+            return self._refuse(data, query, tcp) if strict else self._respond_strictly(data, client, tcp)
+        if node is None:
+            return self._negative(data, query, client, tcp, strict, mcs.templates)
+        return self._serve_node(mcs, node, data, query, client, tcp, strict)
+
+    def _mcs_federation(self) -> str | None:
+        """The federation the MCS zone shows: ``--mcs-federation``, else the only one
+        held; ``None`` (logged once) while several are held and none was named."""
+        named = self.settings.mcs_federation
+        if named is not None:
+            return named
+        federations = self.index.federations
+        if len(federations) == 1:
+            return next(iter(federations))
+        if len(federations) > 1 and not self._mcs_ambiguous_logged:
+            self._mcs_ambiguous_logged = True
+            log.warning("the MCS zone %s cannot show %d federations (%s): answering SERVFAIL there; "
+                        "choose one with --mcs-federation", self.settings.mcs_zone, len(federations),
+                        ", ".join(sorted(federations)))
+        return None
+
+    def _serve_node(self, zone: Zone, node: Node, data: bytes, query: Query, client: str, tcp: bool,
+                    strict: bool) -> bytes | None:
+        """Answer ``query`` for ``node``, a name that exists in ``zone``."""
+        name = query.name
         cluster = query.cluster
         if cluster is not None and query.ecs is None:
             # The option names a known cluster exactly as the answer cache keys it:
@@ -216,20 +309,21 @@ class Responder:
             found: Answer | None = self.cache.get((name, query.qtype, cluster))  # type: ignore[assignment]
             if found is not None:
                 return self._send(found, data, query, None, tcp, strict, False)
+        templates = zone.templates
         try:
             cluster, ecs, by_address = policy.find_source(node.federation, query, client)
         except wire.FormError as exc:
             log.debug("FORMERR to %s: %s", client, exc)
-            return self._template(self.templates.formerr, data, query, None, tcp, None)
+            return self._template(templates.formerr, data, query, None, tcp, None)
         key = (name, query.qtype, cluster)
         found = self.cache.get(key)  # type: ignore[assignment]
         if found is None:
             qtype = query.qtype
             if qtype in _TRANSFERS:  # as NSD and BIND answer when transfers are not allowed
-                return self._template(self.templates.refused, data, query, ecs, tcp, cluster)
-            found = self._answer(node, qtype, cluster)
+                return self._template(templates.refused, data, query, ecs, tcp, cluster)
+            found = self._answer(node, qtype, cluster, zone)
             if found is None:
-                return self._template(self.templates.nodata, data, query, ecs, tcp, cluster)
+                return self._template(templates.nodata, data, query, ecs, tcp, cluster)
             self.cache.put(key, found)
         return self._send(found, data, query, ecs, tcp, strict, by_address)
 
@@ -237,25 +331,40 @@ class Responder:
               by_address: bool) -> bytes:
         """The reply from an answer, kept in the reply cache when it may be.
 
-        A UDP reply in one fixed order that the packet's bytes alone decide (not
-        the source address) is kept, the second time the packet comes (the
-        :class:`Doorkeeper`), under the packet's bytes after the ID lowercased,
-        with the qname lowercased in the reply too. A packet that lowercases to
-        that key differs from the one the reply was made for only in the letter
-        case of its qname and of its cluster-name option's data, because only a
-        packet with no ASCII letter anywhere else is kept
-        (:func:`wire.letters_only_in_name`); the cluster name is matched without
-        regard to case and not echoed, so the reply is the same with the qname
-        spliced in as asked (:meth:`Reply.spliced`).
+        A UDP reply that the packet's bytes alone decide (not the source address),
+        in one fixed order or drawn from a weighted answer's orders, is kept, the
+        second time the packet comes (the :class:`Doorkeeper`), under the packet's
+        bytes after the ID lowercased, with the qname lowercased in the reply too.
+        A packet that lowercases to that key differs from the one the reply was
+        made for only in the letter case of its qname and of its cluster-name
+        option's data, because only a packet with no ASCII letter anywhere else is
+        kept (:func:`wire.letters_only_in_name`); the cluster name is matched
+        without regard to case and not echoed, so the reply is the same with the
+        qname spliced in as asked (:meth:`Reply.spliced`).
         """
         found.hits += 1
         reply = found.reply(data[:2], query, ecs, tcp)
-        if not (tcp or strict or by_address) and found.fixed is not None:
-            key = data[2:].lower()
-            if self.doorkeeper.admit(key) and wire.letters_only_in_name(data, self.option):
-                name = query.name
-                stored = reply[2:12] + name + reply[12 + len(name) :]
-                self.cache.put(key, Reply(key, stored, 11 + len(name), found.owner, found.labels))
+        if tcp or strict or by_address:
+            return reply
+        drawn = found.ordering if found.fixed is None and isinstance(found.ordering, weights.Draw) else None
+        if found.fixed is None and drawn is None:
+            return reply
+        key = data[2:].lower()
+        if not self.doorkeeper.admit(key) or not wire.letters_only_in_name(data, self.option):
+            return reply
+        name = query.name
+        stored = reply[2:12] + name + reply[12 + len(name) :]
+        name_end = 11 + len(name)
+        variants = drawn.variants() if drawn is not None else None
+        if drawn is not None and variants is None:
+            return reply
+        if variants is None or stored[0] & 0x02:  # one order, or truncated (TC=1: no records to order)
+            self.cache.put(key, Reply(key, stored, name_end, found.owner, found.labels))
+            return reply
+        at = 10 + len(query.question)  # the answer section starts here, as long in every order
+        bodies, table = variants
+        replies = tuple(stored[:at] + body + stored[at + len(body) :] for body in bodies)
+        self.cache.put(key, weights.DrawnReply(key, replies, table, name_end, found.owner, found.labels))
         return reply
 
     def _refuse(self, data: bytes, query: Query, tcp: bool) -> bytes:
@@ -264,19 +373,21 @@ class Responder:
             return self.templates.badvers.reply(data[:2], query, None, tcp)
         return self._template(self.templates.refused, data, query, None, tcp, None)
 
-    def _negative(self, data: bytes, query: Query, client: str, tcp: bool, strict: bool) -> bytes | None:
+    def _negative(self, data: bytes, query: Query, client: str, tcp: bool, strict: bool,
+                  templates: Templates) -> bytes | None:
         """NXDOMAIN for a name that does not exist, from the zone's template: the
         question is copied from the query and nothing is kept for the name.
-        Before the first load, SERVFAIL instead (never NXDOMAIN)."""
-        if not self.ready and not wire.is_labels(query.name[: len(query.name) - len(self.zone)]):
+        Before the first load, SERVFAIL instead (never NXDOMAIN), for a name that
+        is made of labels (else it is read strictly)."""
+        if not self.ready and not wire.is_labels(query.name[: len(query.name) - len(templates.zone)]):
             return self._refuse(data, query, tcp) if strict else self._respond_strictly(data, client, tcp)
-        template = self.templates.nxdomain if self.ready else self.templates.servfail
+        template = templates.nxdomain if self.ready else templates.servfail
         ecs = query.ecs
         if ecs is not None:
             try:
                 ecs = policy.find_source(None, query, client)[1]
             except wire.FormError:
-                return self._template(self.templates.formerr, data, query, None, tcp, None)
+                return self._template(templates.formerr, data, query, None, tcp, None)
         return self._template(template, data, query, ecs, tcp, None)
 
     def _template(self, template: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool,
@@ -295,20 +406,21 @@ class Responder:
 
     # -- building answers -----------------------------------------------------------
 
-    def _answer(self, node: Node, qtype: int, asker: bytes | None) -> Answer | None:
-        """The answer of ``node`` to ``qtype`` for ``cluster``, or ``None`` for the
-        zone's NODATA (a name with no records of that type, whoever asks)."""
+    def _answer(self, node: Node, qtype: int, asker: bytes | None, zone: Zone) -> Answer | None:
+        """The answer of ``node`` to ``qtype`` for ``cluster`` in ``zone``, or ``None`` for
+        the zone's NODATA (a name with no records of that type, whoever asks)."""
         ttl = self.settings.ttl
         kind = node.kind
         cluster = asker.decode() if asker is not None else None
         additional: list[bytes] = []
+        ordering: answer.Ordering | None = None
         if kind == NodeKind.APEX:
             if qtype in (QType.SOA, QType.ANY):  # ANY: one RRset (RFC 8482 4.2)
                 s = self.settings
-                tiers: Tiers = ((answer.soa_rr(answer.POINTER_TO_QNAME, s.zone, s.serial, s.negative_ttl, ttl),),)
+                tiers: Tiers = ((answer.soa_rr(answer.POINTER_TO_QNAME, zone.name, s.serial, s.negative_ttl, ttl),),)
             elif qtype == QType.NS:
-                tiers = ((answer.ns_rr(answer.POINTER_TO_QNAME, self.settings.zone, ttl),),)
-                glue = answer.name_wire(answer.server_name(self.settings.zone))
+                tiers = ((answer.ns_rr(answer.POINTER_TO_QNAME, zone.name, ttl),),)
+                glue = answer.name_wire(answer.server_name(zone.name))
                 additional = [answer.address_rr(ip.packed, ttl, glue) for ip in self.settings.ns_addresses]
             else:
                 return None
@@ -322,17 +434,22 @@ class Responder:
         elif kind == NodeKind.SRV_NAME:
             if qtype not in (QType.SRV, QType.ANY):
                 return None
-            tiers, additional = policy.srv_records(node, cluster, self.settings.zone, ttl)
-        elif kind in (NodeKind.SERVICE, NodeKind.SHARD) and qtype in _VERSIONS:
-            tiers = policy.address_tiers(node, cluster, _VERSIONS[qtype], ttl)
+            assert node.service is not None
+            tiers, ordering, additional = policy.srv_answer(node, cluster, zone.service_base(node.service), ttl)
+        elif kind in (NodeKind.SERVICE, NodeKind.SHARD, NodeKind.ENDPOINT) and qtype in _VERSIONS:
+            tiers, ordering, _ = policy.address_answer(node, cluster, _VERSIONS[qtype], ttl)
         else:
             return None
         labels = (qtype_label(qtype), "NOERROR", "cluster" if cluster else "none")
         if not tiers:  # the name has such records, but none for this asker now (e.g. every shard unready)
-            return Answer(Rcode.NOERROR, authority=[self.templates.soa], labels=labels, owner=node.service)
-        ordering = answer.FIXED if self.settings.stable else answer.Rotation()
-        return Answer(Rcode.NOERROR, tiers=tiers, additional=additional, ordering=ordering, labels=labels,
-                      owner=node.service)
+            return Answer(Rcode.NOERROR, authority=[zone.templates.soa], labels=labels, owner=node.service)
+        if ordering is None:
+            ordering = answer.FIXED if self.settings.stable else answer.Rotation()
+        built = Answer(Rcode.NOERROR, tiers=tiers, additional=additional, ordering=ordering, labels=labels,
+                       owner=node.service)
+        if isinstance(ordering, weights.Draw):
+            built.size += ordering.size  # the orders it keeps, counted against --cache-size
+        return built
 
     # -- changes --------------------------------------------------------------------
 

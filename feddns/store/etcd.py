@@ -8,7 +8,9 @@ each page is parsed into a new index in a worker thread while the loop goes on
 answering from the old one; the new index replaces the old one when complete.
 
 When the watch breaks, it resumes from the last revision seen; when that
-revision has been compacted, it lists again. While etcd is unreachable the last
+revision has been compacted, it lists again. When the client certificate or
+password files change (a rotated Secret), it reconnects with the new ones and
+resumes from the revision. While etcd is unreachable the last
 records are served, and retries back off exponentially (0.1 s doubling to 5 s,
 moving to the next ``--etcd`` endpoint each time); the delay is reset only once
 etcd answers again. The loss is logged once (WARNING) and the return once
@@ -26,7 +28,7 @@ import aetcd.exceptions
 from aetcd import rpc
 
 from feddns.dns.index import Index
-from feddns.etcd import Endpoints, prefix_range_end
+from feddns.etcd import Endpoints, close_quietly, describe, prefix_range_end, unless_stale
 from feddns.keys import Layout
 from feddns.store import Feed
 
@@ -69,7 +71,8 @@ class EtcdSource:
                     await client.status()  # etcd answers: the watch can start
                 self._back()
                 delay = self.backoff[0]
-                await self._watch(client)
+                if await unless_stale(self.endpoints, client, self._watch(client)):
+                    continue  # new certificate or password files: reconnect, resume from the revision
             except (aetcd.exceptions.RevisionCompactedError, Compacted) as exc:
                 log.warning("etcd: revision %s is compacted (%s); listing again", self.revision, exc)
                 self.revision = None
@@ -82,7 +85,7 @@ class EtcdSource:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.backoff[1])
             finally:
-                await _close(client)
+                await close_quietly(client)
 
     def _lost(self, exc: BaseException, delay: float) -> None:
         self.feed.restarts += 1
@@ -148,13 +151,7 @@ def _add_page(index: Index, kvs: Iterable[Any]) -> None:
 
 
 def _describe(exc: BaseException) -> str:
+    """etcd's failure in one line: an authentication or TLS failure says so (feddns.etcd.describe)."""
     if isinstance(exc, rpc.AioRpcError):
-        return f"{exc.code().name}: {exc.details()}"
-    return str(exc) or type(exc).__name__
-
-
-async def _close(client: aetcd.Client) -> None:
-    try:
-        await asyncio.wait_for(client.close(), 2)
-    except Exception:  # closing a broken channel may fail; nothing to keep
-        pass
+        return f"{exc.code().name}: {describe(Exception(exc.details()))}"
+    return describe(exc)

@@ -19,13 +19,18 @@ unbound     ``<dir>/feddns/F.conf`` + unbound-control    yes
 
 The rules every backend keeps (docs/reference.md section 5): reads go to the
 store every time (nothing is cached), a write is all or nothing, entries the
-endpoint did not write are never touched, and a failed write says whether it
-may have been applied.
+endpoint did not write are never touched, a failed write says whether it
+may have been applied, and a request is done with the store within
+``--backend-timeout`` in total (:class:`Deadline`), however many requests
+wait before it.
 """
 
 import argparse
+import asyncio
 import importlib
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -44,6 +49,44 @@ class BackendUnavailable(FeddnsError):
     def __init__(self, message: str, *, may_have_applied: bool = False) -> None:
         super().__init__(message)
         self.may_have_applied = may_have_applied
+
+
+class Deadline:
+    """When one request must be done with the store: ``seconds`` (``--backend-timeout``) after it began.
+
+    Each call to the store gets the time left as its timeout, and so does the
+    wait for this process's earlier writes (:meth:`holding`): while the store
+    hangs, the eighth of eight queued POSTs gets its 503 within the timeout,
+    not after eight of them. Thread-safe: backends use it in worker threads.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        """Seconds left (> 0); raises :class:`BackendUnavailable` (nothing sent) when none are."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise BackendUnavailable(f"the store did not answer within {self.seconds:g} s (--backend-timeout)")
+        return left
+
+    @asynccontextmanager
+    async def holding(self, lock: asyncio.Lock, where: str) -> AsyncIterator[None]:
+        """Hold ``lock`` (this process's turn to write ``where``), waiting for it at most until the deadline.
+
+        Raises :class:`BackendUnavailable` (nothing sent) when earlier writes still hold it then.
+        """
+        try:
+            async with asyncio.timeout(self.remaining()):
+                await lock.acquire()
+        except TimeoutError as exc:
+            raise BackendUnavailable(f"earlier writes to {where} were still waiting for it after "
+                                     f"{self.seconds:g} s (--backend-timeout)") from exc
+        try:
+            yield
+        finally:
+            lock.release()
 
 
 class NotWrittenHere(FeddnsError):

@@ -15,7 +15,9 @@ optimistic concurrency (Kubernetes API concepts, "Resource versions";
 
 Only the keys the change touches differ; every other key, label and
 annotation goes back as read. The client is synchronous; each call runs in a
-worker thread. urllib3's own retries are off: a PUT is never re-sent behind
+worker thread, and the whole change (its turn, the reads, the writes, the
+backoffs) ends within one ``--backend-timeout`` (:class:`Deadline`): the
+thread gives each HTTP request the time left and starts no write after it. urllib3's own retries are off: a PUT is never re-sent behind
 our back, so a dropped connection after a write is reported as "may have
 been applied", and a refused connection as "nothing changed".
 """
@@ -37,7 +39,7 @@ from kubernetes.client.exceptions import ApiException
 
 from feddns import names
 from feddns.errors import ConfigError
-from stubzone.backends import BackendUnavailable
+from stubzone.backends import BackendUnavailable, Deadline
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,7 @@ def client_configuration(kubeconfig: Path | None, context: str | None) -> kubern
 class ConfigMapStore:
     """ConfigMap ``namespace/name`` on the API server of ``configuration``.
 
-    ``timeout`` (seconds) bounds each HTTP request. Methods raise
+    ``timeout`` (seconds) bounds each read or change, every HTTP request of it included. Methods raise
     :class:`BackendUnavailable` when the API server cannot be reached, refuses
     (401, 403, 422...), or the object kept changing through
     :data:`CONFLICT_RETRIES` attempts.
@@ -107,7 +109,7 @@ class ConfigMapStore:
 
     async def read(self) -> tuple[Data, str | None]:
         """``(data, resourceVersion)``; ``({}, None)`` when the ConfigMap does not exist."""
-        obj = await asyncio.to_thread(self._get)
+        obj = await asyncio.to_thread(self._get, Deadline(self.timeout))
         if obj is None:
             return {}, None
         return dict(obj.get("data") or {}), str(obj["metadata"].get("resourceVersion"))
@@ -117,37 +119,38 @@ class ConfigMapStore:
 
         Exceptions raised by ``change`` propagate, and nothing is written then.
         """
-        async with self._writing:
-            return await asyncio.to_thread(self._update, change)
+        deadline = Deadline(self.timeout)
+        async with deadline.holding(self._writing, self.where):
+            return await asyncio.to_thread(self._update, change, deadline)
 
     def close(self) -> None:
         self._api_client.close()  # type: ignore[no-untyped-call]
 
     # -- in the worker thread ----------------------------------------------------------------
 
-    def _update(self, change: Change) -> tuple[Data, Data]:
+    def _update(self, change: Change, deadline: Deadline) -> tuple[Data, Data]:
         for attempt in range(CONFLICT_RETRIES):
-            obj = self._get()
+            obj = self._get(deadline)
             before = dict((obj or {}).get("data") or {})
             after = change(dict(before))
             if after == before:
                 return before, after
             try:
                 if obj is None:
-                    self._create(after)
+                    self._create(after, deadline)
                 else:
-                    self._replace(obj, after)
+                    self._replace(obj, after, deadline)
                 return before, after
             except ApiException as exc:
                 if exc.status not in (404, 409):  # 404: deleted since the GET; create it again
                     raise self._refused(exc, write=True) from exc
                 log.info("%s: %s; reading it again", self.where, _status_message(exc))
-            _sleep_backoff(attempt)
+            _sleep_backoff(attempt, deadline)
         raise BackendUnavailable(f"{self.where} kept changing under concurrent writers ({CONFLICT_RETRIES} attempts)")
 
-    def _get(self) -> dict[str, Any] | None:
+    def _get(self, deadline: Deadline) -> dict[str, Any] | None:
         try:
-            body = self._call(False, self._api.read_namespaced_config_map, self.name, self.namespace)
+            body = self._call(False, deadline, self._api.read_namespaced_config_map, self.name, self.namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -158,21 +161,25 @@ class ConfigMapStore:
             raise BackendUnavailable(f"the API server answered {self.where} with something not JSON") from exc
         return obj
 
-    def _replace(self, obj: dict[str, Any], data: Data) -> None:
+    def _replace(self, obj: dict[str, Any], data: Data, deadline: Deadline) -> None:
         body = copy.deepcopy(obj)
         body["data"] = data
-        self._call(True, self._api.replace_namespaced_config_map, self.name, self.namespace, body)
+        self._call(True, deadline, self._api.replace_namespaced_config_map, self.name, self.namespace, body)
 
-    def _create(self, data: Data) -> None:
+    def _create(self, data: Data, deadline: Deadline) -> None:
         body = {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": self.name, "namespace": self.namespace}, "data": data}
-        self._call(True, self._api.create_namespaced_config_map, self.namespace, body)
+        self._call(True, deadline, self._api.create_namespaced_config_map, self.namespace, body)
 
-    def _call(self, write: bool, method: Callable[..., Any], *args: Any) -> bytes:
-        """The body ``method(*args)`` answers, read whole with the timeout (its connection goes back to
-        the pool); transport errors become :class:`BackendUnavailable`, API refusals stay ``ApiException``."""
+    def _call(self, write: bool, deadline: Deadline, method: Callable[..., Any], *args: Any) -> bytes:
+        """The body ``method(*args)`` answers, read whole within the time left (its connection goes back to
+        the pool); transport errors become :class:`BackendUnavailable`, API refusals stay ``ApiException``.
+
+        Past the deadline nothing is sent (:class:`BackendUnavailable`, not applied).
+        """
+        timeout = deadline.remaining()
         try:
-            response = method(*args, _preload_content=False, _request_timeout=self.timeout)
+            response = method(*args, _preload_content=False, _request_timeout=timeout)
             try:
                 return bytes(response.data)
             finally:
@@ -208,6 +215,7 @@ def _status_message(exc: ApiException) -> str:
     return str(message or exc.reason or "no reason")
 
 
-def _sleep_backoff(attempt: int) -> None:
+def _sleep_backoff(attempt: int, deadline: Deadline) -> None:
     """Jittered exponential backoff (in the worker thread), so two replicas that collided do not collide again."""
-    time.sleep(min(BACKOFF_MAX, BACKOFF_INITIAL * 2**attempt) * random.uniform(0.5, 1.0))
+    pause = min(BACKOFF_MAX, BACKOFF_INITIAL * 2**attempt) * random.uniform(0.5, 1.0)
+    time.sleep(min(pause, deadline.remaining()))

@@ -20,7 +20,9 @@ last, always, as the commit: when another writer committed in between, that
 compare fails, the change is read again and redone. So when concurrent
 writers are done, F holds exactly one writer's list, never a mix. A failure in
 the middle can leave some keys written: the answer is 503 saying so, and
-the client's retry (POST is idempotent) completes the change.
+the client's retry (POST is idempotent) completes the change. A request's
+turn and its HTTP requests all fit in one ``--backend-timeout``
+(:class:`Deadline`); no write is sent after it.
 """
 
 import argparse
@@ -29,6 +31,7 @@ import ipaddress
 import json
 import logging
 import re
+import ssl
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,10 +40,10 @@ from urllib.parse import quote
 
 import aiohttp
 
+import feddns.etcd
 from feddns import names
 from feddns.errors import ConfigError
-from feddns.hostport import parse_etcd_url
-from stubzone.backends import Backend, BackendUnavailable
+from stubzone.backends import Backend, BackendUnavailable, Deadline
 from stubzone.model import DEFAULT_PORT, Nameserver, StubDomains, StubZone
 
 log = logging.getLogger(__name__)
@@ -137,13 +140,14 @@ def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
     prefix = args.etcd_prefix or "/skydns"
     if not prefix.startswith("/"):
         raise ConfigError(f"--etcd-prefix {prefix!r} must start with '/'")
-    urls = args.etcd or [DEFAULT_ETCD]
+    endpoints = feddns.etcd.Endpoints(args.etcd or [DEFAULT_ETCD], args.backend_timeout,
+                                      feddns.etcd.access_from(args))
     layout = SkyDNSLayout(domains, prefix)
     if args.skydns_etcd_api == "v3":
         from stubzone.backends import skydns_etcd3  # aetcd and gRPC only for this choice
 
-        return skydns_etcd3.SkyDNSEtcd3(urls, layout, args.backend_timeout)
-    return SkyDNSEtcd2(urls, layout, args.backend_timeout)
+        return skydns_etcd3.SkyDNSEtcd3(endpoints, layout)
+    return SkyDNSEtcd2(endpoints, layout)
 
 
 class CompareFailed(Exception):
@@ -161,20 +165,25 @@ class Node:
 class SkyDNSEtcd2:
     """Reads and programs SkyDNS stub domains through etcd's v2 HTTP API.
 
-    ``urls`` are ``http://host:port`` client URLs, each tried once per call in
-    turn; ``timeout`` (seconds) bounds each HTTP request.
+    ``etcd``'s client URLs are each tried once per call in turn; its timeout
+    (seconds) bounds each API request, every HTTP request of it included. Over
+    ``https://`` the TLS files of ``etcd.access`` are used, and with a user every
+    request carries HTTP basic auth (the v2 key space has users of its own,
+    ``/v2/auth``); both are read again when their files change (a rotated Secret).
     """
 
     name = "skydns"
     max_nameservers = MAX_NAMESERVERS
 
-    def __init__(self, urls: list[str], layout: SkyDNSLayout, timeout: float) -> None:
-        self.endpoints = [f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
-                          for host, port in map(parse_etcd_url, urls)]
+    def __init__(self, etcd: feddns.etcd.Endpoints, layout: SkyDNSLayout) -> None:
+        self.etcd = etcd
+        self.endpoints = [str(url) for url in etcd.urls]
         self.layout = layout
-        self.timeout = timeout
+        self.timeout = etcd.timeout
         self._current = 0
         self._session: aiohttp.ClientSession | None = None
+        self._session_files: tuple[object, ...] = ()
+        self._auth: aiohttp.BasicAuth | None = None
         # Writes from this process take turns (they are rare: clusters joining); the
         # compare-and-swap guards order writers in other processes. One lock, not one per
         # federation: a client posting many names must not grow memory.
@@ -182,36 +191,38 @@ class SkyDNSEtcd2:
 
     async def list(self) -> list[StubZone]:
         """Every federation with at least one ``ns*`` key, sorted by name."""
-        _, tree = await self._get(self.layout.federations_dir, recursive=True)
+        _, tree = await self._get(self.layout.federations_dir, Deadline(self.timeout), recursive=True)
         return self.layout.zones({key: node.value for key, node in tree.items()})
 
     async def get(self, federation: str) -> StubZone | None:
         """F's zone, read from etcd, or ``None`` when F has no ``ns*`` key."""
-        found = await self._read(federation)
+        found = await self._read(federation, Deadline(self.timeout))
         return self.layout.zone(federation, {k: n.value for k, n in found.items()}) if found else None
 
     async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
         """Make F's ``ns*`` keys exactly ``ns1..nsN`` = ``nameservers``; idempotent."""
         desired = self.layout.keys(federation, nameservers)
-        async with self._writing:
-            found = await self._converge(federation, desired)
+        deadline = Deadline(self.timeout)
+        async with deadline.holding(self._writing, "etcd"):
+            found = await self._converge(federation, desired, deadline)
         changed = {key: node.value for key, node in found.items()} != desired
         return self.layout.domains.zone(federation, tuple(nameservers)), changed
 
     async def delete(self, federation: str) -> StubZone | None:
         """Remove F's ``ns*`` keys (and its directory when that leaves it empty)."""
-        async with self._writing:
-            found = await self._converge(federation, {})
+        deadline = Deadline(self.timeout)
+        async with deadline.holding(self._writing, "etcd"):
+            found = await self._converge(federation, {}, deadline)
             if found:
                 try:
-                    await self._remove_empty_directory(federation)
+                    await self._remove_empty_directory(federation, deadline)
                 except BackendUnavailable as exc:  # the keys are gone; an empty directory is harmless
                     log.info("directory of %s not removed: %s", federation, exc)
         return self.layout.zone(federation, {k: n.value for k, n in found.items()}) if found else None
 
     async def ping(self) -> str:
         """``etcd v2 index N``, read with the federations' directory."""
-        index, _ = await self._get(self.layout.federations_dir, recursive=False)
+        index, _ = await self._get(self.layout.federations_dir, Deadline(self.timeout), recursive=False)
         return f"etcd v2 index {index}"
 
     async def close(self) -> None:
@@ -221,47 +232,47 @@ class SkyDNSEtcd2:
 
     # -- reading ---------------------------------------------------------------------------
 
-    async def _read(self, federation: str) -> dict[str, Node]:
+    async def _read(self, federation: str, deadline: Deadline) -> dict[str, Node]:
         """F's ``ns*`` leaves (not deeper keys) with their indexes."""
-        _, tree = await self._get(self.layout.directory(federation), recursive=False)
+        _, tree = await self._get(self.layout.directory(federation), deadline, recursive=False)
         return {key: node for key, node in tree.items() if self.layout.split(key) is not None}
 
-    async def _get(self, directory: str, *, recursive: bool) -> tuple[int, dict[str, Node]]:
+    async def _get(self, directory: str, deadline: Deadline, *, recursive: bool) -> tuple[int, dict[str, Node]]:
         """``(etcd index, {key: Node})`` of the leaves under ``directory`` (empty when it does not exist)."""
         params = {"recursive": "true"} if recursive else {}
-        status, body, index = await self._request("GET", directory, params, write=False)
+        status, body, index = await self._request("GET", directory, params, deadline, write=False)
         if status == 404:
             return index, {}
         if status != 200:
-            raise BackendUnavailable(f"etcd answered GET {directory} with {status}: {_message(body)}")
+            raise BackendUnavailable(f"etcd answered GET {directory} with {status}: {_message(body, status)}")
         leaves: dict[str, Node] = {}
         _collect(body.get("node", {}), leaves)
         return index, leaves
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def _converge(self, federation: str, desired: dict[str, bytes]) -> dict[str, Node]:
+    async def _converge(self, federation: str, desired: dict[str, bytes], deadline: Deadline) -> dict[str, Node]:
         """Make F's ``ns*`` keys ``desired`` (see the module doc); returns what was found before."""
         commit = f"{self.layout.directory(federation)}ns1"
         wrote = False
         for _ in range(CONFLICT_RETRIES):
-            found = await self._read(federation)
+            found = await self._read(federation, deadline)
             if {key: node.value for key, node in found.items()} == desired:
                 return found
             try:
                 for key, node in found.items():
                     if key not in desired and key != commit:
                         wrote = True
-                        await self._delete(key, node.index)
+                        await self._delete(key, node.index, deadline)
                 for key, value in desired.items():
                     if key != commit and (key not in found or found[key].value != value):
                         wrote = True
-                        await self._put(key, value, found.get(key))
+                        await self._put(key, value, found.get(key), deadline)
                 wrote = True
                 if commit in desired:
-                    await self._put(commit, desired[commit], found.get(commit))
+                    await self._put(commit, desired[commit], found.get(commit), deadline)
                 elif commit in found:
-                    await self._delete(commit, found[commit].index)
+                    await self._delete(commit, found[commit].index, deadline)
                 return found
             except CompareFailed:
                 log.info("%s changed while it was written; reading it again", self.layout.directory(federation))
@@ -271,43 +282,45 @@ class SkyDNSEtcd2:
         raise BackendUnavailable(f"{self.layout.directory(federation)} kept changing under concurrent writers",
                                  may_have_applied=wrote)
 
-    async def _put(self, key: str, value: bytes, previous: Node | None) -> None:
+    async def _put(self, key: str, value: bytes, previous: Node | None, deadline: Deadline) -> None:
         guard = {"prevIndex": str(previous.index)} if previous else {"prevExist": "false"}
-        status, body, _ = await self._request("PUT", key, guard, write=True, value=value)
+        status, body, _ = await self._request("PUT", key, guard, deadline, write=True, value=value)
         _check_write(status, body, f"PUT {key}")
 
-    async def _delete(self, key: str, index: int) -> None:
-        status, body, _ = await self._request("DELETE", key, {"prevIndex": str(index)}, write=True)
+    async def _delete(self, key: str, index: int, deadline: Deadline) -> None:
+        status, body, _ = await self._request("DELETE", key, {"prevIndex": str(index)}, deadline, write=True)
         _check_write(status, body, f"DELETE {key}")
 
-    async def _remove_empty_directory(self, federation: str) -> None:
+    async def _remove_empty_directory(self, federation: str, deadline: Deadline) -> None:
         """Delete F's directory if it is empty now (etcd refuses otherwise: someone else's keys stay)."""
         status, body, _ = await self._request("DELETE", self.layout.directory(federation).rstrip("/"),
-                                              {"dir": "true"}, write=True)
+                                              {"dir": "true"}, deadline, write=True)
         if status not in (200, 403, 404):  # 403: not empty (error 108)
             log.info("directory of %s not removed: %s", federation, _message(body))
 
     # -- HTTP --------------------------------------------------------------------------------
 
-    async def _request(self, method: str, key: str, params: dict[str, str], *, write: bool,
+    async def _request(self, method: str, key: str, params: dict[str, str], deadline: Deadline, *, write: bool,
                        value: bytes | None = None) -> tuple[int, dict[str, Any], int]:
-        """``(status, JSON body, X-Etcd-Index)`` from the first endpoint that answers.
+        """``(status, JSON body, X-Etcd-Index)`` from the first endpoint that answers, within ``deadline``.
 
         A request that may have reached etcd (a write sent, then the connection
         dropped or timed out) is not tried on another endpoint: it raises
-        :class:`BackendUnavailable` with ``may_have_applied``.
+        :class:`BackendUnavailable` with ``may_have_applied``. Past the deadline
+        nothing is sent.
         """
         failure = ""
         for _ in self.endpoints:
             url = f"{self.endpoints[self._current]}/v2/keys{quote(key)}"
             data = {"value": value.decode()} if value is not None else None
+            timeout = aiohttp.ClientTimeout(total=deadline.remaining())
             try:
-                async with self._client().request(method, url, params=params, data=data) as response:
+                async with self._client().request(method, url, params=params, data=data, timeout=timeout) as response:
                     body = await response.json(content_type=None)
                     index = int(response.headers.get("X-Etcd-Index", "0"))
                     return response.status, body if isinstance(body, dict) else {}, index
             except aiohttp.ClientConnectorError as exc:  # never connected: nothing sent
-                failure = str(exc)
+                failure = _describe(exc)
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 if write:
                     raise BackendUnavailable(f"etcd {self.endpoints[self._current]}: {method} {key}: "
@@ -315,15 +328,27 @@ class SkyDNSEtcd2:
                 failure = _describe(exc)
             log.warning("etcd %s: %s", self.endpoints[self._current], failure)
             self._current = (self._current + 1) % len(self.endpoints)
-        raise BackendUnavailable(f"etcd cannot be reached: {failure}")
+        raise BackendUnavailable(f"etcd {failure}" if failure.startswith("TLS") else
+                                 f"etcd cannot be reached: {failure}")
 
     def _client(self) -> aiohttp.ClientSession:
+        """The HTTP session; made again when the certificate or password files changed."""
+        files = self.etcd.signature()
+        if self._session is not None and files != self._session_files:
+            log.info("etcd: the client certificate or password files changed; using the new ones")
+            old, self._session = self._session, None
+            asyncio.get_running_loop().create_task(old.close())
         if self._session is None:
+            access = self.etcd.access
+            context = access.tls.ssl_context() if access.tls is not None else None
+            password = access.password()
+            self._auth = aiohttp.BasicAuth(access.user, password) if access.user and password else None
             # A new connection per request: no stale keep-alive connection after an etcd restart.
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(force_close=True),
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                connector=aiohttp.TCPConnector(force_close=True, ssl=context if context is not None else True),
+                auth=self._auth,
             )
+            self._session_files = files
         return self._session
 
 
@@ -341,13 +366,20 @@ def _check_write(status: int, body: dict[str, Any], what: str) -> None:
     if status in (200, 201):
         return
     if body.get("errorCode") in (100, 101, 105):  # not found, compare failed, already exists
-        raise CompareFailed(_message(body))
-    raise BackendUnavailable(f"etcd refused {what} with {status}: {_message(body)}", may_have_applied=False)
+        raise CompareFailed(_message(body, status))
+    raise BackendUnavailable(f"etcd refused {what} with {status}: {_message(body, status)}", may_have_applied=False)
 
 
-def _message(body: dict[str, Any]) -> str:
-    return f"{body.get('message', 'no message')} ({body.get('cause', '')})"
+def _message(body: dict[str, Any], status: int = 0) -> str:
+    """etcd's v2 error; a 401 (error 110) says that the user or password was refused."""
+    text = f"{body.get('message', 'no message')} ({body.get('cause', '')})"
+    if status == 401 or body.get("errorCode") == 110:
+        return f"authentication failed (--etcd-user and its password; v2 users are not v3 users): {text}"
+    return text
 
 
 def _describe(exc: BaseException) -> str:
+    causes = [exc, getattr(exc, "os_error", None), exc.__cause__, exc.__context__]
+    if any(isinstance(cause, ssl.SSLError | aiohttp.ClientSSLError) for cause in causes):
+        return f"TLS handshake failed (wrong CA, or etcd refused the client certificate): {exc}"
     return str(exc) or type(exc).__name__

@@ -28,7 +28,8 @@ before each reload, and a refused change is undone.
 
 Writers take turns with an exclusive ``flock`` on ``<dir>/feddns/.lock``, so
 two endpoint processes sharing the directory never interleave; files are
-written to a temporary name and renamed. GET asks unbound what it forwards
+written to a temporary name and renamed. A request's waits and runs all fit
+in one ``--backend-timeout`` (:class:`Deadline`). GET asks unbound what it forwards
 (``list_forwards``), with the ports from the files (unbound does not print
 them). A forward zone for F that does not come from ``F.conf`` is not the
 endpoint's: POST and DELETE answer 409 and leave it alone.
@@ -49,7 +50,7 @@ from pathlib import Path
 from string import Template
 
 from feddns.errors import ConfigError
-from stubzone.backends import Backend, BackendUnavailable, NotWrittenHere
+from stubzone.backends import Backend, BackendUnavailable, Deadline, NotWrittenHere
 from stubzone.model import Nameserver, StubDomains, StubZone
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ class UnboundBackend:
     """The federations' ``F.conf`` files next to ``config``, and the running unbound they configure.
 
     ``control`` and ``checkconf`` are the paths of ``unbound-control`` and
-    ``unbound-checkconf``; ``timeout`` (seconds) bounds each run of them.
+    ``unbound-checkconf``; ``timeout`` (seconds) bounds each request: its turn and every run of them.
     """
 
     name = "unbound"
@@ -137,25 +138,27 @@ class UnboundBackend:
         self._writing = asyncio.Lock()
 
     async def list(self) -> list[StubZone]:
-        forwards = await asyncio.to_thread(self._forwards)
+        forwards = await asyncio.to_thread(self._forwards, Deadline(self.timeout))
         return [self._zone(federation, addresses) for federation, addresses in sorted(forwards.items())]
 
     async def get(self, federation: str) -> StubZone | None:
-        addresses = (await asyncio.to_thread(self._forwards)).get(federation)
+        addresses = (await asyncio.to_thread(self._forwards, Deadline(self.timeout))).get(federation)
         return self._zone(federation, addresses) if addresses is not None else None
 
     async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
         text = render(federation, self.domains.stub_domain(federation), self.cluster, nameservers)
-        async with self._writing:
-            changed = await asyncio.to_thread(self._write, federation, text)
+        deadline = Deadline(self.timeout)
+        async with deadline.holding(self._writing, self.where):
+            changed = await asyncio.to_thread(self._write, federation, text, deadline)
         return self.domains.zone(federation, tuple(nameservers)), changed
 
     async def delete(self, federation: str) -> StubZone | None:
-        async with self._writing:
-            return await asyncio.to_thread(self._remove, federation)
+        deadline = Deadline(self.timeout)
+        async with deadline.holding(self._writing, self.where):
+            return await asyncio.to_thread(self._remove, federation, deadline)
 
     async def ping(self) -> str:
-        status = await asyncio.to_thread(self._control, "status")
+        status = await asyncio.to_thread(self._control, Deadline(self.timeout), "status")
         version = next((line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("version:")),
                        "?")
         return f"unbound {version} running"
@@ -165,25 +168,25 @@ class UnboundBackend:
 
     # -- in worker threads ---------------------------------------------------------------------
 
-    def _write(self, federation: str, text: str) -> bool:
+    def _write(self, federation: str, text: str, deadline: Deadline) -> bool:
         """Make F.conf ``text`` and unbound use it; returns whether anything changed."""
         path = self._path(federation)
-        with self._locked():
-            forwards = self._forwards()  # unreachable: 503 before anything is written
+        with _FileLock(self.directory / LOCK_NAME, deadline):
+            forwards = self._forwards(deadline)  # unreachable: 503 before anything is written
             old = _read(path)
             if old is None and federation in forwards:
                 raise self._not_ours(federation)
             if old == text and federation in forwards:
                 return False
             _replace(path, text)
-            self._apply(federation, path, old)
-            self._verify(federation, _FORWARD_ADDR.findall(text))
+            self._apply(federation, path, old, deadline)
+            self._verify(federation, _FORWARD_ADDR.findall(text), deadline)
         return True
 
-    def _remove(self, federation: str) -> StubZone | None:
+    def _remove(self, federation: str, deadline: Deadline) -> StubZone | None:
         path = self._path(federation)
-        with self._locked():
-            forwards = self._forwards()  # unreachable: 503 before anything is written
+        with _FileLock(self.directory / LOCK_NAME, deadline):
+            forwards = self._forwards(deadline)  # unreachable: 503 before anything is written
             old = _read(path)
             if old is None:
                 if federation in forwards:
@@ -195,28 +198,32 @@ class UnboundBackend:
                 path.unlink()
             except OSError as exc:
                 raise BackendUnavailable(f"{path}: {exc.strerror or exc}") from exc
-            self._apply(federation, path, old)
-            self._verify(federation, [])
+            self._apply(federation, path, old, deadline)
+            self._verify(federation, [], deadline)
         return zone
 
-    def _apply(self, federation: str, path: Path, old: str | None) -> None:
-        """Check the configuration and reload; a refused or unreachable change puts ``old`` back."""
+    def _apply(self, federation: str, path: Path, old: str | None, deadline: Deadline) -> None:
+        """Check the configuration and reload; a refused or unreachable change puts ``old`` back.
+
+        When ``old`` cannot be put back, the new file stays where unbound's next
+        reload or restart reads it: the change may yet be applied, and the 503 says so.
+        """
         try:
-            self._run([self.checkconf, str(self.config)], "unbound-checkconf")
-            self._control(RELOAD)
+            self._run([self.checkconf, str(self.config)], "unbound-checkconf", deadline)
+            self._control(deadline, RELOAD)
         except BackendUnavailable as exc:
-            if not exc.may_have_applied:
-                _restore(path, old)
+            if not exc.may_have_applied and not _restore(path, old):
+                exc.may_have_applied = True
             raise
         try:
-            self._control("flush_zone", self.domains.stub_domain(federation))
+            self._control(deadline, "flush_zone", self.domains.stub_domain(federation))
         except BackendUnavailable as exc:  # the change is in; at worst old answers live out their TTL
             log.warning("%s: flush_zone after the reload failed: %s", self.where, exc)
 
-    def _verify(self, federation: str, addrs: Sequence[tuple[str, str]]) -> None:
+    def _verify(self, federation: str, addrs: Sequence[tuple[str, str]], deadline: Deadline) -> None:
         """Check that unbound now forwards F to ``addrs`` (none: not at all); 503 "may have been applied" if not."""
         try:
-            held = self._forwards().get(federation)
+            held = self._forwards(deadline).get(federation)
         except BackendUnavailable as exc:  # the reload was sent: unbound may run the new configuration
             exc.may_have_applied = True
             raise
@@ -227,10 +234,10 @@ class UnboundBackend:
                 f"{self.where} forwards {self.domains.stub_domain(federation)} to {shown_held} after the reload, "
                 f"not {shown_wanted}: another forward-zone for it may come first", may_have_applied=True)
 
-    def _forwards(self) -> dict[str, tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ...]]:
+    def _forwards(self, deadline: Deadline) -> dict[str, tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ...]]:
         """``{federation: addresses}`` of the forward zones unbound holds (``list_forwards``)."""
         forwards = {}
-        for line in self._control("list_forwards").splitlines():
+        for line in self._control(deadline, "list_forwards").splitlines():
             words = line.split()
             federation = self.domains.federation(words[0]) if words else None
             if federation is not None and "forward" in words:
@@ -244,16 +251,17 @@ class UnboundBackend:
         ports = {ipaddress.ip_address(a): int(p) for a, p in _FORWARD_ADDR.findall(text or "")}
         return self.domains.zone(federation, tuple(Nameserver(a, ports.get(a, 53)) for a in addresses))
 
-    def _control(self, *command: str) -> str:
+    def _control(self, deadline: Deadline, *command: str) -> str:
         """Output of ``unbound-control -c CONFIG COMMAND``; :class:`BackendUnavailable` when it fails."""
-        return self._run([self.control, "-c", str(self.config), *command], f"unbound-control {command[0]}")
+        return self._run([self.control, "-c", str(self.config), *command], f"unbound-control {command[0]}", deadline)
 
-    def _run(self, argv: Sequence[str], what: str) -> str:
+    def _run(self, argv: Sequence[str], what: str, deadline: Deadline) -> str:
+        timeout = deadline.remaining()  # nothing is run past the deadline
         try:
-            result = subprocess.run(list(argv), capture_output=True, text=True, timeout=self.timeout, check=False)
+            result = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired as exc:
             # A reload sent and not answered may be under way: the client must not assume either way.
-            raise BackendUnavailable(f"{what} did not finish within {self.timeout:g} s",
+            raise BackendUnavailable(f"{what} did not finish within the {deadline.seconds:g} s of the request",
                                      may_have_applied=what.endswith(RELOAD)) from exc
         except OSError as exc:
             raise BackendUnavailable(f"{what}: {exc.strerror or exc}") from exc
@@ -270,15 +278,12 @@ class UnboundBackend:
         return NotWrittenHere(f"{self.where} forwards {self.domains.stub_domain(federation)} from a configuration "
                               f"this endpoint did not write (not {self._path(federation)}); it is left alone")
 
-    def _locked(self) -> "_FileLock":
-        return _FileLock(self.directory / LOCK_NAME, self.timeout * 4)
-
 
 class _FileLock:
-    """An exclusive ``flock`` on ``path``, waited for at most ``timeout`` seconds (then 503)."""
+    """An exclusive ``flock`` on ``path``, waited for until ``deadline`` (then 503, nothing changed)."""
 
-    def __init__(self, path: Path, timeout: float) -> None:
-        self.path, self.timeout = path, timeout
+    def __init__(self, path: Path, deadline: Deadline) -> None:
+        self.path, self.deadline = path, deadline
         self.fd = -1
 
     def __enter__(self) -> None:
@@ -287,15 +292,15 @@ class _FileLock:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise BackendUnavailable(f"{self.path}: {exc.strerror or exc}") from exc
-        deadline = time.monotonic() + self.timeout
         while True:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                if time.monotonic() > self.deadline.at:
                     os.close(self.fd)
-                    raise BackendUnavailable(f"{self.path} stayed locked by another writer for {self.timeout:g} s")
+                    raise BackendUnavailable(f"{self.path} stayed locked by another writer for the "
+                                             f"{self.deadline.seconds:g} s of the request") from None
                 time.sleep(LOCK_POLL_SECONDS)
 
     def __exit__(self, *exc: object) -> None:
@@ -334,8 +339,8 @@ def _replace(path: Path, text: str) -> None:
         raise BackendUnavailable(f"{path}: {exc.strerror or exc}") from exc
 
 
-def _restore(path: Path, old: str | None) -> None:
-    """Put back what ``path`` held before (``None``: it did not exist)."""
+def _restore(path: Path, old: str | None) -> bool:
+    """Put back what ``path`` held before (``None``: it did not exist); ``False`` (and logged) when that failed."""
     try:
         if old is None:
             path.unlink(missing_ok=True)
@@ -343,4 +348,6 @@ def _restore(path: Path, old: str | None) -> None:
             _replace(path, old)
     except (OSError, BackendUnavailable) as exc:
         log.error("%s could not be put back: %s", path, exc)
+        return False
+    return True
 

@@ -61,12 +61,12 @@ class RunningController:
     """A :class:`Controller` run in a thread of its own with its own event loop."""
 
     def __init__(self, config: ControllerConfig | dict[str, Any], name: str | None = None,
-                 publisher: Any = None) -> None:
+                 publisher: Any = None, watch_timing: watch.Timing = FAST_WATCH) -> None:
         if isinstance(config, dict):
             config = parse_config(config)
         self.registry = CollectorRegistry()
         self.controller = Controller(
-            config, self.registry, watch_timing=FAST_WATCH, sync_timing=FAST_SYNC, name=name,
+            config, self.registry, watch_timing=watch_timing, sync_timing=FAST_SYNC, name=name,
             publisher=publisher,
         )
         self._loop: asyncio.AbstractEventLoop | None = None

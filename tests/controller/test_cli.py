@@ -14,7 +14,7 @@ def test_metrics_probes_and_a_clean_stop(etcd, etcd_prefix, foo, bar, tmp_path):
         wait_records(etcd, etcd_prefix, SYNCED)
         wait_until(lambda: process.get("/ready")[0] == 200, what="ready")
         assert process.get("/health") == (200, "ok\n")
-        for cluster, services in (("foo", 1), ("bar", 2)):
+        for cluster, services in (("foo", 2), ("bar", 2)):
             assert process.metric("feddns_controller_cluster_connected", cluster=cluster) == 1
             assert process.metric("feddns_controller_cluster_services", cluster=cluster) == services
             assert process.metric("feddns_controller_cluster_last_sync_timestamp_seconds",

@@ -10,6 +10,7 @@ import yaml
 from controller.config import DEFAULT_LABEL, load_config
 from feddns.errors import ConfigError
 from tests.controller.harness import REPO, env_without_kubernetes
+from tests.support.etcdpki import EtcdPki
 from tests.support.fakekube import FakeKube
 
 
@@ -40,6 +41,15 @@ def test_defaults(tmp_path, kubeconfig):
     assert config.resync_seconds == 300 and config.lease_seconds == 15 and config.external is None
     (cluster,) = config.clusters
     assert (cluster.context, cluster.zone, cluster.region, cluster.cidrs) == (None, None, None, ())
+    assert (cluster.stale_after, cluster.stale_action) == (None, "demote")  # kept forever, as before
+    assert cluster.pod_network == "isolated" and cluster.record().to_json() == {"podNetwork": "isolated"}
+
+
+def test_pod_network_routable_goes_to_the_cluster_record(tmp_path, kubeconfig):
+    raw = minimal(kubeconfig)
+    raw["clusters"][0]["podNetwork"] = "routable"
+    config = load_config(write(tmp_path, raw))
+    assert config.clusters[0].record().to_json() == {"podNetwork": "routable"}
 
 
 def test_complete_example_from_the_docs(tmp_path, kubeconfig):
@@ -55,9 +65,16 @@ def test_complete_example_from_the_docs(tmp_path, kubeconfig):
     secret = tmp_path / "tsig.secret"
     secret.write_text("c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0\n")
     raw["external"]["tsig"]["secretFile"] = str(secret)
+    pki = EtcdPki(tmp_path / "etcd-pki")
+    cert, key = pki.client_cert
+    raw["etcd"]["tls"] = {"cacert": str(pki.server_ca), "cert": str(cert), "key": str(key)}
+    (tmp_path / "password").write_text("etcd-password\n")
+    raw["etcd"]["passwordFile"] = str(tmp_path / "password")
     config = load_config(write(tmp_path, raw))
     assert config.federation == "myfederation" and len(config.clusters) == 3
     assert config.external is not None and config.external.zone == "example.com."
+    assert config.etcd_access.user == "feddns-controller" and config.etcd_access.password() == "etcd-password"
+    assert config.clusters[1].stale_after == 600
 
 
 CASES = [
@@ -66,9 +83,18 @@ CASES = [
     (lambda r: r.update(federation="My_Fed"), "federation: name 'My_Fed' is not a lowercase DNS label"),
     (lambda r: r.update(zone="x"), "zone: unknown key"),
     (lambda r: r["etcd"].update(endpoints=[]), "etcd.endpoints: must be a non-empty list"),
-    (lambda r: r["etcd"].update(endpoints=["https://e:2379"]), "etcd.endpoints[0]: etcd URL 'https://e:2379'"),
+    (lambda r: r["etcd"].update(endpoints=["https://feddns:pw@e:2379"]),
+     "etcd.endpoints[0]: etcd URL 'https://***@e:2379' has credentials in it: refused"),
+    (lambda r: r["etcd"].update(endpoints=["http://a:2379", "https://b:2379"]), "etcd: etcd endpoints mix"),
+    (lambda r: r["etcd"].update(tls={"cacert": "/nonexistent.crt"}), "etcd: etcd TLS files (--etcd-cacert"),
+    (lambda r: r["etcd"].update(endpoints=["https://e:2379"], tls={"cacert": "/nonexistent.crt"}),
+     "etcd: --etcd-cacert /nonexistent.crt: cannot read"),
+    (lambda r: r["etcd"].update(tls={"ca": "x"}), "etcd.tls.ca: unknown key"),
+    (lambda r: r["etcd"].update(user="feddns"), "etcd: etcd user 'feddns' needs a password: $FEDDNS_ETCD_PASSWORD"),
+    (lambda r: r["etcd"].update(user="feddns", passwordFile="/nonexistent"),
+     "etcd: etcd password file /nonexistent: cannot read"),
+    (lambda r: r["etcd"].update(password="x"), "etcd.password: unknown key"),
     (lambda r: r["etcd"].update(prefix="feddns"), "etcd.prefix: etcd prefix 'feddns' must start with '/'"),
-    (lambda r: r["etcd"].update(user="x"), "etcd.user: unknown key"),
     (lambda r: r.update(clusters=[]), "clusters: must be a non-empty list"),
     (lambda r: r["clusters"][0].update(zone=3), "clusters[0].zone: must be a string, not a int (3)"),
     (lambda r: r["clusters"][0].update(cidrs=["10.0.0.1/14"]), "clusters[0].cidrs[0]: 10.0.0.1/14 has host bits"),
@@ -79,9 +105,13 @@ CASES = [
     (lambda r: r["clusters"][0].update(context="nope"), "clusters[0].context: context 'nope' is not in"),
     (lambda r: r["clusters"][0].update(kubeconfig="/nonexistent"), "clusters[0].kubeconfig: cannot read /nonexistent"),
     (lambda r: r["clusters"][0].pop("kubeconfig"), "clusters[0]: no kubeconfig given and not running in a pod"),
+    (lambda r: r["clusters"][0].update(podNetwork="flat"),
+     "clusters[0].podNetwork: must be one of isolated, routable, not a str ('flat')"),
     (lambda r: r.update(selector={"label": "bad key!"}), "selector.label: must be a Kubernetes label key"),
     (lambda r: r.update(selector={"serviceExports": "yes"}), "selector.serviceExports: must be true or false"),
     (lambda r: r.update(resyncSeconds=0), "resyncSeconds: must be a positive number of seconds"),
+    (lambda r: r["clusters"][0].update(staleAfterSeconds=-5), "clusters[0].staleAfterSeconds: must be a positive"),
+    (lambda r: r["clusters"][0].update(staleAction="hide"), "clusters[0].staleAction: must be one of demote, drop"),
     (lambda r: r.update(leaseSeconds=1), "leaseSeconds: must be a whole number of seconds >= 2"),
     (lambda r: r.update(external={"provider": "rfc2136"}), "external.server"),
 ]
@@ -90,6 +120,7 @@ CASES = [
 @pytest.mark.parametrize(("change", "message"), CASES, ids=[m for _, m in CASES])
 def test_bad_files_name_the_key(tmp_path, kubeconfig, monkeypatch, change, message):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("FEDDNS_ETCD_PASSWORD", raising=False)
     raw = minimal(kubeconfig)
     change(raw)
     with pytest.raises(ConfigError) as caught:
@@ -106,6 +137,20 @@ def test_bad_files_name_the_key(tmp_path, kubeconfig, monkeypatch, change, messa
 def test_bad_yaml(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
         load_config(write(tmp_path, text))
+
+
+def test_secured_etcd_and_stale_clusters(tmp_path, kubeconfig, monkeypatch):
+    raw = minimal(kubeconfig)
+    raw["etcd"] = {"endpoints": ["https://etcd-0:2379"], "user": "feddns", "passwordFile": str(tmp_path / "pw")}
+    (tmp_path / "pw").write_text("secret\n")
+    raw["clusters"][0].update(staleAfterSeconds=600, staleAction="drop")
+    config = load_config(write(tmp_path, raw))
+    assert config.etcd_access.user == "feddns" and config.etcd_access.password() == "secret"
+    assert config.etcd_access.tls is None  # https:// with the system's roots
+    assert (config.clusters[0].stale_after, config.clusters[0].stale_action) == (600, "drop")
+    monkeypatch.setenv("FEDDNS_ETCD_PASSWORD", "from-env")
+    del raw["etcd"]["passwordFile"]
+    assert load_config(write(tmp_path, raw)).etcd_access.password() == "from-env"
 
 
 def test_in_cluster_needs_the_pod_environment(tmp_path, kubeconfig, monkeypatch):

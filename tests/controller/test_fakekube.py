@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 
 from tests.controller.harness import FIXTURES, LABEL
-from tests.support.fakekube import FakeKube, service
+from tests.support.fakekube import FakeKube, endpoint_slice, service, service_export
 from tests.support.ports import wait_until
 
 SERVICES = "/api/v1/services"
@@ -23,10 +23,10 @@ def get(fake: FakeKube, path: str) -> tuple[int, dict]:
         return exc.code, json.loads(exc.read())
 
 
-def watch(fake: FakeKube, query: str, count: int) -> list[dict]:
+def watch(fake: FakeKube, query: str, count: int, path: str = SERVICES) -> list[dict]:
     """Open a watch and read ``count`` events (or until the server ends the stream)."""
     connection = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=5)
-    connection.request("GET", f"{SERVICES}?watch=true&{query}")
+    connection.request("GET", f"{path}?watch=true&{query}")
     response = connection.getresponse()
     assert response.status == 200 and response.getheader("Transfer-Encoding") == "chunked"
     events = []
@@ -44,6 +44,38 @@ def test_fixture_objects_are_valid_kubernetes_objects(fake, name):
             continue  # a CRD: no schema in kubernetes-validate
         kubernetes_validate.validate(obj, "1.37.0", strict=True)
     assert {o["kind"] for o in objects} == {"Service", "EndpointSlice"}
+
+
+def test_headless_policy_objects_are_valid_kubernetes_objects(fake):
+    """What the policy and headless tests apply: annotations, clusterIP None, hostnames."""
+    objects = [
+        fake.apply(service("ns", "web", labels=LABEL, cluster_ip="None", annotations={
+            "federation.feddns.io/policy": "failover", "federation.feddns.io/failover-order": "foo,bar"})),
+        fake.apply(endpoint_slice("ns", "web", ready=2, not_ready=1, hostnames=["web-0", "web-1"], headless=True)),
+        fake.apply(endpoint_slice("ns", "web", ready=1, name="web-v6", address_type="IPv6", base="fd00::")),
+    ]
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.37.0", strict=True)
+    assert objects[0]["spec"]["clusterIPs"] == ["None"] and objects[0]["spec"]["ipFamilies"] == ["IPv4"]
+
+
+@pytest.mark.parametrize(("path", "kind", "api_version", "make"), [
+    ("/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice", "discovery.k8s.io/v1",
+     lambda n: endpoint_slice("ns", "web", ready=n, hostnames=["web-0"], headless=True)),
+    ("/apis/multicluster.x-k8s.io/v1alpha1/serviceexports", "ServiceExport", "multicluster.x-k8s.io/v1alpha1",
+     lambda n: {**service_export("ns", "web"), "status": {"conditions": [{"type": "Valid", "status": str(n)}]}}),
+])
+def test_endpoint_slices_and_service_exports_list_then_watch(fake, path, kind, api_version, make):
+    name = fake.apply(make(1))["metadata"]["name"]
+    status, body = get(fake, path)
+    assert status == 200 and (body["kind"], body["apiVersion"]) == (f"{kind}List", api_version)
+    (item,) = body["items"]
+    assert ("kind" in item) == (kind == "ServiceExport")  # only custom resources' items keep kind/apiVersion
+    fake.apply(make(2))
+    fake.delete(kind, "ns", name)
+    events = watch(fake, f"resourceVersion={body['metadata']['resourceVersion']}", 2, path)
+    assert [(e["type"], e["object"]["kind"], e["object"]["apiVersion"]) for e in events] == [
+        ("MODIFIED", kind, api_version), ("DELETED", kind, api_version)]
 
 
 def test_list_has_a_resource_version_and_typed_items(fake):

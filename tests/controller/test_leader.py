@@ -9,7 +9,7 @@ from controller import store
 from controller.leader import Elector, election_key
 from feddns.etcd import Endpoints
 from tests.controller.harness import LABEL, ControllerProcess, RunningController, records, write_config
-from tests.controller.test_controller import SYNCED, two_clusters, wait_records
+from tests.controller.test_controller import SYNCED, RecordingPublisher, two_clusters, wait_records
 from tests.support.fakekube import service
 from tests.support.ports import wait_until
 
@@ -55,7 +55,8 @@ async def _until(condition, timeout: float = 10.0) -> None:
 
 def test_two_replicas_only_the_leader_writes(etcd, etcd_prefix, foo, bar, tmp_path):
     raw = two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)
-    replicas = [RunningController(raw, name="a").start(), RunningController(raw, name="b").start()]
+    publishers = {"a": RecordingPublisher(), "b": RecordingPublisher()}
+    replicas = [RunningController(raw, name=name, publisher=publishers[name]).start() for name in "ab"]
     try:
         wait_until(lambda: sum(r.is_leader for r in replicas) == 1, what="one leader")
         leader, follower = sorted(replicas, key=lambda r: not r.is_leader)
@@ -65,6 +66,8 @@ def test_two_replicas_only_the_leader_writes(etcd, etcd_prefix, foo, bar, tmp_pa
         assert leader.metric("feddns_controller_etcd_writes_total") > 0
         assert follower.metric("feddns_controller_etcd_writes_total") == 0
         assert follower.metric("feddns_controller_leader") == 0
+        assert publishers[follower.controller.elector.name].calls == []  # a follower neither resyncs nor publishes
+        assert publishers[leader.controller.elector.name].calls[0][0] == "resync"
 
         leader.stop()  # a clean stop revokes the lease: the follower takes over at once
         wait_until(lambda: follower.is_leader, timeout=2, what="the follower leading")

@@ -1,6 +1,8 @@
 """Unreachable clusters, 410 Gone, restarts and etcd outages lose nothing and delete nothing alive."""
 
 import logging
+import re
+import time
 
 from tests.controller.harness import LABEL, RunningController, mod_revisions, records
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
@@ -130,3 +132,31 @@ def test_etcd_outage_delays_writes_and_loses_nothing(private_etcd, etcd_prefix, 
                                        "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "ready": 0}
         expected["myns/myservice/bar"] = {**SYNCED["myns/myservice/bar"], "ready": 0}
         wait_records(private_etcd, etcd_prefix, expected, timeout=30)
+
+
+def test_a_cluster_unreachable_past_stale_after_is_marked_stale_until_it_answers(etcd, etcd_prefix, foo, bar,
+                                                                                  tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="controller")
+    raw = two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)
+    raw["clusters"][1].update(staleAfterSeconds=1, staleAction="drop")
+    expected = {**SYNCED, "_clusters/bar": {**SYNCED["_clusters/bar"], "staleAction": "drop"}}
+    with RunningController(raw) as running:
+        wait_records(etcd, etcd_prefix, expected)
+        bar.stop()
+        stopped = time.monotonic()
+        wait_until(lambda: records(etcd, etcd_prefix)["_clusters/bar"].get("stale") is True, timeout=10,
+                   what="bar's record marked stale")
+        assert time.monotonic() - stopped >= 1
+        assert running.metric("feddns_controller_cluster_stale", cluster="bar") == 1
+        assert running.metric("feddns_controller_cluster_stale", cluster="foo") == 0
+        assert {k: v for k, v in records(etcd, etcd_prefix).items() if k != "_clusters/bar"} == {
+            k: v for k, v in expected.items() if k != "_clusters/bar"}  # its shards are kept, marked by the record
+        assert re.search(r"cluster bar unreachable for \d+s \(staleAfterSeconds 1\): its shards are marked stale "
+                         r"\(staleAction drop\)", caplog.text)
+
+        bar.start()
+        wait_records(etcd, etcd_prefix, expected)
+        assert running.metric("feddns_controller_cluster_stale", cluster="bar") == 0
+        wait_until(lambda: "cluster bar: reachable again; its shards are no longer stale" in caplog.text,
+                   what="the recovery logged")
+    assert caplog.text.count("its shards are marked stale") == 1

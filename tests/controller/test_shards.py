@@ -1,4 +1,4 @@
-"""Kubernetes objects to shard records (CONTRACTS 4): a table per kind of object."""
+"""Kubernetes objects to shard records (docs/reference.md section 4): a table per kind of object."""
 
 import pytest
 
@@ -11,9 +11,13 @@ LABEL = "federation.feddns.io/name"
 LABELS = {LABEL: FED}
 
 
+CLUSTERS = frozenset({"foo", "bar", "baz"})
+ONE_READY = [shards.slice_info(endpoint_slice("ns", "a", ready=1, base="10.244.0.0", hostnames=["web-0"]))]
+
+
 def record_json(obj: dict) -> dict | None:
-    info = shards.service_info(obj, FED, LABEL)
-    record = shards.shard_record(info, ready=1)
+    info = shards.service_info(obj, FED, LABEL, CLUSTERS)
+    record, _ = shards.shard_record(info, ONE_READY)
     return None if record is None else record.to_json()
 
 
@@ -46,7 +50,19 @@ SERVICES = [
      service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", ports=(("", "TCP", 80), ("dns", "UDP", 53))),
      {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"],
       "ports": [{"name": "dns", "protocol": "UDP", "port": 53}], "ready": 1}),
-    ("headless", service("ns", "a", labels=LABELS, cluster_ip="None"), "headless"),
+    ("headless: the slices' ready endpoints and named ports",
+     service("ns", "a", labels=LABELS, cluster_ip="None"),
+     {"endpoints": [{"ip": "10.244.0.1", "hostname": "web-0"}],
+      "ports": [{"name": "http", "protocol": "TCP", "port": 8080}], "ready": 1}),
+    ("failover annotations",
+     service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", ports=(), annotations={
+         "federation.feddns.io/policy": "failover", "federation.feddns.io/failover-order": " bar, foo,bar "}),
+     {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"], "ready": 1, "policy": "failover",
+      "failoverOrder": ["bar", "foo"]}),
+    ("weighted annotations",
+     service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", ports=(), annotations={
+         "federation.feddns.io/policy": "weighted", "federation.feddns.io/weight": "3"}),
+     {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"], "ready": 1, "policy": "weighted", "weight": 3}),
     ("no clusterIP yet", service("ns", "a", labels=LABELS), "no-clusterip"),
     ("ExternalName", service("ns", "a", labels=LABELS, type="ExternalName"), "externalname"),
     ("hostname-only load balancer",
@@ -64,7 +80,7 @@ SERVICES = [
 
 @pytest.mark.parametrize(("obj", "expected"), [c[1:] for c in SERVICES], ids=[c[0] for c in SERVICES])
 def test_service_to_record(obj, expected):
-    info = shards.service_info(obj, FED, LABEL)
+    info = shards.service_info(obj, FED, LABEL, CLUSTERS)
     assert info.labelled
     if isinstance(expected, str):
         assert info.record is None and info.skip is not None and info.skip.code == expected
@@ -139,7 +155,81 @@ def test_describe_change_names_each_changed_field():
 
 
 def test_record_bytes_are_canonical():
-    a = shards.shard_record(shards.service_info(service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1"),
-                                                FED, LABEL), 1)
+    a, _ = shards.shard_record(shards.service_info(service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1"),
+                                                   FED, LABEL), ONE_READY)
     b = ShardRecord.from_json(a.to_json()) if a else None
     assert a is not None and encode(a) == encode(b)
+
+
+POLICY, ORDER, WEIGHT = (f"federation.feddns.io/{n}" for n in ("policy", "failover-order", "weight"))
+ANNOTATIONS = [
+    # (annotations, policy name, order, weight, problem or None)
+    ({}, "locality", (), None, None),
+    ({POLICY: "locality"}, "locality", (), None, None),
+    ({POLICY: "locality", WEIGHT: "7"}, "locality", (), None, None),  # a weight a policy does not use is ignored
+    ({POLICY: "locality-weighted", WEIGHT: "0"}, "locality-weighted", (), 0, None),
+    ({POLICY: "weighted"}, "weighted", (), None, None),
+    ({POLICY: "failover", ORDER: "baz"}, "failover", ("baz",), None, None),
+    ({POLICY: "round-robin"}, "locality", (), None, "federation.feddns.io/policy 'round-robin' is not one of"),
+    ({POLICY: "failover"}, "locality", (), None, "policy failover needs federation.feddns.io/failover-order"),
+    ({POLICY: "failover", ORDER: "foo,nosuch,qux"}, "locality", (), None,
+     "federation.feddns.io/failover-order names unknown clusters: nosuch, qux"),
+    ({POLICY: "weighted", WEIGHT: "-1"}, "locality", (), None, "federation.feddns.io/weight '-1' is not a whole"),
+    ({POLICY: "weighted", WEIGHT: "1.5"}, "locality", (), None, "federation.feddns.io/weight '1.5'"),
+    ({POLICY: "weighted", WEIGHT: "65536"}, "locality", (), None, "federation.feddns.io/weight '65536'"),
+    ({WEIGHT: "3"}, "locality", (), None, None),  # no policy annotation: the default, weight unused
+]
+
+
+@pytest.mark.parametrize(("annotations", "name", "order", "weight", "problem"), ANNOTATIONS)
+def test_annotations_set_the_policy_or_say_what_is_wrong(annotations, name, order, weight, problem):
+    policy, found = shards.read_annotations(annotations, CLUSTERS)
+    assert (policy.name, policy.failover_order, policy.weight) == (name, order, weight)
+    assert (found is None) if problem is None else (problem in (found or "")), found
+
+
+def test_a_bad_annotation_still_makes_a_shard_with_the_default_policy():
+    obj = service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", annotations={POLICY: "weighted", WEIGHT: "x"})
+    info = shards.service_info(obj, FED, LABEL, CLUSTERS)
+    assert info.record is not None and info.record.policy.name == "locality" and "weight 'x'" in info.policy_problem
+
+
+def headless_record(*slices: dict) -> tuple[dict, int]:
+    info = shards.service_info(service("ns", "a", labels=LABELS, cluster_ip="None"), FED, LABEL)
+    record, beyond = shards.shard_record(info, [shards.slice_info(s) for s in slices])
+    assert record is not None
+    return record.to_json(), beyond
+
+
+def test_headless_endpoints_ready_only_sorted_both_families_without_duplicates():
+    record, beyond = headless_record(
+        endpoint_slice("ns", "a", ready=2, not_ready=1, name="a-2", base="10.244.1.0", hostnames=["web-2", "web-3"]),
+        endpoint_slice("ns", "a", ready=2, name="a-1", base="10.244.0.0", hostnames=["web-0", "WEB_1"]),
+        endpoint_slice("ns", "a", ready=1, name="a-1b", base="10.244.0.0", hostnames=["web-0"]),  # the same pod
+        endpoint_slice("ns", "a", ready=1, name="a-6", address_type="IPv6", base="fd00::", ports=()),
+    )
+    assert record["endpoints"] == [
+        {"ip": "10.244.0.1", "hostname": "web-0"}, {"ip": "10.244.0.2"},  # WEB_1 is not a DNS label: dropped
+        {"ip": "10.244.1.1", "hostname": "web-2"}, {"ip": "10.244.1.2", "hostname": "web-3"}, {"ip": "fd00::1"}]
+    assert record["ready"] == 5 and beyond == 0
+    assert record["ports"] == [{"name": "http", "protocol": "TCP", "port": 8080}]
+    assert "clusterIP" not in record and "externalIP" not in record
+
+
+def test_headless_without_slices_is_a_shard_with_no_endpoints():
+    assert headless_record() == ({"endpoints": [], "ready": 0}, 0)
+
+
+def test_headless_keeps_at_most_1000_endpoints_and_says_how_many_more():
+    record, beyond = headless_record(endpoint_slice("ns", "a", ready=1000, name="a-1", base="10.1.0.0"),
+                                     endpoint_slice("ns", "a", ready=200, name="a-2", base="10.0.0.0"))
+    assert len(record["endpoints"]) == 1000 and beyond == 200 and record["ready"] == 1200
+    assert record["endpoints"][0] == {"ip": "10.0.0.1"}  # kept by address, whatever the slices' order
+
+
+def test_describe_names_policy_and_endpoints():
+    old = ShardRecord.from_json({"clusterIP": "10.0.0.1", "ready": 1})
+    new = ShardRecord.from_json({"clusterIP": "10.0.0.1", "ready": 1, "policy": "failover", "failoverOrder": ["a"]})
+    assert shards.describe_change(old, new) == "policy locality -> failover [a]"
+    assert shards.describe(ShardRecord.from_json({"endpoints": [{"ip": "10.0.0.1"}], "ready": 1})) == (
+        "clusterIP none, externalIP none, ports none, ready 1, endpoints 1")

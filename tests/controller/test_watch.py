@@ -114,3 +114,20 @@ def test_stop_ends_a_blocked_watch_at_once(fake, reflect):
     reflector.stop()
     assert time.monotonic() - started < 1.0
     assert not reflector.alive
+
+
+def test_api_connections_have_tcp_keepalive(tmp_path):
+    """A peer that vanishes without a FIN (a black hole) ends the connection after
+    15 s + 3 x 5 s of silence, not at the kernel's default of two hours."""
+    import socket
+
+    fake = FakeKube("k")
+    try:
+        client = watch.api_client(ClusterConfig("k", kubeconfig=fake.write_kubeconfig(str(tmp_path / "k.kubeconfig"))))
+    finally:
+        fake.close()
+    options = client.rest_client.pool_manager.connection_pool_kw["socket_options"]
+    assert (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1) in options
+    assert (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 15) in options
+    assert (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3) in options
+    client.close()

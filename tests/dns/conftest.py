@@ -4,6 +4,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from feddns.dns.responder import Responder
+from tests.dns import tables
+from tests.dns.policy_records import RECORDS as POLICY_RECORDS
 from tests.support.serve import ServeProcess, write_records
 
 # Clusters of federation `fed`: a and b share zone z1; c shares region r1 only; d is far;
@@ -38,3 +41,27 @@ def served() -> Iterator[ServeProcess]:
     path = write_records(RECORDS + big_records(40))
     with ServeProcess(records=path, extra_args=["--order", "stable"]) as server:
         yield server
+
+
+@pytest.fixture(scope="package")
+def policy_server() -> Iterator[ServeProcess]:
+    """feddns serve on the policy records (tests/dns/policy_records.py), with rotation (as
+    deployed) and the MCS zone clusterset.local. (federation pol is the only one held)."""
+    path = write_records(POLICY_RECORDS)
+    with ServeProcess(records=path, extra_args=["--mcs-zone", "clusterset.local."]) as server:
+        yield server
+
+
+@pytest.fixture(scope="package")
+def policy_responder() -> Responder:
+    """The responder in-process on the same records and settings."""
+    return tables.make_responder(POLICY_RECORDS, mcs_zone="clusterset.local.")
+
+
+@pytest.fixture(params=["in-process", "udp", "tcp"])
+def ask(request: pytest.FixtureRequest) -> tables.Ask:
+    """A way to ask the policy records: the responder in-process (as over UDP), or the real
+    server over UDP or TCP."""
+    if request.param == "in-process":
+        return tables.in_process(request.getfixturevalue("policy_responder"), False)
+    return tables.over_network(request.getfixturevalue("policy_server"), request.param == "tcp")

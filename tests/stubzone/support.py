@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -102,6 +103,25 @@ def request(port: int, context: ssl.SSLContext, method: str, path: str, body: An
         connection.close()
 
 
+def connect(port: int, count: int, opened: list[socket.socket], first: bytes = b"") -> None:
+    """Open ``count`` TCP connections to 127.0.0.1:``port`` (appended to ``opened``), each sending ``first``."""
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        opened.append(sock)
+        if first:
+            try:
+                sock.sendall(first)
+            except OSError:
+                pass  # closed by the server at once: over --max-connections
+
+
+def close_all(opened: list[socket.socket]) -> None:
+    """Close and forget every socket of ``opened``."""
+    for sock in opened:
+        sock.close()
+    opened.clear()
+
+
 def skydns_args(etcd_url: str, prefix: str, *extra: str) -> list[str]:
     """The flags of ``--backend skydns`` (etcd v2 unless ``extra`` says ``--skydns-etcd-api v3``)."""
     return ["--backend", "skydns", "--etcd", etcd_url, "--etcd-prefix", prefix, *extra]
@@ -149,6 +169,22 @@ class StubzoneProcess:
             return next((line for line in self.lines[start:] if regex.search(line)), None)
 
         return wait_until(found, timeout=timeout, what=f"log line {pattern!r}")
+
+    def wait_for_refusal(self, local_port: int, reason: str, start: int = 0) -> str:
+        """The log line of a refused handshake from 127.0.0.1:``local_port``: its own line, or, when another
+        refusal was logged less than a second before, the count of the next summary line."""
+        own = rf'TLS handshake refused: peer=127\.0\.0\.1:{local_port} reason="{re.escape(reason)}"'
+        counted = rf"TLS handshakes refused: \d+ more in the last 1\.0 s \(.*{re.escape(reason)}: \d+"
+        return self.wait_for_log(f"{own}|{counted}", start=start)
+
+    def rss(self) -> int:
+        """Resident set size of the process, in bytes (``VmRSS`` of /proc/PID/status)."""
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS line")
 
     def stop(self) -> int:
         """SIGTERM, then the exit status (0 for a clean stop)."""

@@ -51,7 +51,14 @@ BAD = {
     "empty --allow": (lambda pki, tmp: {"allow": ""}, "--allow ''"),
     "--allow with a space": (lambda pki, tmp: {"allow": "a b"}, "--allow 'a b'"),
     "bad --listen": (lambda pki, tmp: {"listen": "127.0.0.1"}, "has no port"),
-    "https etcd": (lambda pki, tmp: {"etcd": "https://127.0.0.1:2379"}, "only http://"),
+    "credentials in the etcd URL": (lambda pki, tmp: {"etcd": "http://feddns:s3cret@127.0.0.1:2379"},
+                                    "has credentials in it: refused"),
+    "etcd user with its password": (lambda pki, tmp: {"etcd_user": "feddns:s3cret"}, "never from argv"),
+    "etcd user without a password": (lambda pki, tmp: {"etcd_user": "feddns"},
+                                     "FEDDNS_ETCD_PASSWORD is empty or unset"),
+    "etcd TLS files for http": (lambda pki, tmp: {"etcd_cacert": pki.ca}, "need https:// endpoints"),
+    "etcd cert without key": (lambda pki, tmp: {"etcd": "https://127.0.0.1:2379", "etcd_cert": pki.cert("client")[0]},
+                              "--etcd-cert and --etcd-key go together"),
     "bad federation zone": (lambda pki, tmp: {"federation_zone": "fed_zone."}, "--federation-zone"),
     "bad skydns domain": (lambda pki, tmp: {"skydns_domain": "."}, "--cluster-domain '.'"),
     "zone equal to the cluster domain": (lambda pki, tmp: {"federation_zone": "cluster.local"},
@@ -95,6 +102,8 @@ BAD = {
     "relative etcd prefix": (lambda pki, tmp: {"etcd_prefix": "skydns"}, "must start with '/'"),
     "bad --metrics": (lambda pki, tmp: {"metrics": "nowhere"}, "has no port"),
     "zero handshake timeout": (lambda pki, tmp: {"tls_handshake_timeout": "0"}, "--tls-handshake-timeout must be"),
+    "zero reload interval": (lambda pki, tmp: {"tls_reload_interval": "0"}, "--tls-reload-interval must be"),
+    "no connection allowed": (lambda pki, tmp: {"max_connections": "0"}, "--max-connections must be at least 1"),
 }
 
 

@@ -3,10 +3,11 @@ logged, and leaves etcd exactly as it was (same keys, same values, same index)."
 
 import json
 import re
+import socket
 
 import pytest
 
-from tests.stubzone.support import StubzoneProcess
+from tests.stubzone.support import StubzoneProcess, client_context
 
 GOOD = ["192.0.2.1", "192.0.2.2"]
 
@@ -45,6 +46,14 @@ CASES = [
     ("multicast v6", "POST", "/federations/fed", body(["ff02::fb"]), "application/json", 400, "is multicast"),
     ("link-local", "POST", "/federations/fed", body(["169.254.169.254"]), "application/json", 400, "is link-local"),
     ("link-local v6", "POST", "/federations/fed", body(["[fe80::1]:5353"]), "application/json", 400, "is link-local"),
+    ("link-local, IPv4-mapped", "POST", "/federations/fed", body(["::ffff:169.254.169.254"]), "application/json", 400,
+     "is link-local (IPv4-mapped 169.254.169.254)"),
+    ("unspecified, IPv4-mapped", "POST", "/federations/fed", body(["[::ffff:0.0.0.0]:53"]), "application/json", 400,
+     "is unspecified"),
+    ("broadcast, IPv4-mapped", "POST", "/federations/fed", body(["::ffff:255.255.255.255"]), "application/json", 400,
+     "is the broadcast address"),
+    ("multicast, IPv4-mapped", "POST", "/federations/fed", body(["::ffff:224.0.0.251"]), "application/json", 400,
+     "is multicast"),
     ("non-ASCII port digits", "POST", "/federations/fed", body(["192.0.2.1:\u0665\u0663"]), "application/json", 400,
      "with an optional port (ASCII)"),
     ("colon without port", "POST", "/federations/fed", body(["192.0.2.1:"]), "application/json", 400,
@@ -121,3 +130,71 @@ def test_unknown_federation_is_404(stubzone: StubzoneProcess):
         answer = stubzone.request(method, "/federations/neverprogrammed")
         assert answer.status == 404
         assert answer.body == {"error": "federation 'neverprogrammed' is not programmed"}
+
+
+def raw_exchange(stubzone: StubzoneProcess, request: bytes) -> tuple[int, str, object]:
+    """Send ``request`` as is over TLS; (status, Content-Type, JSON body or the raw text)."""
+    with socket.create_connection(("127.0.0.1", stubzone.port), timeout=10) as plain, \
+            client_context(stubzone.pki).wrap_socket(plain, server_hostname="127.0.0.1") as sock:
+        sock.sendall(request)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    try:
+        parsed: object = json.loads(body)
+    except ValueError:
+        parsed = body.decode("latin-1")
+    return int(lines[0].split()[1]), headers.get("Content-Type", ""), parsed
+
+
+HEAD = b"Host: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
+# (id, raw request, status)
+UNPARSED = [
+    ("bad request line", b"GARBAGE\r\n\r\n", 400),
+    ("bad method token", b"GE(T /federations HTTP/1.1\r\n" + HEAD + b"\r\n", 400),
+    ("bad HTTP version", b"GET /federations HTTP/9\r\n" + HEAD + b"\r\n", 400),
+    ("header line over 8190 bytes", b"GET /federations HTTP/1.1\r\n" + HEAD + b"X-Big: " + b"a" * 9000 + b"\r\n\r\n",
+     400),
+    ("200 headers", b"GET /federations HTTP/1.1\r\n" + HEAD + b"".join(b"X-%d: 1\r\n" % i for i in range(200))
+     + b"\r\n", 400),
+    ("Content-Length and chunked", b"POST /federations/fed HTTP/1.1\r\n" + HEAD +
+     b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    ("bad chunk size", b"POST /federations/fed HTTP/1.1\r\n" + HEAD +
+     b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", 400),
+    ("chunk longer than its size", b"POST /federations/fed HTTP/1.1\r\n" + HEAD +
+     b"Transfer-Encoding: chunked\r\n\r\n2\r\n{\"nameservers\": []}\r\n0\r\n\r\n", 400),
+    ("method no route has", b"OPTIONS /federations HTTP/1.1\r\n" + HEAD + b"\r\n", 405),
+    ("no such path", b"GET /nowhere HTTP/1.1\r\n" + HEAD + b"\r\n", 404),
+]
+
+
+@pytest.mark.parametrize(("raw", "status"), [case[1:] for case in UNPARSED], ids=[case[0] for case in UNPARSED])
+def test_requests_aiohttp_refuses_itself_are_answered_as_json_too(stubzone: StubzoneProcess, etcd, seeded, raw,
+                                                                  status):
+    before, index, log_start = etcd.v2_leaves(seeded), etcd.v2_index(), len(stubzone.lines)
+    got, content_type, answer = raw_exchange(stubzone, raw)
+    assert got == status, answer
+    assert content_type.startswith("application/json"), (content_type, answer)
+    assert isinstance(answer, dict) and list(answer) == ["error"] and answer["error"], answer
+    assert etcd.v2_leaves(seeded) == before
+    assert etcd.v2_index() == index
+    stubzone.wait_for_log(rf'client="CN=federation-controller" peer=127\.0\.0\.1:\d+ status={status} ',
+                          start=log_start)
+    assert not any("Traceback" in line or " ERROR " in line for line in stubzone.lines[log_start:])
+
+
+def test_a_chunked_body_that_goes_wrong_after_the_headers_is_answered_not_left_hanging(stubzone: StubzoneProcess):
+    """aiohttp's C parser does not fail the read in progress then; the body timeout answers it (JSON, 408)."""
+    with socket.create_connection(("127.0.0.1", stubzone.port), timeout=15) as plain, \
+            client_context(stubzone.pki).wrap_socket(plain, server_hostname="127.0.0.1") as sock:
+        sock.sendall(b"POST /federations/fed HTTP/1.1\r\n" + HEAD + b"Transfer-Encoding: chunked\r\n\r\n")
+        sock.sendall(b"zz\r\n{}\r\n0\r\n\r\n")
+        head = b""
+        while chunk := sock.recv(65536):
+            head += chunk
+    status_line, _, rest = head.partition(b"\r\n")
+    assert re.fullmatch(rb"HTTP/1\.[01] (400 Bad Request|408 Request Timeout)", status_line), head
+    assert b"application/json" in rest and b'{"error": ' in rest, head

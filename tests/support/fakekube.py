@@ -26,6 +26,10 @@ about the protocol (Kubernetes API concepts, "Efficient detection of changes"):
   ``expire_watches()`` sends that error to every open watch;
 * ``stop()`` takes the server off the network (connections refused) and
   ``start()`` brings it back on the same port, with its objects;
+  ``black_hole()`` keeps every connection open and answers nothing more
+  (no events, no bookmarks, no end at ``timeoutSeconds``, new requests never
+  answered), as a server behind a firewall that drops packets;
+  ``restore()`` ends that;
 * single objects of kind ConfigMap (the stub-zone endpoint's store):
   ``GET``, ``PUT`` (replace) and ``DELETE`` on
   ``/api/v1/namespaces/NS/configmaps/NAME``, ``POST`` (create) on
@@ -53,7 +57,7 @@ import json
 import threading
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -185,11 +189,13 @@ class FakeKube:
         self._write_hooks: deque[Any] = deque()
         self.writes: list[tuple[str, str, int]] = []
         self._held = False
+        self._answering = asyncio.Event()
         self._ips = ipaddress.ip_network(service_cidr).hosts()
         next(self._ips)  # .1 is the kubernetes Service's
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fakekube-{name}", daemon=True)
         self._thread.start()
+        self._loop.call_soon_threadsafe(self._answering.set)
         self._runner: web.AppRunner | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -319,6 +325,14 @@ class FakeKube:
         sent are not sent (a client resumes from the last version it saw)."""
         self._end_watches("close")
 
+    def black_hole(self) -> None:
+        """Answer nothing from now on, closing nothing (see the module doc); ``restore()`` ends it."""
+        self._loop.call_soon_threadsafe(self._answering.clear)
+
+    def restore(self) -> None:
+        """Answer again after :meth:`black_hole` (what was held back is sent)."""
+        self._loop.call_soon_threadsafe(self._answering.set)
+
     def hold(self) -> None:
         """Stop sending events on open watches (a lagging watch); ``release()`` resumes."""
         with self._lock:
@@ -383,10 +397,9 @@ class FakeKube:
             old_ip = (old or {}).get("spec", {}).get("clusterIP")
             cluster_ip = spec.setdefault("clusterIP", old_ip or str(next(self._ips)))
             spec.setdefault("clusterIPs", [cluster_ip])
-            if cluster_ip != "None":
-                family = "IPv6" if ":" in cluster_ip else "IPv4"
-                spec.setdefault("ipFamilies", [family])
-                spec.setdefault("ipFamilyPolicy", "SingleStack")
+            family = "IPv6" if ":" in cluster_ip else "IPv4"  # a headless Service gets the default family
+            spec.setdefault("ipFamilies", [family])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
             spec.setdefault("internalTrafficPolicy", "Cluster")
         spec.setdefault("sessionAffinity", "None")
         for port in spec.get("ports") or []:
@@ -397,6 +410,7 @@ class FakeKube:
     # -- HTTP, on the server's loop ---------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        await self._answering.wait()  # black-holed: the request is never answered
         query = dict(request.query)
         self.requests.append((request.path, query))
         single = _object_route(request.path)
@@ -584,6 +598,9 @@ class FakeKube:
                 await asyncio.wait_for(watcher.wake.wait(), timeout)
             except TimeoutError:
                 pass
+            if not self._answering.is_set():
+                await self._answering.wait()  # black-holed: silent, and never ended
+                deadline = max(deadline, self._loop.time() + self.bookmark_interval)
             watcher.wake.clear()
             with self._lock:
                 if watcher.end is not None:
@@ -701,6 +718,7 @@ def service(
     load_balancer_hostnames: Iterable[str] = (),
     external_ips: Iterable[str] = (),
     ports: Iterable[tuple[str, str, int]] = (("http", "TCP", 80),),
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A ``v1`` Service; ``ports`` are ``(name, protocol, port)``."""
     spec: dict[str, Any] = {
@@ -716,7 +734,8 @@ def service(
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"namespace": namespace, "name": name, "labels": dict(labels or {})},
+        "metadata": {"namespace": namespace, "name": name, "labels": dict(labels or {}),
+                     **({"annotations": dict(annotations)} if annotations else {})},
         "spec": spec,
         "status": {"loadBalancer": {"ingress": ingress} if ingress else {}},
     }
@@ -731,32 +750,40 @@ def endpoint_slice(
     name: str | None = None,
     address_type: str = "IPv4",
     base: str = "10.244.0.0",
+    hostnames: Sequence[str | None] = (),
+    headless: bool = False,
+    ports: Iterable[tuple[str, str, int]] = (("http", "TCP", 8080),),
 ) -> dict[str, Any]:
     """A ``discovery.k8s.io/v1`` EndpointSlice of ``service_name`` with ``ready`` ready
-    and ``not_ready`` not-ready endpoints (pod addresses counted up from ``base``)."""
+    and ``not_ready`` not-ready endpoints (pod addresses counted up from ``base``);
+    ``hostnames`` are given to the first endpoints (as a StatefulSet's pods have);
+    ``headless`` adds the label the EndpointSlice controller puts on the slices of a
+    headless Service (``service.kubernetes.io/headless``); ``ports`` are ``(name,
+    protocol, port)``."""
     first = ipaddress.ip_address(base)
-    endpoints = [
-        {
+    endpoints = []
+    for i in range(ready + not_ready):
+        endpoint: dict[str, Any] = {
             "addresses": [str(first + i + 1)],
             "conditions": {"ready": i < ready, "serving": i < ready, "terminating": False},
             "targetRef": {"kind": "Pod", "namespace": namespace, "name": f"{service_name}-{i}"},
         }
-        for i in range(ready + not_ready)
-    ]
+        if i < len(hostnames) and hostnames[i] is not None:
+            endpoint["hostname"] = hostnames[i]
+        endpoints.append(endpoint)
+    labels = {
+        "kubernetes.io/service-name": service_name,
+        "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+    }
+    if headless:
+        labels["service.kubernetes.io/headless"] = ""
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
-        "metadata": {
-            "namespace": namespace,
-            "name": name or f"{service_name}-abcde",
-            "labels": {
-                "kubernetes.io/service-name": service_name,
-                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
-            },
-        },
+        "metadata": {"namespace": namespace, "name": name or f"{service_name}-abcde", "labels": labels},
         "addressType": address_type,
         "endpoints": endpoints,
-        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+        "ports": [{"name": n, "protocol": p, "port": port} for n, p, port in ports],
     }
 
 

@@ -1,0 +1,38 @@
+"""Prometheus metrics of ``feddns stubzone``, on a registry of its own (docs/stubzone.md, "Logs and metrics").
+
+Served at ``--metrics HOST:PORT`` ``/metrics`` by :class:`feddns.observe.ObserveServer`.
+"""
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+NAMESPACE = "feddns_stubzone"
+
+
+class Metrics:
+    """Every metric of the stub-zone endpoint."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, labels, namespace=NAMESPACE, registry=registry)
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, namespace=NAMESPACE, registry=registry)
+
+        self.requests = counter(
+            "requests", "Stub-zone API requests answered, by method, route and HTTP status", ("method", "route", "status")
+        )
+        self.tls_refused = counter(
+            "tls_refused", "TLS handshakes refused (no, untrusted or expired client certificate; timeout)"
+        )
+        self.connections = gauge("connections", "TCP connections open now, before and after the TLS handshake")
+        self.connections_refused = counter(
+            "connections_refused", "TCP connections closed at once because --max-connections were open"
+        )
+        self.tls_reloads = counter(
+            "tls_reloads",
+            "changes of --cert, --key or --client-ca seen on disk: ok = now in use, error = refused, old set kept",
+            ("result",),
+        )
+        self.certificate_expiry = gauge(
+            "tls_certificate_expiry_timestamp_seconds", "Unix time at which the server certificate in use expires"
+        )

@@ -1,0 +1,152 @@
+"""Before any client is authenticated (docs/stubzone.md, "Connections and memory"): connections are bounded
+in number (``--max-connections``) and in memory, measured as the RSS of the real process; a handshake not
+done within ``--tls-handshake-timeout`` of the accept is closed; refusals are logged at most once a second,
+with a count."""
+
+import re
+import socket
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.stubzone.support import StubzoneProcess, close_all, connect, skydns_args
+from tests.support.ports import free_port, wait_until
+
+MB = 1024 * 1024
+
+
+class Endpoint(StubzoneProcess):
+    """The endpoint with ``--metrics``; ``metric(name)`` reads one unlabelled sample."""
+
+    def __init__(self, pki, etcd_url: str, prefix: str, *flags: str) -> None:
+        self.metrics_port = free_port()
+        super().__init__(pki, *skydns_args(etcd_url, prefix), "--metrics", f"127.0.0.1:{self.metrics_port}", *flags)
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and not sample.labels:
+                    return float(sample.value)
+        raise KeyError(name)
+
+    def open_connections(self) -> int:
+        return int(self.metric("feddns_stubzone_connections"))
+
+
+@pytest.fixture
+def connections() -> Iterator[list[socket.socket]]:
+    """Client sockets, closed after the test."""
+    opened: list[socket.socket] = []
+    yield opened
+    for sock in opened:
+        sock.close()
+
+
+def test_a_thousand_idle_connections_add_little_memory_and_it_is_given_back(pki, etcd, etcd_prefix, connections):
+    with Endpoint(pki, etcd.url, etcd_prefix, "--max-connections", "1000") as server:
+        for _ in range(3):  # TLS, the backend and the handler paths warmed up before the baseline
+            assert server.request("GET", "/healthz").status == 200
+        base = server.rss()
+        connect(server.port, 1000, connections)
+        wait_until(lambda: server.open_connections() == 1000, timeout=30, what="1000 connections open")
+        held = server.rss() - base
+        close_all(connections)
+        wait_until(lambda: server.open_connections() == 0, timeout=30, what="no connection open")
+        wait_until(lambda: server.rss() - base < 8 * MB, timeout=15, what="RSS back within 8 MB of the baseline")
+        print(f"1,000 idle connections: RSS +{held / MB:.1f} MB, +{(server.rss() - base) / MB:.1f} MB after close")
+        assert held < 64 * MB, f"1,000 idle connections added {held / MB:.0f} MB"
+        assert server.request("GET", "/healthz").status == 200
+
+
+def test_a_thousand_started_handshakes_stay_bounded_by_the_connection_limit(pki, etcd, etcd_prefix, connections):
+    """Each connection sends the first byte of a ClientHello, so each admitted one holds its TLS objects."""
+    with Endpoint(pki, etcd.url, etcd_prefix) as server:  # --max-connections 256, the default
+        for _ in range(3):
+            assert server.request("GET", "/healthz").status == 200
+        base = server.rss()
+        connect(server.port, 1000, connections, first=b"\x16")
+        wait_until(lambda: server.metric("feddns_stubzone_connections_refused_total") == 1000 - 256, timeout=30,
+                   what="744 connections refused")
+        assert server.open_connections() == 256
+        held = server.rss() - base
+        close_all(connections)
+        wait_until(lambda: server.open_connections() == 0, timeout=30, what="no connection open")
+        wait_until(lambda: server.rss() - base < 8 * MB, timeout=15, what="RSS back within 8 MB of the baseline")
+        print(f"1,000 connections with a started handshake, 256 admitted: RSS +{held / MB:.1f} MB, "
+              f"+{(server.rss() - base) / MB:.1f} MB after close")
+        assert held < 64 * MB, f"{held / MB:.0f} MB"
+
+
+def test_connections_over_the_limit_are_closed_at_once_and_logged_once_a_second(pki, etcd, etcd_prefix, connections):
+    with Endpoint(pki, etcd.url, etcd_prefix, "--max-connections", "4") as server:
+        connect(server.port, 4, connections)
+        wait_until(lambda: server.open_connections() == 4, timeout=10, what="4 connections open")
+        log_start = len(server.lines)
+        extra: list[socket.socket] = []
+        connect(server.port, 20, extra)
+        for sock in extra:  # closed by the server, not left waiting
+            try:
+                assert sock.recv(100) == b""
+            except ConnectionResetError:
+                pass
+        close_all(extra)
+        wait_until(lambda: server.metric("feddns_stubzone_connections_refused_total") == 20, timeout=10,
+                   what="20 connections refused")
+        summary = server.wait_for_log(r"connections refused: \d+ more in the last 1\.0 s", start=log_start)
+        lines = [line for line in server.lines[log_start:] if "connection refused" in line or
+                 "connections refused" in line]
+        assert re.search(r'connection refused: peer=127\.0\.0\.1:\d+ reason="4 connections open '
+                         r'\(--max-connections\)"', lines[0])
+        assert sum(int(n) for n in re.findall(r"(\d+) more", summary)) + 1 == 20
+        assert len(lines) == 2, lines
+        assert server.open_connections() == 4
+        connections.pop().close()
+        wait_until(lambda: server.open_connections() == 3, timeout=10, what="a connection slot free")
+        assert server.request("GET", "/healthz").status == 200
+
+
+def test_refused_handshakes_are_logged_at_most_once_a_second_with_a_count(pki, etcd, etcd_prefix):
+    with Endpoint(pki, etcd.url, etcd_prefix) as server:
+        log_start = len(server.lines)
+        started = time.monotonic()
+        for _ in range(200):  # plain HTTP on the TLS port: refused in the handshake
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+                sock.sendall(b"GET /federations HTTP/1.1\r\nHost: x\r\n\r\n")
+                try:
+                    sock.recv(100)
+                except ConnectionResetError:
+                    pass
+        wait_until(lambda: server.metric("feddns_stubzone_tls_refused_total") == 200, timeout=30,
+                   what="200 refusals counted")
+        flood = time.monotonic() - started
+
+        def logged() -> int:
+            lines = [line for line in server.lines[log_start:] if "TLS handshake" in line and "refused" in line]
+            return sum(int(m.group(1)) if (m := re.search(r"refused: (\d+) more", line)) else 1 for line in lines)
+
+        wait_until(lambda: logged() == 200, timeout=10, what="every refusal in a log line or a count")
+        lines = [line for line in server.lines[log_start:] if "TLS handshake" in line and "refused" in line]
+        print(f"200 refused handshakes in {flood:.1f} s: {len(lines)} log lines")
+        assert len(lines) <= flood + 2, lines
+        assert all("plain HTTP sent to the HTTPS port" in line for line in lines)
+
+
+def test_a_handshake_that_starts_and_stalls_is_closed_at_the_timeout(pki, etcd, etcd_prefix):
+    with Endpoint(pki, etcd.url, etcd_prefix, "--tls-handshake-timeout", "0.5") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as stalled:
+            local_port = stalled.getsockname()[1]
+            stalled.sendall(b"\x16\x03\x01")  # the start of a ClientHello record, then nothing
+            started = time.monotonic()
+            assert server.request("GET", "/healthz").status == 200  # served meanwhile
+            try:
+                assert stalled.recv(100) == b""
+            except ConnectionResetError:
+                pass
+            assert time.monotonic() - started < 5
+        server.wait_for_refusal(local_port, "no TLS handshake within the timeout")
+        wait_until(lambda: server.open_connections() == 0, timeout=10, what="no connection open")
