@@ -155,3 +155,24 @@ def test_common_reader_reads_what_the_strict_parser_reads(packet):
             assert common == wire.parse_query(packet[:cut], option)
     for extra in (b"\x00", b"\x00\x00\x00", b"\x00\x0a\x00\x00"):  # bytes after the OPT
         assert wire.read_common(packet + extra, option) is None
+
+
+def test_a_weighted_reply_is_kept_once_and_drawn_for_every_letter_case():
+    extra = "".join(f"/fed/prod/w/{c}: {{clusterIP: 10.7.0.{n}, externalIP: 7.7.7.{n}, policy: weighted, weight: {n}}}\n"
+                    for n, c in enumerate("abc", start=1))
+    server = responder(extra=extra)
+    name = "w.prod.fed.svc.federation."
+    ask(server, name, cluster=b"d")  # a known cluster with no shard here: the order is drawn by weight alone
+    ask(server, name, cluster=b"d")
+    assert kinds(server.cache) == (1, 1)
+    rng = random.Random(5)
+    firsts = set()
+    for n in range(300):
+        asked = "".join(c.upper() if rng.random() < 0.5 else c for c in name)
+        reply = ask(server, asked, cluster=b"D", ident=n)
+        assert reply.id == n and str(reply.question[0].name) == asked
+        addresses = [rd.address for rd in reply.answer[0]]
+        assert sorted(addresses) == ["7.7.7.1", "7.7.7.2", "7.7.7.3"]
+        firsts.add(addresses[0])
+    assert firsts == {"7.7.7.1", "7.7.7.2", "7.7.7.3"}  # drawn per query, not one order kept
+    assert kinds(server.cache) == (1, 1)
