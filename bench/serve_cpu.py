@@ -11,14 +11,23 @@ The packets are what dnsperf sends in bench/serve_qps.py (EDNS0, payload 4096, o
 65245 = "foo", a new ID each): the same question repeated; that question in random letter
 case (0x20); random names under a namespace (NXDOMAIN); 2,000 distinct services.
 
-Usage: python bench/serve_cpu.py [--queries 100000] [--passes 5] [--profile KIND]
+With --instructions it counts instead the instructions the CPU runs per query (user
+space: Python, the interpreter, libc), which no other work on the machine can move: the
+same query list is replayed under `valgrind --tool=callgrind` once with no pass and once
+with two, and the difference is divided by the queries of the two passes.
+
+Usage: python bench/serve_cpu.py [--queries 100000] [--passes 5] [--profile KIND] [--instructions]
 """
 
 import argparse
 import cProfile
+import pickle
 import pstats
 import random
+import re
+import shutil
 import string
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import dns.edns
+import dns.flags
 import dns.message
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from serve_qps import QNAME, SERVICES, ZONE, write_records
+from serve_qps import QNAME, SERVICES, WEIGHTED, ZONE, write_records
 
 from feddns.dns.index import Index
 from feddns.dns.responder import Responder, Settings
@@ -40,7 +50,7 @@ from feddns.keys import Layout
 from feddns.store import Feed
 from feddns.store.file import read_records
 
-KINDS = ("exact", "0x20", "nxdomain", "2000 services")
+KINDS = ("exact", "0x20", "nxdomain", "2000 services", "weighted")
 
 
 def packet(qname: str, ident: int) -> bytes:
@@ -60,6 +70,8 @@ def queries(kind: str, count: int) -> list[bytes]:
     elif kind == "nxdomain":
         letters = string.ascii_lowercase + string.digits
         names = ["".join(rng.choices(letters, k=10)) + ".myns.myfederation.svc." + ZONE for _ in range(count)]
+    elif kind == "weighted":
+        names = [WEIGHTED] * count
     else:
         names = [f"svc{i % SERVICES}.bench.myfederation.svc.{ZONE}" for i in range(count)]
     return [packet(name, rng.randrange(65536)) for name in names]
@@ -77,15 +89,23 @@ class Sink:
         self.sent += 1
 
 
-def server(records: Path) -> tuple[UdpServer, Sink, Responder]:
+def server(records: list[tuple[str, bytes]]) -> tuple[UdpServer, Sink, Responder]:
     layout = Layout()
     index = Index(layout)
     responder = Responder(index, Settings())
-    Feed(index, responder).replace(read_records(records, layout))
+    Feed(index, responder).replace(records)
     udp = UdpServer(responder)
     sink = Sink()
     udp.connection_made(sink)  # type: ignore[arg-type]
     return udp, sink, responder
+
+
+def the_records() -> list[tuple[str, bytes]]:
+    """bench/serve_qps.py's records, as ``(key, value)`` pairs."""
+    with tempfile.TemporaryDirectory(prefix="feddns-bench-") as tmp:
+        path = Path(tmp) / "records.yaml"
+        write_records(path)
+        return list(read_records(path, Layout()))
 
 
 def run(udp: UdpServer, packets: list[bytes]) -> float:
@@ -98,16 +118,54 @@ def run(udp: UdpServer, packets: list[bytes]) -> float:
     return time.process_time() - start
 
 
+def replay(data: Path, kind: str, passes: int) -> None:
+    """The child of --instructions: load, warm, then ``passes`` passes over one kind."""
+    records, packets = pickle.loads(data.read_bytes())
+    udp, _, _ = server(records)
+    run(udp, packets[kind])
+    for _ in range(passes):
+        run(udp, packets[kind])
+
+
+def instructions(count: int) -> dict[str, float]:
+    """Instructions per query of each kind, counted by callgrind."""
+    if not shutil.which("valgrind"):
+        sys.exit("valgrind is missing: apt-get install valgrind")
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="feddns-bench-") as tmp:
+        data = Path(tmp) / "queries.pickle"
+        data.write_bytes(pickle.dumps((the_records(), {kind: queries(kind, count) for kind in KINDS})))
+        for kind in KINDS:
+            totals = []
+            for passes in (0, 2):
+                report = Path(tmp) / f"callgrind.{passes}"
+                subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={report}", sys.executable,
+                                __file__, "--replay", str(data), "--kind", kind, "--passes", str(passes)],
+                               check=True, capture_output=True)
+                totals.append(int(re.search(r"^totals: (\d+)", report.read_text(), re.MULTILINE).group(1)))
+            out[kind] = (totals[1] - totals[0]) / (2 * count)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=100_000, help="packets per kind")
     parser.add_argument("--passes", type=int, default=5, help="timed passes per kind (the lowest counts)")
     parser.add_argument("--profile", choices=KINDS, help="profile one kind with cProfile instead")
+    parser.add_argument("--instructions", action="store_true", help="count instructions with callgrind instead")
+    parser.add_argument("--replay", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--kind", choices=KINDS, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="feddns-bench-") as tmp:
-        records = Path(tmp) / "records.yaml"
-        write_records(records)
-        udp, sink, responder = server(records)
+    if args.replay:
+        replay(args.replay, args.kind, args.passes)
+        return
+    if args.instructions:
+        counts = instructions(min(args.queries, 10_000))
+        print(f"{'query kind':14} {'instructions/query':>18} {'/ exact':>8}")
+        for kind in KINDS:
+            print(f"{kind:14} {counts[kind]:18,.0f} {counts[kind] / counts['exact']:8.2f}")
+        return
+    udp, sink, responder = server(the_records())
     kinds = (args.profile,) if args.profile else KINDS
     lists = {kind: queries(kind, args.queries) for kind in kinds}
     for kind in kinds:
