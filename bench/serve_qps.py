@@ -19,7 +19,15 @@ is one fixed order). For each it prints q/s, the server's CPU time per answered 
 and the ratio to NSD's figure for the same file (NSD answers the weighted name in one
 fixed order).
 
-Usage: python bench/serve_qps.py [--seconds 10] [--clients 8] [--rounds 1] [--feddns-args "..."]
+The three servers run side by side and are measured in turn, in slices of --slice seconds
+(every server on every file, then again), so that a change in the machine's load during a
+round falls on every figure alike; a figure sums its slices. With --rounds N the servers
+are started anew each round, and the lowest and highest of every figure and ratio over the
+rounds are printed at the end. Each dnsperf run reads its query file from the start:
+feddns keeps nothing for a name that does not exist, so a random name asked again costs
+what a new one costs.
+
+Usage: python bench/serve_qps.py [--seconds 10] [--slice 2] [--clients 8] [--rounds 1] [--feddns-args "..."]
 """
 
 import argparse
@@ -171,26 +179,42 @@ def tree_cpu(pid: int) -> float:
 
 @dataclass
 class Figure:
-    qps: float
-    cpu_us: float
-    lost: int
+    """One server on one query file, summed over the slices of a round."""
+
+    completed: int = 0
+    lost: int = 0
+    seconds: float = 0.0
+    cpu: float = 0.0
+    rcodes: str = ""
+
+    @property
+    def qps(self) -> float:
+        return self.completed / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us(self) -> float:
+        return self.cpu / max(self.completed, 1) * 1e6
 
 
-def dnsperf(port: int, pid: int, queries: Path, seconds: int, clients: int) -> Figure:
+def dnsperf(port: int, pid: int, queries: Path, seconds: float, clients: int, figure: Figure) -> None:
+    """Run dnsperf for ``seconds`` and add what it did (and the server's CPU time) to ``figure``."""
     before = tree_cpu(pid)
     out = subprocess.run(
-        ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(queries), "-l", str(seconds),
+        ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(queries), "-l", f"{seconds:g}",
          "-c", str(clients), "-T", "1", "-q", "500", "-E", OPTION],
         capture_output=True, text=True, check=True,
     ).stdout
-    cpu = tree_cpu(pid) - before
+    figure.cpu += tree_cpu(pid) - before
     completed = re.search(r"Queries completed:\s+(\d+)", out)
     lost = re.search(r"Queries lost:\s+(\d+)", out)
-    qps = re.search(r"Queries per second:\s+([\d.]+)", out)
-    if not (qps and completed):
+    runtime = re.search(r"Run time \(s\):\s+([\d.]+)", out)
+    rcodes = re.search(r"Response codes:\s+(.*)", out)
+    if not (completed and runtime):
         raise RuntimeError(out)
-    done = max(int(completed.group(1)), 1)
-    return Figure(float(qps.group(1)), cpu / done * 1e6, int(lost.group(1)) if lost else -1)
+    figure.completed += int(completed.group(1))
+    figure.lost += int(lost.group(1)) if lost else 0
+    figure.seconds += float(runtime.group(1))
+    figure.rcodes = re.sub(r" \([\d.]+%\)", "", rcodes.group(1)) if rcodes else "none"
 
 
 def start(cmd: list[str], cwd: Path = ROOT) -> subprocess.Popen[bytes]:
@@ -218,67 +242,123 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def measure(name: str, cmd: list[str], port: int, files: dict[str, Path], args: argparse.Namespace
-            ) -> tuple[dict[str, Figure], bytes]:
-    if port == 0:
-        proc, port = start_feddns(cmd)
-    else:
-        proc = start(cmd)
+@dataclass
+class Server:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    files: tuple[str, ...]
+
+
+def start_servers(work: Path, args: argparse.Namespace) -> list[Server]:
+    """feddns serve, NSD on the same records, and the fixed-bytes server replying what feddns replies."""
+    feddns_cmd = [sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0",
+                  "--records", str(work / "records.yaml"), "--log-level", "warning", *shlex.split(args.feddns_args)]
+    servers: list[Server] = []
     try:
+        proc, port = start_feddns(feddns_cmd)
+        servers.append(Server("feddns", proc, port, FILES))
         reply = wait_answering(port)
-        figures = {}
-        for label, path in files.items():
-            figures[label] = dnsperf(port, proc.pid, path, args.seconds, args.clients)
-            f = figures[label]
-            print(f"    {name:8} {label:14} {f.qps:>9,.0f} q/s  {f.cpu_us:5.1f} us CPU/query  lost {f.lost}",
-                  file=sys.stderr, flush=True)
-        return figures, reply
-    finally:
-        stop(proc)
+        port = free_port()
+        servers.append(Server("nsd", start(["nsd", "-d", "-c", str(write_nsd(work, port))]), port, FILES))
+        wait_answering(port)
+        port = free_port()
+        fixed_cmd = [sys.executable, str(ROOT / "bench" / "fixed_server.py"), str(port), reply.hex()]
+        servers.append(Server("fixed", start(fixed_cmd), port, ("exact",)))
+        wait_answering(port)
+    except BaseException:
+        for server in servers:
+            stop(server.proc)
+        raise
+    return servers
 
 
 def one_round(work: Path, files: dict[str, Path], args: argparse.Namespace) -> dict[str, dict[str, Figure]]:
-    records = work / "records.yaml"
-    feddns_cmd = [sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0",
-                  "--records", str(records), "--log-level", "warning", *shlex.split(args.feddns_args)]
-    feddns, reply = measure("feddns", feddns_cmd, 0, files, args)
-    port = free_port()
-    nsd_conf = write_nsd(work, port)
-    nsd, _ = measure("nsd", ["nsd", "-d", "-c", str(nsd_conf)], port, files, args)
-    port = free_port()
-    fixed_cmd = [sys.executable, str(ROOT / "bench" / "fixed_server.py"), str(port), reply.hex()]
-    fixed, _ = measure("fixed", fixed_cmd, port, {"exact": files["exact"]}, args)
-    return {"feddns": feddns, "nsd": nsd, "fixed": fixed}
+    """Every server on every query file, in slices taken in turn, so that a change in the
+    machine's load during the round falls on every figure alike."""
+    servers = start_servers(work, args)
+    try:
+        figures = {server.name: {label: Figure() for label in server.files} for server in servers}
+        slices = max(1, round(args.seconds / args.slice))
+        for _ in range(slices):
+            for label in FILES:
+                for server in servers:
+                    if label in server.files:
+                        dnsperf(server.port, server.proc.pid, files[label], args.seconds / slices, args.clients,
+                                figures[server.name][label])
+        for server in servers:
+            for label, f in figures[server.name].items():
+                print(f"    {server.name:8} {label:14} {f.qps:>9,.0f} q/s  {f.cpu_us:5.1f} us CPU/query  "
+                      f"lost {f.lost}  rcodes {f.rcodes}", file=sys.stderr, flush=True)
+        return figures
+    finally:
+        for server in servers:
+            stop(server.proc)
+
+
+def ratios(result: dict[str, dict[str, Figure]]) -> dict[str, float]:
+    """Each figure the issue asks for, by name."""
+    feddns, nsd, fixed = result["feddns"], result["nsd"], result["fixed"]
+    exact = feddns["exact"].qps
+    out = {}
+    for label in FILES:
+        out[f"{label} / feddns exact"] = feddns[label].qps / exact
+        out[f"{label} / NSD"] = feddns[label].qps / nsd[label].qps
+    out["exact / fixed server"] = exact / fixed["exact"].qps
+    out["exact CPU / weighted CPU"] = feddns["exact"].cpu_us / feddns["weighted"].cpu_us
+    return out
+
+
+TARGETS = [
+    ("0x20 case >= 0.8 x exact", "0x20 / feddns exact", 0.8),
+    ("random names >= 0.6 x exact", "nxdomain / feddns exact", 0.6),
+    ("2,000 services >= 0.8 x exact", "2000 services / feddns exact", 0.8),
+    ("exact >= 0.95 x fixed server", "exact / fixed server", 0.95),
+    ("weighted q/s >= exact / 1.5", "weighted / feddns exact", 1 / 1.5),
+    ("weighted CPU <= 1.5 x exact", "exact CPU / weighted CPU", 1 / 1.5),
+]
 
 
 def report(result: dict[str, dict[str, Figure]]) -> None:
     feddns, nsd, fixed = result["feddns"], result["nsd"], result["fixed"]
-    exact = feddns["exact"].qps
+    r = ratios(result)
     print(f"{'query file':14} {'feddns q/s':>11} {'us/q':>5} {'NSD q/s':>9} {'us/q':>5} "
           f"{'/feddns exact':>13} {'/NSD':>6}")
     for label in FILES:
         f, n = feddns[label], nsd[label]
         print(f"{label:14} {f.qps:>11,.0f} {f.cpu_us:5.1f} {n.qps:>9,.0f} {n.cpu_us:5.1f} "
-              f"{f.qps / exact:13.2f} {f.qps / n.qps:6.2f}")
+              f"{r[label + ' / feddns exact']:13.2f} {r[label + ' / NSD']:6.2f}")
     fx = fixed["exact"]
     print(f"{'fixed server':14} {fx.qps:>11,.0f} {fx.cpu_us:5.1f}  (exact-repeat file)")
-    targets = [
-        ("0x20 case >= 0.8 x exact", feddns["0x20"].qps / exact, 0.8),
-        ("random names >= 0.6 x exact", feddns["nxdomain"].qps / exact, 0.6),
-        ("2,000 services >= 0.8 x exact", feddns["2000 services"].qps / exact, 0.8),
-        ("exact >= 0.95 x fixed server", exact / fx.qps, 0.95),
-        ("weighted q/s >= exact / 1.5", feddns["weighted"].qps / exact, 1 / 1.5),
-        ("weighted CPU <= 1.5 x exact", feddns["exact"].cpu_us / feddns["weighted"].cpu_us, 1 / 1.5),
-    ]
-    for text, value, goal in targets:
-        print(f"target {text:32} {value:5.2f}  {'met' if value >= goal else 'NOT MET'}")
+    for text, name, goal in TARGETS:
+        print(f"target {text:32} {r[name]:5.2f}  {'met' if r[name] >= goal else 'NOT MET'}")
     print(f"weighted / exact CPU per query: {feddns['weighted'].cpu_us / feddns['exact'].cpu_us:.2f}")
-    print(f"feddns exact / NSD exact: {exact / nsd['exact'].qps:.2f}")
+    print(f"feddns exact / NSD exact: {r['exact / NSD']:.2f}")
+
+
+def spread(results: list[dict[str, dict[str, Figure]]]) -> None:
+    """Lowest and highest of every figure over the rounds."""
+    def span(values: list[float], fmt: str) -> str:
+        return f"{min(values):{fmt}} - {max(values):{fmt}}"
+
+    print(f"over {len(results)} rounds (lowest - highest):")
+    for server in ("feddns", "nsd", "fixed"):
+        for label in results[0][server]:
+            figures = [result[server][label] for result in results]
+            print(f"  {server:6} {label:14} {span([f.qps for f in figures], ',.0f'):>19} q/s"
+                  f"  {span([f.cpu_us for f in figures], '.1f'):>11} us CPU/query")
+    all_ratios = [ratios(result) for result in results]
+    for name in all_ratios[0]:
+        print(f"  {name:30} {span([r[name] for r in all_ratios], '.2f')}")
+    for text, name, goal in TARGETS:
+        lowest = min(r[name] for r in all_ratios)
+        print(f"target {text:32} lowest {lowest:5.2f}  {'met every round' if lowest >= goal else 'NOT MET every round'}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=10, help="seconds of dnsperf per server and query file")
+    parser.add_argument("--slice", type=float, default=2, help="seconds of one dnsperf run (the files take turns)")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=1, help="repeat the whole run (the machine is noisy)")
     parser.add_argument("--feddns-args", default="", help="extra flags for feddns serve")
@@ -290,9 +370,14 @@ def main() -> None:
         work = Path(tmp)
         write_records(work / "records.yaml")
         files = write_queries(work)
+        results = []
         for n in range(args.rounds):
             print(f"round {n + 1} (load average {os.getloadavg()[0]:.2f})", flush=True)
-            report(one_round(work, files, args))
+            results.append(one_round(work, files, args))
+            report(results[-1])
+        if args.rounds > 1:
+            spread(results)
+        print(f"load average after the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

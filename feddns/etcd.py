@@ -61,6 +61,12 @@ def grpc_options(timeout: float) -> dict[str, int]:
     keep-alive ping every 10 s that must be answered within ``timeout`` (at
     most 5 s). Pings never come more often: etcd closes a connection that pings
     more often than its ``--grpc-keepalive-min-time`` (5 s by default).
+
+    An etcd that is frozen (SIGSTOP, a stalled VM) keeps its socket open and
+    answers nothing: only an unanswered ping tells. With the keep-alive options
+    alone, grpcio 1.85 left a watch on a frozen etcd hanging for over 45 s; it
+    closes the connection for an unanswered ping after ``ping_timeout_ms``, so
+    that is set to the same time (tests/dns/test_etcd.py freezes etcd).
     """
     return {
         "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
@@ -69,6 +75,7 @@ def grpc_options(timeout: float) -> dict[str, int]:
         "grpc.keepalive_timeout_ms": int(1000 * min(timeout, 5.0)),
         "grpc.keepalive_permit_without_calls": 1,
         "grpc.http2.max_pings_without_data": 0,
+        "grpc.http2.ping_timeout_ms": int(1000 * min(timeout, 5.0)),
     }
 
 

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/debian-deps.sh
 install_debian etcd=etcd-server etcdctl=etcd-client dig=bind9-dnsutils unbound=unbound named=bind9 curl=curl \
-  promtool=prometheus testssl=testssl.sh
+  promtool=prometheus testssl=testssl.sh nsd=nsd dnsperf=dnsperf
 install_venv "[test]"
 step "pytest $*"
 exec .venv/bin/python -m pytest "$@"

@@ -4,8 +4,11 @@ An :class:`Answer` is built when a question is first asked after its records
 changed (``feddns.dns.policy`` decides which records; this module packs them).
 It holds its records in wire form, grouped by tier: an A or AAAA record owned by
 a compression pointer to the question's name (``0xC00C``) is 16 or 28 bytes
-whatever the name, so the same bytes serve every letter case. A reply is spliced
-per query::
+whatever the name, so the same bytes serve every letter case. Those address
+records, the record headers and the per-query splice are packed here by hand;
+the RDATA of SOA, NS and SRV records and the names in them (packed when records
+change, never per query) are packed by dnslib, with name compression off. A
+reply is spliced per query::
 
     ID | flags and counts (RD, CD copied; ARCOUNT +1 with an OPT) | the question as asked
        | answer records in this query's order | authority | additional | OPT (DO, ECS echo)
@@ -26,6 +29,8 @@ import struct
 from collections.abc import Hashable, Sequence
 from typing import Protocol
 
+import dnslib  # type: ignore[import-untyped]
+
 from feddns.dns.cache import BYTES_OVERHEAD, ENTRY_OVERHEAD, Cached, Labels
 from feddns.dns.wire import AA, CLASS_IN, OPTION_ECS, QR, TC, QType, Query
 
@@ -41,10 +46,39 @@ Tiers = tuple[tuple[bytes, ...], ...]
 """Answer records grouped by tier, best tier first; each record in wire form."""
 
 
-def name_wire(name: str) -> bytes:
-    """The uncompressed wire form of a dotted ASCII name (``"ns.dns.federation."``)."""
-    labels = [label.encode("ascii") for label in name.rstrip(".").split(".") if label]
-    return b"".join(bytes((len(label),)) + label for label in labels) + b"\0"
+class _Uncompressed(dnslib.DNSBuffer):  # type: ignore[misc]
+    """A dnslib buffer that never compresses a name: records packed once go at
+    any offset of any reply, so no name in them may point into this buffer."""
+
+    def encode_name(self, name: object) -> None:
+        self.encode_name_nocompress(name)
+
+
+def _packed(rdata: dnslib.RD) -> bytes:
+    buffer = _Uncompressed()
+    rdata.pack(buffer)
+    return bytes(buffer.data)
+
+
+def name_wire(name: str | dnslib.DNSLabel) -> bytes:
+    """The uncompressed wire form of a name (``"ns.dns.federation."``), packed by dnslib.
+
+    Raises ``dnslib.DNSLabelError`` for a label over 63 bytes or a name over 253
+    (``UnicodeError`` for a text label over 63 bytes, from dnslib's IDNA encoding).
+    """
+    buffer = _Uncompressed()
+    buffer.encode_name_nocompress(name)
+    return bytes(buffer.data)
+
+
+def subdomain(zone: str, relative: str) -> dnslib.DNSLabel:
+    """The name ``<relative>.<zone>`` (``relative`` without its trailing dot)."""
+    return dnslib.DNSLabel(zone).add(relative)
+
+
+def server_name(zone: str) -> dnslib.DNSLabel:
+    """``ns.dns.<zone>``: the name of the server, MNAME and NS target (as CoreDNS's kubernetes plugin)."""
+    return subdomain(zone, "ns.dns")
 
 
 def rr(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> bytes:
@@ -53,25 +87,37 @@ def rr(owner: bytes, rtype: int, ttl: int, rdata: bytes) -> bytes:
 
 
 def address_rr(address: bytes, ttl: int, owner: bytes = POINTER_TO_QNAME) -> bytes:
-    """An A (4-byte ``address``) or AAAA (16-byte) record, by default owned by the qname."""
-    return rr(owner, QType.A if len(address) == 4 else QType.AAAA, ttl, address)
+    """An A (4-byte ``address``) or AAAA (16-byte) record, by default owned by the qname.
+
+    Packed by hand: a fixed-size record (16 or 28 bytes with the pointer owner)
+    that answers and rotations are spliced from; tests/dns/test_records.py checks
+    that dnslib and dnspython read it as they read their own.
+    """
+    return owner + _RR_FIXED.pack(QType.A if len(address) == 4 else QType.AAAA, CLASS_IN, ttl, len(address)) + address
 
 
-def srv_rr(priority: int, weight: int, port: int, target: bytes, ttl: int) -> bytes:
-    """An SRV record (RFC 2782) owned by the qname; ``target`` is a wire name (never compressed)."""
-    return rr(POINTER_TO_QNAME, QType.SRV, ttl, struct.pack("!HHH", priority, weight, port) + target)
+def srv_rr(priority: int, weight: int, port: int, target: bytes | str | dnslib.DNSLabel, ttl: int) -> bytes:
+    """An SRV record (RFC 2782) owned by the qname; its RDATA is packed by dnslib,
+    ``target`` never compressed (RFC 2782). ``target`` is a name, or a name in
+    wire form (as ``feddns.dns.policy`` joins a cluster's label to a service's
+    name), which dnslib reads back into labels first."""
+    if isinstance(target, bytes):
+        target = dnslib.DNSBuffer(target).decode_name()
+    return rr(POINTER_TO_QNAME, QType.SRV, ttl, _packed(dnslib.SRV(priority, weight, port, target)))
 
 
-def soa_rr(owner: bytes, zone: bytes, serial: int, minimum: int, ttl: int) -> bytes:
+def soa_rr(owner: bytes, zone: str, serial: int, minimum: int, ttl: int) -> bytes:
     """The zone's SOA; MNAME ``ns.dns.<zone>``, RNAME ``hostmaster.<zone>`` (as CoreDNS);
-    refresh/retry/expire 7200/1800/86400 seconds. ``zone`` is a wire name."""
-    times = struct.pack("!IIIII", serial, 7200, 1800, 86400, minimum)
-    return rr(owner, QType.SOA, ttl, b"\x02ns\x03dns" + zone + b"\x0ahostmaster" + zone + times)
+    refresh/retry/expire 7200/1800/86400 seconds, ``minimum`` the negative TTL
+    (RFC 2308). The RDATA is packed by dnslib, its names uncompressed."""
+    times = (serial, 7200, 1800, 86400, minimum)
+    rdata = dnslib.SOA(server_name(zone), subdomain(zone, "hostmaster"), times)
+    return rr(owner, QType.SOA, ttl, _packed(rdata))
 
 
-def ns_rr(owner: bytes, zone: bytes, ttl: int) -> bytes:
-    """The zone's NS record, naming ``ns.dns.<zone>``."""
-    return rr(owner, QType.NS, ttl, b"\x02ns\x03dns" + zone)
+def ns_rr(owner: bytes, zone: str, ttl: int) -> bytes:
+    """The zone's NS record, naming ``ns.dns.<zone>`` (RDATA packed by dnslib)."""
+    return rr(owner, QType.NS, ttl, _packed(dnslib.NS(server_name(zone))))
 
 
 def opt_rr(do: bool, ecs: bytes | None = None, ext_rcode: int = 0) -> bytes:
@@ -83,15 +129,8 @@ def opt_rr(do: bool, ecs: bytes | None = None, ext_rcode: int = 0) -> bytes:
 
 
 OPT_PLAIN, OPT_DO = opt_rr(False), opt_rr(True)
-
-
-def opt_for(query: Query, ecs: bytes | None) -> bytes:
-    """The OPT record answering ``query`` (``b""`` when the query had none)."""
-    if not query.edns:
-        return b""
-    if ecs is None:
-        return OPT_DO if query.do else OPT_PLAIN
-    return opt_rr(query.do, ecs)
+_OPTS = (OPT_PLAIN, OPT_DO)
+_LONGEST_OPT = 11 + 4 + 20  # our OPT echoing an IPv6 ECS option of /128
 
 
 class Ordering(Protocol):
@@ -161,10 +200,12 @@ class Answer(Cached):
     ``tiers`` (answer records by tier, ordered per query by ``ordering``),
     ``authority`` and ``additional`` (records in a fixed order), ``labels`` for
     the metrics and ``owner`` for the cache (see ``feddns.dns.cache``).
-    ``fixed`` holds the joined records when every query gets the same order.
+    ``fixed`` holds the joined records when every query gets the same order;
+    ``length`` is the bytes of every record; a question of at most ``room``
+    bytes always fits a 512-byte reply (so the full size check is skipped).
     """
 
-    __slots__ = ("fixed", "heads", "length", "ordering", "rcode", "rest", "tiers")
+    __slots__ = ("fixed", "heads", "length", "opts", "ordering", "rcode", "rest", "room", "tiers")
 
     def __init__(self, rcode: int, *, authoritative: bool = True, tiers: Tiers = (), authority: Sequence[bytes] = (),
                  additional: Sequence[bytes] = (), ordering: Ordering = FIXED, labels: Labels = ("", "", ""),
@@ -175,26 +216,38 @@ class Answer(Cached):
         count = sum(len(tier) for tier in tiers)
         flags = QR | (AA if authoritative else 0) | (rcode & 0xF)
         self.heads = _head_table(flags, count, len(authority), len(additional))
+        extended = rcode >> 4  # the upper 8 bits of a 12-bit rcode go in the OPT (RFC 6891 6.1.3)
+        self.opts = _OPTS if not extended else (opt_rr(False, None, extended),) * 2
         self.ordering = ordering
         self.fixed: bytes | None = None
         if isinstance(ordering, Fixed) or all(len(tier) <= 1 for tier in tiers):
             self.fixed = FIXED.arrange(tiers) + self.rest
         self.length = sum(len(record) for tier in tiers for record in tier) + len(self.rest)
+        self.room = 512 - 12 - self.length - _LONGEST_OPT  # a question this long or shorter always fits
         size = self.length + BYTES_OVERHEAD * (count + 2) + 8 * count + 64 * (len(tiers) + 1) + 200
         super().__init__(size + ENTRY_OVERHEAD, owner, labels)
 
-    def reply(self, ident: bytes, query: Query, opt: bytes, limit: int) -> bytes:
-        """The reply to ``query`` (whose first two bytes were ``ident``) with ``opt``
-        appended, truncated (TC=1) when longer than ``limit`` bytes."""
+    def reply(self, ident: bytes, query: Query, ecs: bytes | None, tcp: bool) -> bytes:
+        """The reply to ``query`` (whose first two bytes were ``ident``): our OPT
+        record when the query had one (DO copied, ``ecs`` echoed when given),
+        truncated (TC=1, no records) when longer than the asker takes over UDP
+        (its EDNS payload size, at least 512 bytes; RFC 6891 6.2.5, RFC 1035 4.2.1)."""
         flags = query.flags
-        index = (flags >> 8 & 1) | (flags >> 3 & 2) | (4 if opt else 0)
+        index = (flags >> 8 & 1) | (flags >> 3 & 2)  # RD, CD
+        if query.edns:
+            index |= 4
+            opt = self.opts[query.do] if ecs is None else opt_rr(query.do, ecs, self.rcode >> 4)
+        else:
+            opt = b""
         question = query.question
-        if 12 + len(question) + self.length + len(opt) > limit:
-            return ident + self.heads[index | 8] + question + opt
+        if len(question) > self.room and not tcp:  # the reply may be over 512 bytes
+            size = 12 + len(question) + self.length + len(opt)
+            if size > 512 and (size > query.payload or not query.edns):
+                return b"".join((ident, self.heads[index | 8], question, opt))
         body = self.fixed
         if body is None:
             body = self.ordering.arrange(self.tiers) + self.rest
-        return ident + self.heads[index] + question + body + opt
+        return b"".join((ident, self.heads[index], question, body, opt))
 
     @property
     def single_order(self) -> bool:

@@ -27,6 +27,7 @@ cleared at once for room. Every entry is registered under an owner (the
 service its records come from) so that a change drops only that owner's entries.
 """
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 
@@ -63,28 +64,38 @@ class Cached:
 
 
 class Reply(Cached):
-    """A finished UDP reply less its 2-byte ID, for the query bytes it is keyed by
-    (the qname lowercased in both)."""
+    """A finished UDP reply less its 2-byte ID (``reply``), for the query bytes it
+    is keyed by, lowercased; the qname in the reply is lowercased too, and ends
+    (its root label) at offset ``name_end`` of the query."""
 
-    __slots__ = ("reply",)
+    __slots__ = ("name_end", "reply")
 
-    def __init__(self, key: bytes, reply: bytes, owner: Hashable, labels: Labels) -> None:
+    def __init__(self, key: bytes, reply: bytes, name_end: int, owner: Hashable, labels: Labels) -> None:
         super().__init__(len(key) + len(reply) + 2 * BYTES_OVERHEAD + ENTRY_OVERHEAD, owner, labels)
         self.reply = reply
+        self.name_end = name_end
+
+    def spliced(self, data: bytes) -> bytes:
+        """The reply to ``data``, a query that lowercases to this entry's key: its
+        ID, and its qname in its own letter case (0x20, as resolvers send it)."""
+        reply, end = self.reply, self.name_end
+        return b"".join((data[:2], reply[:10], data[12:end], reply[end - 2 :]))
 
 
 class Cache:
     """Entries bounded by ``limit`` bytes (as counted by their ``size``).
 
     ``get`` is the dict's own ``get`` (the query path calls it directly);
-    ``used`` is the bytes held, ``evictions`` counts entries evicted for room;
+    ``used`` is the bytes held, counting ``reserved`` bytes taken once for good
+    (the :class:`Doorkeeper`'s table); ``evictions`` counts entries evicted for room;
     ``removed`` is called with every entry that leaves (evicted, dropped or
     cleared), so that its hits can still be counted.
     """
 
-    def __init__(self, limit: int, removed: Callable[[Cached], None] = lambda entry: None) -> None:
+    def __init__(self, limit: int, removed: Callable[[Cached], None] = lambda entry: None, reserved: int = 0) -> None:
         self.limit = limit
-        self.used = 0
+        self.reserved = reserved
+        self.used = reserved
         self.evictions = 0
         self.removed = removed
         self._items: OrderedDict[Hashable, Cached] = OrderedDict()
@@ -98,7 +109,7 @@ class Cache:
         """Keep ``entry`` under ``key``, evicting the least recently hit entries
         until the bytes fit. An entry larger than an eighth of the limit is not
         kept (returns False), so that one answer never empties the cache."""
-        if entry.size * 8 > self.limit:
+        if entry.size * 8 > self.limit - self.reserved:
             return False
         old = self._items.pop(key, None)
         if old is not None:
@@ -143,7 +154,7 @@ class Cache:
         entries = list(self._items.values())
         self._items.clear()
         self._owners.clear()
-        self.used = 0
+        self.used = self.reserved
         for entry in entries:
             self.removed(entry)
 
@@ -154,18 +165,29 @@ class Cache:
 
 
 class Doorkeeper:
-    """Remembers which packets were seen once, in a fixed table of ``2**bits`` hashes.
+    """Remembers which packets were seen once, in a fixed table of 64-bit hashes.
 
     :meth:`admit` answers True for a key whose hash it saw last time that slot
     was used: a reply is cached only for a packet that came twice, so a flood of
     packets that never repeat (random letter case, cookies) adds no entry. The
-    table is a fixed size (8 bytes a slot plus the hash object), so it needs no
-    eviction; a colliding key just waits for its next repeat.
+    table has ``2**bits`` slots of 8 bytes (``size`` bytes, allocated once and
+    counted against the cache's bound, see :class:`Cache`), so it needs no
+    eviction; a colliding key just waits for its next repeat. Names that do not
+    exist never reach it (their answers are never cached).
     """
 
     def __init__(self, bits: int = 16) -> None:
         self._mask = (1 << bits) - 1
-        self._slots: list[int] = [0] * (1 << bits)
+        self._slots = array("q", bytes(8 << bits))
+        self.size = self._slots.itemsize * len(self._slots)
+
+    @classmethod
+    def within(cls, limit: int) -> "Doorkeeper":
+        """A table of at most 65,536 slots taking at most a sixteenth of ``limit`` bytes."""
+        bits = 16
+        while bits > 4 and (8 << bits) * 16 > limit:
+            bits -= 1
+        return cls(bits)
 
     def admit(self, key: bytes) -> bool:
         """True when ``key`` was seen before (and then forgets it)."""

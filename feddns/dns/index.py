@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from feddns.errors import RecordError
+from feddns.errors import FeddnsError, RecordError
 from feddns.keys import Layout
 from feddns.records import DEFAULT_POLICY, ClusterRecord, PackedEndpoints, Policy, Port, decode_json, read_shard
 
@@ -246,7 +246,12 @@ class Node:
 
 
 _APEX, _ENT, _NS_HOST = Node(NodeKind.APEX), Node(NodeKind.ENT), Node(NodeKind.NS_HOST)
+_SERVICE = NodeKind.SERVICE  # a module constant: reading an enum member off its class costs more
 _FIXED_NAMES = {b"": _APEX, b"\x03dns": _ENT, b"\x02ns\x03dns": _NS_HOST}
+
+
+class NotAName(FeddnsError, ValueError):
+    """The bytes given as a name are not a sequence of labels of 1 to 63 bytes."""
 
 
 def _label(text: str) -> bytes:
@@ -257,8 +262,13 @@ def _label(text: str) -> bytes:
 class Index:
     """All shard and cluster records under one key prefix.
 
-    ``services`` maps a service's name (wire form relative to the zone:
-    ``<svc>.<ns>.<F>.svc``) to its ``SERVICE`` :class:`Node`; ``federations``
+    ``names`` maps every name that one dict lookup can find (wire form relative
+    to the zone, lowercased) to its :class:`Node`: each service
+    (``<svc>.<ns>.<F>.svc``, a ``SERVICE`` node), the empty non-terminals above
+    services (``<ns>.<F>.svc``, ``<F>.svc``, ``svc``), the apex, ``dns`` and
+    ``ns.dns``; shard and SRV names are found below their service
+    (:meth:`lookup`). ``by_id`` maps a :data:`ServiceId` to the same
+    ``SERVICE`` node; ``federations``
     maps a federation name to :class:`Federation`; ``invalid`` maps each key
     that failed to parse to the reason; ``skipped`` counts the skips logged
     (once per key and reason); ``defaulted`` maps each shard key read with the
@@ -268,7 +278,7 @@ class Index:
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self.services: dict[bytes, Node] = {}
+        self.names: dict[bytes, Node] = dict(_FIXED_NAMES)
         self.by_id: dict[ServiceId, Node] = {}
         self.federations: dict[str, Federation] = {}
         self.invalid: dict[str, str] = {}
@@ -293,38 +303,55 @@ class Index:
 
     def lookup(self, rel: bytes) -> Node | None:
         """The node for a name in wire form, lowercased, relative to the zone (no root
-        label: ``b"\\x09myservice\\x04myns..."``), or ``None`` when the name does not exist.
+        label: ``b"\\x09myservice\\x04myns..."``), or ``None`` when it is a name that
+        does not exist.
 
-        ``rel`` need not be a well-formed name: every name found is one.
+        One dict lookup finds every service, empty non-terminal and fixed name. A
+        name below those is read label by label from the left until the rest is a
+        name that exists, so the labels read are proven well-formed on the way:
+        one label below a service may be a shard or ``_<proto>``, two may be an
+        SRV name or a headless endpoint's name (``<hostname>.<cluster>``);
+        anything else below an existing name does not exist. Raises
+        :class:`NotAName` when ``rel`` is not a sequence of labels of 1 to 63
+        bytes (a name the common reader cut wrongly, see ``feddns.dns.wire``).
         """
-        node = self.services.get(rel)
+        names = self.names
+        node = names.get(rel)
         if node is not None:
             return node
-        node = _FIXED_NAMES.get(rel)
-        if node is not None:
-            return node
-        if rel in self._empty_non_terminals:
-            return _ENT
         first = rel[0]
-        if first > 63:
+        if first < len(rel) and 0 < first < 64:  # the usual miss: one label below a name that exists
+            parent = names.get(rel[first + 1 :])
+            if parent is not None:
+                return _below_service(parent, rel[1 : first + 1]) if parent.kind == _SERVICE else None
+        return self._walk(rel)
+
+    def _walk(self, rel: bytes) -> Node | None:
+        """:meth:`lookup` of a name that is not one label below an existing name."""
+        names = self.names
+        size = len(rel)
+        pos = depth = 0
+        while True:
+            length = rel[pos]
+            if length > 63 or not length:
+                raise NotAName(rel)
+            pos += length + 1
+            if pos > size:
+                raise NotAName(rel)
+            depth += 1
+            parent = names.get(rel[pos:])
+            if parent is not None:
+                break
+        if parent.kind != _SERVICE or depth != 2:
             return None
-        label, rest = rel[1 : first + 1], rel[first + 1 :]
-        parent = self.services.get(rest)
-        if parent is not None:
-            return _below_service(parent, label)
-        if rest in self._empty_non_terminals:  # under a namespace or above: only services live there
+        first = rel[0]
+        label, second = rel[1 : first + 1], rel[first + 1]
+        second_label = rel[first + 2 : first + 2 + second]
+        if label[:1] != b"_":  # <hostname>.<cluster>.<svc>...: a headless endpoint
+            return _endpoint_name(parent, second_label, label)
+        if second_label[:1] != b"_":
             return None
-        if not rest or rest[0] > 63:
-            return None
-        second = rest[0]
-        grandparent = self.services.get(rest[second + 1 :])
-        if grandparent is None:
-            return None
-        if label[:1] != b"_":
-            return _endpoint_name(grandparent, rest[1 : second + 1], label)
-        if rest[1:2] != b"_":
-            return None
-        return _srv_name(grandparent, label[1:], rest[2 : second + 1])
+        return _srv_name(parent, label[1:], second_label[1:])
 
     # -- changing -----------------------------------------------------------------
 
@@ -410,10 +437,13 @@ class Index:
         fed = self._federation(federation)
         wire = _label(service) + _label(namespace) + _label(federation) + b"\x03svc"
         node = Node(NodeKind.SERVICE, fed, sid, {})
-        self.services[wire] = self.by_id[sid] = node
+        self.names[wire] = self.by_id[sid] = node
         fed.namespaces[namespace] += 1
         for parent in _parents(wire):
-            self._empty_non_terminals[parent] += 1
+            count = self._empty_non_terminals[parent] + 1
+            self._empty_non_terminals[parent] = count
+            if count == 1:
+                self.names[parent] = _ENT
         return node
 
     def _delete_shard(self, parts: tuple[str, str, str, str]) -> Change:
@@ -429,10 +459,12 @@ class Index:
         known = fed._refresh(cluster)
         if not node.shards:
             wire = _label(service) + _label(namespace) + _label(federation) + b"\x03svc"
-            del self.services[wire], self.by_id[sid]
+            del self.names[wire], self.by_id[sid]
             _decrement(fed.namespaces, namespace)
             for parent in _parents(wire):
                 _decrement(self._empty_non_terminals, parent)
+                if parent not in self._empty_non_terminals:
+                    del self.names[parent]
             self._drop_if_empty(federation)
         # A cluster no longer known: answers cached for it as the asker, in every
         # service of the federation, must go (the query path trusts their keys).

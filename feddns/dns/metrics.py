@@ -40,6 +40,9 @@ class ServeCollector(Collector):
         for entry in entries:
             totals[entry.labels] += entry.hits
             replies += isinstance(entry, Reply)
+        for template in responder.counted_templates():
+            if template.hits:
+                totals[template.labels] += template.hits
         queries = CounterMetricFamily("feddns_dns_queries", "DNS queries answered, by qtype and rcode",
                                       labels=["qtype", "rcode"])
         sources = CounterMetricFamily("feddns_dns_answers", "Answers by whether the source cluster was found",

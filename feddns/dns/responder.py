@@ -22,14 +22,23 @@ A query goes:
 """
 
 import logging
-from collections import Counter
 from dataclasses import dataclass, field
 
 from feddns.dns import answer, policy, weights, wire
 from feddns.dns.answer import Answer, Tiers
 from feddns.dns.cache import Cache, Cached, Doorkeeper, Labels, Reply
-from feddns.dns.index import Change, FederationChanged, Index, Node, NodeKind, Reload, ServiceChanged, ServiceId
-from feddns.dns.wire import QType, Query, Rcode
+from feddns.dns.index import (
+    Change,
+    FederationChanged,
+    Index,
+    Node,
+    NodeKind,
+    NotAName,
+    Reload,
+    ServiceChanged,
+    ServiceId,
+)
+from feddns.dns.wire import CLASS_IN, QType, Query, Rcode
 from feddns.records import IPAddress
 
 log = logging.getLogger(__name__)
@@ -39,9 +48,7 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 
 _VERSIONS: dict[int, tuple[int, ...]] = {QType.A: (4,), QType.AAAA: (6,), QType.ANY: (4, 6)}
 _QTYPE_LABELS = {int(t): t.name for t in QType}
-_QTYPE_LABELS_BY_BYTES = {int(t).to_bytes(2, "big"): t.name for t in QType}
 _TRANSFERS = (QType.AXFR, QType.IXFR)
-_CLASS_IN = b"\x00\x01"
 
 
 def qtype_label(qtype: int) -> str:
@@ -78,25 +85,36 @@ class Settings:
 @dataclass
 class Stats:
     """Counts the metrics read (``feddns.dns.metrics``): queries answered without
-    a cache entry, and the hits of entries no longer cached, by labels."""
+    a cache entry, and the hits of entries no longer cached, by labels (a plain
+    dict: its ``get`` and store cost the query path less than a ``Counter``'s ``+=``)."""
 
-    answered: Counter[Labels] = field(default_factory=Counter)
+    answered: dict[Labels, int] = field(default_factory=dict)
     dropped: int = 0
 
     def add_hits(self, entry: Cached) -> None:
         """Keep the hits of an entry that leaves the cache."""
         if entry.hits:
-            self.answered[entry.labels] += entry.hits
+            self.answered[entry.labels] = self.answered.get(entry.labels, 0) + entry.hits
 
 
 class Templates:
     """The replies of a zone that carry no records of a name, made once
     (``feddns.dns.answer``): NXDOMAIN and NODATA (with the SOA, RFC 2308),
-    REFUSED (not authoritative), SERVFAIL, BADVERS and FORMERR."""
+    REFUSED (not authoritative), SERVFAIL, BADVERS and FORMERR, for the zone
+    ``zone`` (wire form).
 
-    def __init__(self, zone: bytes, serial: int, negative_ttl: int) -> None:
-        soa = answer.soa_rr(zone, zone, serial, negative_ttl, negative_ttl)
-        self.nxdomain = Answer(Rcode.NXDOMAIN, authority=[soa], labels=("", "NXDOMAIN", ""))
+    ``nxdomain_for`` maps each QTYPE the server knows (in class IN) to an
+    NXDOMAIN template that counts its own
+    queries in ``hits`` (labelled with that qtype); ``nxdomain`` serves the
+    other types and is counted by the responder's ``Stats``.
+    """
+
+    def __init__(self, zone: str, serial: int, negative_ttl: int) -> None:
+        self.zone = answer.name_wire(zone)
+        soa = answer.soa_rr(self.zone, zone, serial, negative_ttl, negative_ttl)
+        self.nxdomain = Answer(Rcode.NXDOMAIN, authority=[soa], labels=("other", "NXDOMAIN", "none"))
+        self.nxdomain_for = {int(t): Answer(
+            Rcode.NXDOMAIN, authority=[soa], labels=(t.name, "NXDOMAIN", "none")) for t in QType}
         self.nodata = Answer(Rcode.NOERROR, authority=[soa], labels=("", "NOERROR", ""))
         self.refused = Answer(Rcode.REFUSED, authoritative=False, labels=("", "REFUSED", ""))
         self.servfail = Answer(Rcode.SERVFAIL, labels=("", "SERVFAIL", ""))
@@ -104,15 +122,21 @@ class Templates:
         self.formerr = Answer(Rcode.FORMERR, authoritative=False, labels=("", "FORMERR", ""))
         self.soa = soa
 
+    def counted(self) -> list[Answer]:
+        """The templates that count their own queries (for the metrics)."""
+        return list(self.nxdomain_for.values())
+
 
 class Zone:
-    """A zone served: ``wire`` its name in wire form, its ``templates``, and whether
-    it is the Multi-Cluster Services zone (``mcs``: names ``<svc>.<ns>.svc.ZONE``,
-    the federation's label left out; docs/reference.md section 1)."""
+    """A zone served: ``name`` (ending with a dot), ``wire`` its name in wire form,
+    its ``templates``, and whether it is the Multi-Cluster Services zone (``mcs``:
+    names ``<svc>.<ns>.svc.ZONE``, the federation's label left out;
+    docs/reference.md section 1)."""
 
     def __init__(self, name: str, settings: Settings, mcs: bool) -> None:
+        self.name = name
         self.wire = answer.name_wire(name)
-        self.templates = Templates(self.wire, settings.serial, settings.negative_ttl)
+        self.templates = Templates(name, settings.serial, settings.negative_ttl)
         self.mcs = mcs
 
     def service_base(self, sid: ServiceId) -> bytes:
@@ -140,64 +164,51 @@ class Responder:
         self.settings = settings
         self.ready = False
         self.stats = Stats()
-        self.cache = Cache(settings.cache_size, self.stats.add_hits)
-        self.doorkeeper = Doorkeeper()
+        self.doorkeeper = Doorkeeper.within(settings.cache_size)
+        self.cache = Cache(settings.cache_size, self.stats.add_hits, reserved=self.doorkeeper.size)
         self.main = Zone(settings.zone, settings, mcs=False)
         self.zone = self.main.wire
         self.option = settings.option_code.to_bytes(2, "big")
         self.templates = self.main.templates
+        self.nxdomain_for = self.templates.nxdomain_for
+        self._zone_cut = -len(self.zone)  # name[:_zone_cut]: a name in the zone, relative to it
         self.mcs = None if settings.mcs_zone is None else Zone(settings.mcs_zone, settings, mcs=True)
         self._mcs_ambiguous_logged = False
+
+    def counted_templates(self) -> list[Answer]:
+        """The templates of every zone that count their own queries (for the metrics)."""
+        zones = [self.main] if self.mcs is None else [self.main, self.mcs]
+        return [template for zone in zones for template in zone.templates.counted()]
 
     # -- the query path -----------------------------------------------------------
 
     def respond(self, data: bytes, client: str, tcp: bool) -> bytes | None:
         """The reply to the packet ``data`` from address ``client``, or ``None`` to drop it.
 
+        A UDP packet is first looked up in the reply cache as it is, then, when it
+        has an upper-case letter, lowercased (the UDP transport inlines both).
         Never raises: a failure answers SERVFAIL and is logged.
         """
         if not tcp:
-            entry: Reply | None = self.cache.get(data[2:])  # type: ignore[assignment]
+            key = data[2:]
+            entry: Reply | None = self.cache.get(key)  # type: ignore[assignment]
             if entry is not None:
                 entry.hits += 1
                 return data[:2] + entry.reply
+            if not key.islower():
+                entry = self.cache.get(key.lower())  # type: ignore[assignment]
+                if entry is not None:
+                    entry.hits += 1
+                    return entry.spliced(data)
         return self.respond_uncached(data, client, tcp)
 
     def respond_uncached(self, data: bytes, client: str, tcp: bool) -> bytes | None:
-        """:meth:`respond` past the exact-bytes lookup (the UDP transport did that).
-
-        A UDP packet is looked up again with its qname lowercased: a reply cached
-        for one letter case serves every other, with the question spliced in as
-        asked (the bytes up to the first zero byte after the header are the qname
-        of the packet the entry was made from; see :meth:`_send`).
-        """
-        folded = None
-        if not tcp:
-            zero = data.find(0, 12)
-            if zero > 12:
-                name = data[12:zero]
-                lowered = name.lower()
-                if lowered == name:
-                    folded = b""  # the packet is its own key: the transport looked it up
-                else:
-                    folded = data[2:12] + lowered + data[zero:]
-                    entry: Reply | None = self.cache.get(folded)  # type: ignore[assignment]
-                    if entry is not None:
-                        entry.hits += 1
-                        reply = entry.reply
-                        return data[:2] + reply[:10] + name + reply[zero - 2 :]
+        """:meth:`respond` past the reply cache (the UDP transport looked there)."""
         try:
             query = wire.read_common(data, self.option)
             if query is None:
                 return self._respond_strictly(data, client, tcp)
-            if query.cluster is not None and query.ecs is None:
-                # The option names a known cluster exactly as the answer cache keys it:
-                # the key is decided without looking the name up (the entry proves the
-                # name is in the zone, and the cluster known, as of the last change).
-                found: Answer | None = self.cache.get((query.name, query.qtc, query.cluster))  # type: ignore[assignment]
-                if found is not None:
-                    return self._send(found, data, query, None, tcp, False, folded)
-            return self.serve(data, query, client, tcp, False, folded)
+            return self.serve(data, query, client, tcp, False)
         except Exception:  # a bug must not take the server down: log it, answer SERVFAIL
             log.exception("failed to answer a query; answering SERVFAIL")
             return self._count(wire.error_reply(data, Rcode.SERVFAIL), "other", Rcode.SERVFAIL)
@@ -218,47 +229,57 @@ class Responder:
         except wire.FormError as exc:
             log.debug("FORMERR to %s: %s", client, exc)
             return self._count(wire.error_reply(data, Rcode.FORMERR), "other", Rcode.FORMERR)
-        return self.serve(data, query, client, tcp, True, None)
+        return self.serve(data, query, client, tcp, True)
 
-    def serve(self, data: bytes, query: Query, client: str, tcp: bool, strict: bool,
-              folded: bytes | None) -> bytes | None:
-        """Answer ``query`` (read from ``data``); ``strict`` says which reader read it;
-        ``folded`` is the UDP packet less its ID with the qname lowercased (``b""``
-        when that is the packet itself; ``None`` over TCP or when read strictly),
-        the key its reply may be cached under.
+    def serve(self, data: bytes, query: Query, client: str, tcp: bool, strict: bool) -> bytes | None:
+        """Answer ``query`` (read from ``data``); ``strict`` says which reader read it.
 
         A name that the common reader may have cut wrongly (it is not found and is
         not made of well-formed labels) is read again strictly.
         """
         name = query.name
-        limit = 65535 if tcp else (max(512, query.payload)) if query.edns else 512
         zone = self.zone
-        if not name.endswith(zone) or query.qtc[2:] != _CLASS_IN or query.version:
+        if not name.endswith(zone) or query.qclass != CLASS_IN or query.version:
             mcs = self.mcs
-            if mcs is not None and name.endswith(mcs.wire) and query.qtc[2:] == _CLASS_IN and not query.version:
-                return self._serve_mcs(mcs, data, query, client, tcp, strict, folded, limit)
+            if mcs is not None and name.endswith(mcs.wire) and query.qclass == CLASS_IN and not query.version:
+                return self._serve_mcs(mcs, data, query, client, tcp, strict)
             if not strict:
                 return self._respond_strictly(data, client, tcp)
-            return self._refuse(data, query, limit)
-        rel = name[: len(name) - len(zone)]
-        node = self.index.lookup(rel) if self.ready else None
-        return self._serve_node(self.main, node, rel, data, query, client, tcp, strict, folded, limit)
+            return self._refuse(data, query, tcp)
+        if not self.ready:
+            return self._negative(data, query, client, tcp, strict, self.templates)
+        try:
+            node = self.index.lookup(name[: self._zone_cut])
+        except NotAName:  # the common reader cut the name wrongly: read it strictly
+            return self._refuse(data, query, tcp) if strict else self._respond_strictly(data, client, tcp)
+        if node is None:  # NXDOMAIN from the zone's template: nothing is kept for the name
+            template = self.nxdomain_for.get(query.qtype) if query.ecs is None else None
+            if template is None:
+                return self._negative(data, query, client, tcp, strict, self.templates)
+            template.hits += 1
+            return template.reply(data[:2], query, None, tcp)
+        return self._serve_node(self.main, node, data, query, client, tcp, strict)
 
-    def _serve_mcs(self, mcs: Zone, data: bytes, query: Query, client: str, tcp: bool, strict: bool,
-                   folded: bytes | None, limit: int) -> bytes | None:
+    def _serve_mcs(self, mcs: Zone, data: bytes, query: Query, client: str, tcp: bool,
+                   strict: bool) -> bytes | None:
         """A name in the MCS zone: ``<...>.svc.ZONE`` is looked up as ``<...>.F.svc`` of the
         federation shown there; other names (apex, ``ns.dns``) as they are."""
         rel = query.name[: len(query.name) - len(mcs.wire)]
-        node = None
-        if self.ready:
+        if not self.ready:
+            return self._negative(data, query, client, tcp, strict, mcs.templates)
+        try:
             if rel.endswith(b"\x03svc"):
                 federation = self._mcs_federation()
                 if federation is None:
-                    return self._template(mcs.templates.servfail, data, query, None, limit, None)
+                    return self._template(mcs.templates.servfail, data, query, None, tcp, None)
                 node = self.index.lookup(rel[:-4] + _label(federation) + b"\x03svc")
             else:
                 node = self.index.lookup(rel)
-        return self._serve_node(mcs, node, rel, data, query, client, tcp, strict, folded, limit)
+        except NotAName:  # the common reader cut the name wrongly: read it strictly
+            return self._refuse(data, query, tcp) if strict else self._respond_strictly(data, client, tcp)
+        if node is None:
+            return self._negative(data, query, client, tcp, strict, mcs.templates)
+        return self._serve_node(mcs, node, data, query, client, tcp, strict)
 
     def _mcs_federation(self) -> str | None:
         """The federation the MCS zone shows: ``--mcs-federation``, else the only one
@@ -276,87 +297,112 @@ class Responder:
                         ", ".join(sorted(federations)))
         return None
 
-    def _serve_node(self, zone: Zone, node: Node | None, rel: bytes, data: bytes, query: Query, client: str,
-                    tcp: bool, strict: bool, folded: bytes | None, limit: int) -> bytes | None:
-        """Answer ``query`` for ``node`` (``None``: the name does not exist) in ``zone``."""
+    def _serve_node(self, zone: Zone, node: Node, data: bytes, query: Query, client: str, tcp: bool,
+                    strict: bool) -> bytes | None:
+        """Answer ``query`` for ``node``, a name that exists in ``zone``."""
         name = query.name
+        cluster = query.cluster
+        if cluster is not None and query.ecs is None:
+            # The option names a known cluster exactly as the answer cache keys it:
+            # the key is decided without finding the source (the entry proves the
+            # cluster known, as of the last change).
+            found: Answer | None = self.cache.get((name, query.qtype, cluster))  # type: ignore[assignment]
+            if found is not None:
+                return self._send(found, data, query, None, tcp, strict, False)
         templates = zone.templates
-        if node is None:
-            if not wire.is_labels(rel):
-                return self._respond_strictly(data, client, tcp) if not strict else self._refuse(data, query, limit)
-            return self._negative(data, query, client, limit, templates)
         try:
             cluster, ecs, by_address = policy.find_source(node.federation, query, client)
         except wire.FormError as exc:
             log.debug("FORMERR to %s: %s", client, exc)
-            return self._template(templates.formerr, data, query, None, limit, None)
-        key = (name, query.qtc, cluster)
-        found: Answer | None = self.cache.get(key)  # type: ignore[assignment]
+            return self._template(templates.formerr, data, query, None, tcp, None)
+        key = (name, query.qtype, cluster)
+        found = self.cache.get(key)  # type: ignore[assignment]
         if found is None:
             qtype = query.qtype
             if qtype in _TRANSFERS:  # as NSD and BIND answer when transfers are not allowed
-                return self._template(templates.refused, data, query, ecs, limit, cluster)
+                return self._template(templates.refused, data, query, ecs, tcp, cluster)
             found = self._answer(node, qtype, cluster, zone)
             if found is None:
-                return self._template(templates.nodata, data, query, ecs, limit, cluster)
+                return self._template(templates.nodata, data, query, ecs, tcp, cluster)
             self.cache.put(key, found)
-        return self._send(found, data, query, ecs, tcp, by_address, folded)
+        return self._send(found, data, query, ecs, tcp, strict, by_address)
 
-    def _send(self, found: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool, by_address: bool,
-              folded: bytes | None) -> bytes:
-        """The reply from an answer. A UDP reply in one fixed order whose bytes
-        depend on the packet alone is kept in the reply cache once the packet (its
-        qname lowercased) repeats, with the qname lowercased: the name was found,
-        so the bytes before the packet's first zero byte are exactly its qname."""
+    def _send(self, found: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool, strict: bool,
+              by_address: bool) -> bytes:
+        """The reply from an answer, kept in the reply cache when it may be.
+
+        A UDP reply that the packet's bytes alone decide (not the source address),
+        in one fixed order or drawn from a weighted answer's orders, is kept, the
+        second time the packet comes (the :class:`Doorkeeper`), under the packet's
+        bytes after the ID lowercased, with the qname lowercased in the reply too.
+        A packet that lowercases to that key differs from the one the reply was
+        made for only in the letter case of its qname and of its cluster-name
+        option's data, because only a packet with no ASCII letter anywhere else is
+        kept (:func:`wire.letters_only_in_name`); the cluster name is matched
+        without regard to case and not echoed, so the reply is the same with the
+        qname spliced in as asked (:meth:`Reply.spliced`).
+        """
         found.hits += 1
-        limit = 65535 if tcp else (max(512, query.payload)) if query.edns else 512
-        reply = found.reply(data[:2], query, answer.opt_for(query, ecs), limit)
-        if folded is None or by_address:
+        reply = found.reply(data[:2], query, ecs, tcp)
+        if tcp or strict or by_address:
             return reply
         drawn = found.ordering if found.fixed is None and isinstance(found.ordering, weights.Draw) else None
         if found.fixed is None and drawn is None:
             return reply
-        folded = folded or data[2:]
-        if not self.doorkeeper.admit(folded):
+        key = data[2:].lower()
+        if not self.doorkeeper.admit(key) or not wire.letters_only_in_name(data, self.option):
             return reply
         name = query.name
         stored = reply[2:12] + name + reply[12 + len(name) :]
+        name_end = 11 + len(name)
         variants = drawn.variants() if drawn is not None else None
         if drawn is not None and variants is None:
             return reply
         if variants is None or stored[0] & 0x02:  # one order, or truncated (TC=1: no records to order)
-            self.cache.put(folded, Reply(folded, stored, found.owner, found.labels))
+            self.cache.put(key, Reply(key, stored, name_end, found.owner, found.labels))
             return reply
         at = 10 + len(query.question)  # the answer section starts here, as long in every order
         bodies, table = variants
         replies = tuple(stored[:at] + body + stored[at + len(body) :] for body in bodies)
-        self.cache.put(folded, weights.DrawnReply(folded, replies, table, found.owner, found.labels))
+        self.cache.put(key, weights.DrawnReply(key, replies, table, name_end, found.owner, found.labels))
         return reply
 
-    def _refuse(self, data: bytes, query: Query, limit: int) -> bytes:
+    def _refuse(self, data: bytes, query: Query, tcp: bool) -> bytes:
         if query.version:  # EDNS version > 0: BADVERS, with our version 0 (RFC 6891 6.1.3)
-            self.stats.answered[(qtype_label(query.qtype), "BADVERS", "none")] += 1
-            return self.templates.badvers.reply(data[:2], query, answer.opt_rr(False, None, 1), limit)
-        return self._template(self.templates.refused, data, query, None, limit, None)
+            self._count_as((qtype_label(query.qtype), "BADVERS", "none"))
+            return self.templates.badvers.reply(data[:2], query, None, tcp)
+        return self._template(self.templates.refused, data, query, None, tcp, None)
 
-    def _negative(self, data: bytes, query: Query, client: str, limit: int, templates: Templates) -> bytes:
-        """NXDOMAIN for a name that does not exist (SERVFAIL before the first load)."""
-        try:
-            ecs = None if query.ecs is None else policy.find_source(None, query, client)[1]
-        except wire.FormError:
-            return self._template(templates.formerr, data, query, None, limit, None)
+    def _negative(self, data: bytes, query: Query, client: str, tcp: bool, strict: bool,
+                  templates: Templates) -> bytes | None:
+        """NXDOMAIN for a name that does not exist, from the zone's template: the
+        question is copied from the query and nothing is kept for the name.
+        Before the first load, SERVFAIL instead (never NXDOMAIN), for a name that
+        is made of labels (else it is read strictly)."""
+        if not self.ready and not wire.is_labels(query.name[: len(query.name) - len(templates.zone)]):
+            return self._refuse(data, query, tcp) if strict else self._respond_strictly(data, client, tcp)
         template = templates.nxdomain if self.ready else templates.servfail
-        return self._template(template, data, query, ecs, limit, None)
+        ecs = query.ecs
+        if ecs is not None:
+            try:
+                ecs = policy.find_source(None, query, client)[1]
+            except wire.FormError:
+                return self._template(templates.formerr, data, query, None, tcp, None)
+        return self._template(template, data, query, ecs, tcp, None)
 
-    def _template(self, template: Answer, data: bytes, query: Query, ecs: bytes | None, limit: int,
+    def _template(self, template: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool,
                   cluster: bytes | None) -> bytes:
-        qtype = _QTYPE_LABELS_BY_BYTES.get(query.qtc[:2], "other")
-        self.stats.answered[(qtype, template.labels[1], "cluster" if cluster else "none")] += 1
-        return template.reply(data[:2], query, answer.opt_for(query, ecs), limit)
+        qtype = qtype_label(query.qtype)
+        self._count_as((qtype, template.labels[1], "cluster" if cluster else "none"))
+        return template.reply(data[:2], query, ecs, tcp)
 
     def _count(self, reply: bytes, qtype: str, rcode: Rcode) -> bytes:
-        self.stats.answered[(qtype, rcode.name, "none")] += 1
+        self._count_as((qtype, rcode.name, "none"))
         return reply
+
+    def _count_as(self, labels: Labels) -> None:
+        answered = self.stats.answered
+        answered[labels] = answered.get(labels, 0) + 1
 
     # -- building answers -----------------------------------------------------------
 
@@ -371,10 +417,10 @@ class Responder:
         if kind == NodeKind.APEX:
             if qtype in (QType.SOA, QType.ANY):  # ANY: one RRset (RFC 8482 4.2)
                 s = self.settings
-                tiers: Tiers = ((answer.soa_rr(answer.POINTER_TO_QNAME, zone.wire, s.serial, s.negative_ttl, ttl),),)
+                tiers: Tiers = ((answer.soa_rr(answer.POINTER_TO_QNAME, zone.name, s.serial, s.negative_ttl, ttl),),)
             elif qtype == QType.NS:
-                tiers = ((answer.ns_rr(answer.POINTER_TO_QNAME, zone.wire, ttl),),)
-                glue = b"\x02ns\x03dns" + zone.wire
+                tiers = ((answer.ns_rr(answer.POINTER_TO_QNAME, zone.name, ttl),),)
+                glue = answer.name_wire(answer.server_name(zone.name))
                 additional = [answer.address_rr(ip.packed, ttl, glue) for ip in self.settings.ns_addresses]
             else:
                 return None

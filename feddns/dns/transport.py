@@ -1,8 +1,9 @@
 """UDP and TCP transports (RFC 1035 4.2, RFC 7766) for one listen address.
 
-UDP: the reply-cache hit is inlined in ``datagram_received`` (one dict lookup,
-one concatenation, one ``sendto``); anything else goes to
-:meth:`Responder.respond`.
+UDP: the reply-cache hits are inlined in ``datagram_received``: the packet as
+it is (one dict lookup, one concatenation, one ``sendto``), then, when it has
+an upper-case letter, lowercased (the qname spliced back in as asked); anything
+else goes to :meth:`Responder.respond_uncached`.
 
 TCP (RFC 7766): 2-byte length framing, pipelined queries answered in order,
 and the limits that keep a client from holding memory or sockets:
@@ -59,11 +60,19 @@ class UdpServer(asyncio.DatagramProtocol):
         self.sendto = transport.sendto  # type: ignore[attr-defined]
 
     def datagram_received(self, data: bytes, addr: tuple[Any, ...]) -> None:
-        entry = self.replies(data[2:])
+        key = data[2:]
+        entry = self.replies(key)
         if entry is not None:
             entry.hits += 1
             self.sendto(data[:2] + entry.reply, addr)
             return
+        if not key.islower():  # an upper-case letter: the reply kept for the lowercased packet
+            entry = self.replies(key.lower())
+            if entry is not None:
+                entry.hits += 1
+                kept, end = entry.reply, entry.name_end  # Reply.spliced, inlined
+                self.sendto(b"".join((data[:2], kept[:10], data[12:end], kept[end - 2 :])), addr)
+                return
         reply = self.respond(data, addr[0], False)
         if reply is not None:
             self.sendto(reply, addr)

@@ -31,7 +31,7 @@ import random
 from array import array
 from collections.abc import Hashable, Sequence
 
-from feddns.dns.cache import BYTES_OVERHEAD, ENTRY_OVERHEAD, Cached, Labels
+from feddns.dns.cache import BYTES_OVERHEAD, ENTRY_OVERHEAD, Cached, Labels, Reply
 
 SLOTS_BITS = 10
 SLOTS = 1 << SLOTS_BITS
@@ -171,21 +171,24 @@ class Draw:
         return tuple(head + body + tail for body in varying.bodies), varying.table
 
 
-class DrawnReply(Cached):
+class DrawnReply(Reply):
     """A finished UDP reply per order of a weighted answer, less the 2-byte ID, for
-    the query bytes it is keyed by (as ``feddns.dns.cache.Reply``): ``reply`` is
-    one of ``replies``, picked at random through ``table`` on every read."""
+    the query bytes it is keyed by (as ``feddns.dns.cache.Reply``, with the qname
+    ending at ``name_end``): ``reply`` is one of ``replies``, picked at random
+    through ``table`` on every read (so every letter case spliced from it by
+    ``Reply.spliced`` gets a draw too)."""
 
     __slots__ = ("replies", "table")
 
-    def __init__(self, key: bytes, replies: tuple[bytes, ...], table: array[int], owner: Hashable,
+    def __init__(self, key: bytes, replies: tuple[bytes, ...], table: array[int], name_end: int, owner: Hashable,
                  labels: Labels) -> None:
         size = len(key) + sum(len(r) + BYTES_OVERHEAD for r in replies) + len(table) * table.itemsize
-        super().__init__(size + BYTES_OVERHEAD + ENTRY_OVERHEAD, owner, labels)
+        Cached.__init__(self, size + BYTES_OVERHEAD + ENTRY_OVERHEAD, owner, labels)
         self.replies = replies
         self.table = table
+        self.name_end = name_end
 
     @property
-    def reply(self) -> bytes:
+    def reply(self) -> bytes:  # type: ignore[override]  # drawn on every read where Reply keeps one
         """One of the replies, drawn for this query."""
         return self.replies[self.table[_getrandbits(SLOTS_BITS)]]

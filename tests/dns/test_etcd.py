@@ -188,3 +188,39 @@ def test_etcd_outage_backs_off_and_logs_lost_and_back_once(private_etcd, etcd_pr
         wait_until(lambda: server.addresses(QNAME, cluster="foo")[:1] == ["10.0.3.65"], timeout=15, what="catch up")
         assert server.log.count(" lost: ") == 1 and server.log.count(" back after ") == 1
         assert answered > 10
+
+
+def test_etcd_frozen_by_sigstop_is_noticed_backed_off_and_caught_up(private_etcd, etcd_prefix):
+    """A frozen etcd keeps its sockets open and answers nothing: no connection is
+    refused, so only gRPC keepalive and call deadlines can tell."""
+    import re
+    import time
+
+    put_design_keys(private_etcd, etcd_prefix)
+    with ServeProcess(etcd_url=private_etcd.url, prefix=etcd_prefix,
+                      extra_args=["--metrics", "127.0.0.1:0", "--log-level", "debug"]) as server:
+        wait_until(lambda: server.addresses(QNAME, cluster="foo"), what="first load")
+        private_etcd.pause()
+        try:
+            frozen_at = time.monotonic()
+            answered = 0
+            while " lost: " not in server.log:  # answered from the index until the loss is noticed
+                assert server.addresses(QNAME, cluster="foo")[0] == "10.0.3.64"
+                answered += 1
+                assert time.monotonic() - frozen_at < 45, "a frozen etcd was never noticed"
+            lost_at = time.monotonic()
+            wait_until(lambda: len(re.findall(r"retrying in ([\d.]+)s", server.log)) >= 3, timeout=40,
+                       what="three retries")
+            while time.monotonic() - lost_at < 2:
+                assert server.addresses(QNAME, cluster="foo")[0] == "10.0.3.64"
+                answered += 1
+            assert metrics(server)["feddns_ready"] == 1
+        finally:
+            private_etcd.resume()
+        delays = [float(d) for d in re.findall(r"retrying in ([\d.]+)s", server.log)]
+        assert delays[:3] == [0.2, 0.4, 0.8], delays  # doubling from 0.1 s (the first try went at once)
+        private_etcd.put(f"{etcd_prefix}/myfederation/myns/myservice/foo", {"clusterIP": "10.0.3.65"})
+        wait_until(lambda: server.addresses(QNAME, cluster="foo")[:1] == ["10.0.3.65"], timeout=30, what="catch up")
+        assert server.log.count(" lost: ") == 1 and server.log.count(" back after ") == 1
+        assert answered > 10
+        assert time.monotonic() - frozen_at < 120

@@ -2,8 +2,9 @@
 
 ``EtcdServer`` runs Debian's ``etcd`` (package ``etcd-server``) on loopback ports
 with a throw-away data directory. ``stop()``/``start()`` simulate an outage with
-the data kept. The client side talks to etcd's JSON gateway (``/v3/kv/...``,
-base64 keys and values), so tests need no event loop to put and read keys.
+the data kept; ``pause()``/``resume()`` freeze it (SIGSTOP) with its sockets
+open. The client side talks to etcd's JSON gateway (``/v3/kv/...``, base64 keys
+and values), so tests need no event loop to put and read keys.
 
 etcd 3.4 also serves its v2 key space (``/v2/keys/...``, what released SkyDNS
 and kube2sky use) when started with ``--enable-v2``, which ``EtcdServer`` does
@@ -25,6 +26,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import ssl
 import subprocess
 import tempfile
@@ -65,6 +67,7 @@ class EtcdServer:
         self.client_port = free_port()
         self.peer_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
         self.log_path = os.path.join(self.data_dir, "etcd.log")
         self.initial_cluster = f"{name}={self.peer_url}"
 
@@ -120,8 +123,21 @@ class EtcdServer:
         except OSError:
             return False
 
+    def pause(self) -> None:
+        """Freeze etcd with SIGSTOP: its sockets stay open and it answers nothing."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        """Let a frozen etcd go on (SIGCONT)."""
+        if self.proc is not None and self.paused:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
     def stop(self) -> None:
         """Stop etcd (data kept); ``start()`` brings it back on the same ports."""
+        self.resume()  # a frozen process would not act on SIGTERM
         if self.proc is not None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
