@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a fresh Debian machine (as root, with Debian's
-# packages and PyPI reachable) and runs the whole test suite. Extra arguments go to pytest.
+# packages and PyPI reachable), runs the code checks (scripts/check.sh: ruff, mypy --strict,
+# import-linter; any violation fails the run) and the whole test suite. Extra arguments go to
+# pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/debian-deps.sh
 install_debian etcd=etcd-server etcdctl=etcd-client dig=bind9-dnsutils unbound=unbound named=bind9 curl=curl \
   promtool=prometheus testssl=testssl.sh nsd=nsd dnsperf=dnsperf
 install_venv "[test]"
+bash scripts/check.sh
 step "pytest $*"
 exec .venv/bin/python -m pytest "$@"
