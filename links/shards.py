@@ -25,7 +25,7 @@ import json
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +33,9 @@ import kubernetes.client
 import kubernetes.config
 import urllib3
 
-from feddns.errors import ConfigError
-from links.link import Port
+from feddns.errors import FeddnsError
+from feddns.kubeapi import describe_failure, load_configuration, watch_lines
+from links.link import LinkPort
 
 log = logging.getLogger(__name__)
 
@@ -44,24 +45,24 @@ FEDERATION_LABEL = "federation.feddns.io/name"
 PAGE_SIZE = 500
 
 
-class _Gone(Exception):
+class _Gone(FeddnsError):
     """The watched version is too old (410): list again."""
 
 
-class _Broken(Exception):
+class _Broken(FeddnsError):
     """The server sent something that is not an event."""
 
 
 @dataclass(frozen=True, slots=True)
-class Shard:
+class LocalShard:
     """What is kept of a labelled Service: its federation and its ports, in ``spec.ports`` order."""
 
     federation: str
-    ports: tuple[Port, ...]
+    ports: tuple[LinkPort, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class Timing:
+class ShardWatchTiming:
     """Seconds: the watch's ``timeoutSeconds``, the client's connect and read timeouts, the backoff bounds."""
 
     watch_timeout: int = 300
@@ -81,21 +82,11 @@ def connector(kubeconfig: str | None, context: str | None) -> Callable[[], kuber
     """
     configuration = kubernetes.client.Configuration()
     configuration.retries = False
-    try:
-        if kubeconfig is None:
-            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False)
-    except kubernetes.config.ConfigException as exc:
-        where = f"--kubeconfig {kubeconfig}" if kubeconfig else "no --kubeconfig and not in a cluster"
-        raise ConfigError(f"{where}: {exc}") from exc
-    except (OSError, ValueError) as exc:  # a missing file, or YAML that is not a kubeconfig
-        raise ConfigError(f"--kubeconfig {kubeconfig}: {exc}") from exc
+    load_configuration(kubernetes.config, configuration, kubeconfig, context)
     return lambda: kubernetes.client.ApiClient(configuration)
 
 
-def shard_of(service: Any, label: str) -> tuple[tuple[str, str], Shard | None]:
+def shard_of(service: Any, label: str) -> tuple[tuple[str, str], LocalShard | None]:
     """``((namespace, name), shard)`` of a Service object; the shard is ``None`` when it lacks ``label``."""
     meta = service.get("metadata") or {}
     key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -106,8 +97,8 @@ def shard_of(service: Any, label: str) -> tuple[tuple[str, str], Shard | None]:
     for entry in (service.get("spec") or {}).get("ports") or []:
         number = entry.get("port") if isinstance(entry, dict) else None
         if isinstance(number, int) and 0 < number < 65536:
-            ports.append(Port(str(entry.get("name") or ""), number))
-    return key, Shard(federation, tuple(ports))
+            ports.append(LinkPort(str(entry.get("name") or ""), number))
+    return key, LocalShard(federation, tuple(ports))
 
 
 class LocalShards:
@@ -118,13 +109,13 @@ class LocalShards:
     """
 
     def __init__(self, connect: Callable[[], kubernetes.client.ApiClient], label: str = FEDERATION_LABEL,
-                 timing: Timing = Timing()) -> None:
+                 timing: ShardWatchTiming = ShardWatchTiming()) -> None:
         self.label = label
         self.synced = threading.Event()
         self._connect = connect
         self._timing = timing
         self._lock = threading.Lock()
-        self._shards: dict[tuple[str, str], Shard] = {}
+        self._shards: dict[tuple[str, str], LocalShard] = {}
         self._stop = threading.Event()
         self._response: urllib3.HTTPResponse | None = None
         self._failing = False
@@ -157,7 +148,7 @@ class LocalShards:
         with self._lock:
             return len(self._shards)
 
-    def ports(self, namespace: str, name: str, federation: str) -> tuple[Port, ...] | None:
+    def ports(self, namespace: str, name: str, federation: str) -> tuple[LinkPort, ...] | None:
         """The ports of the local shard ``namespace/name`` of ``federation``; ``None`` when there is none."""
         with self._lock:
             shard = self._shards.get((namespace, name))
@@ -184,7 +175,7 @@ class LocalShards:
                 if self._stop.is_set():
                     break
                 if not self._failing:
-                    log.warning("Kubernetes API: %s; keeping %d known shards, retrying", _describe(exc), len(self))
+                    log.warning("Kubernetes API: %s; keeping %d known shards, retrying", describe_failure(exc), len(self))
                     self._failing = True
                 self._pause()
             finally:
@@ -196,7 +187,7 @@ class LocalShards:
         self._delay = min(self._delay * 2, self._timing.backoff_max)
 
     def _list(self, api: kubernetes.client.CoreV1Api) -> str:
-        shards: dict[tuple[str, str], Shard] = {}
+        shards: dict[tuple[str, str], LocalShard] = {}
         token: str | None = None
         while True:
             page = json.loads(self._open(api, self._timing.list_timeout, limit=PAGE_SIZE, _continue=token).data)
@@ -224,7 +215,7 @@ class LocalShards:
                                   resource_version=version, allow_watch_bookmarks=True,
                                   timeout_seconds=self._timing.watch_timeout)
             try:
-                for line in _lines(response):
+                for line in watch_lines(response):
                     version = self._apply(line, version)
             finally:
                 self._release()
@@ -272,23 +263,3 @@ class LocalShards:
         response, self._response = self._response, None
         if response is not None:
             response.release_conn()
-
-
-def _lines(response: urllib3.HTTPResponse) -> Iterator[bytes]:
-    """The newline-delimited events of a watch response, as they arrive."""
-    pending = b""
-    for chunk in response.stream(amt=None, decode_content=True):
-        pending += chunk
-        if b"\n" in pending:
-            *lines, pending = pending.split(b"\n")
-            yield from (line for line in lines if line.strip())
-    if pending.strip():
-        yield pending
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, kubernetes.client.ApiException):
-        return f"HTTP {exc.status} {exc.reason}"
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        return str(exc.reason)
-    return f"{type(exc).__name__}: {exc}"

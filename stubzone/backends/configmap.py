@@ -39,6 +39,7 @@ from kubernetes.client.exceptions import ApiException
 
 from feddns import names
 from feddns.errors import ConfigError
+from feddns.kubeapi import load_configuration
 from stubzone.backends import BackendUnavailable, Deadline
 
 log = logging.getLogger(__name__)
@@ -73,15 +74,7 @@ def client_configuration(kubeconfig: Path | None, context: str | None) -> kubern
     """
     configuration = kubernetes.client.Configuration()
     configuration.retries = False
-    try:
-        if kubeconfig is None:
-            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(kubeconfig), context=context, client_configuration=configuration, persist_config=False)
-    except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
-        flag = "--kubeconfig" if kubeconfig is not None else "--kubeconfig (not given, and not in a pod)"
-        raise ConfigError(f"{flag} {kubeconfig or ''}: {str(exc).splitlines()[0] if str(exc) else exc}") from exc
+    load_configuration(kubernetes.config, configuration, kubeconfig, context)
     return configuration
 
 
