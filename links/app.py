@@ -22,7 +22,7 @@ MAX_BODY = 6 * 1024 * 1024
 """Bytes of an AdmissionReview accepted (a pod of up to 3 MiB, with room for the review around it)."""
 
 
-class Metrics:
+class LinksMetrics:
     """The webhook's Prometheus metrics (``--metrics``): reviews by result and their latency."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -39,10 +39,10 @@ class Metrics:
 
 
 REVIEWER = web.AppKey("reviewer", Reviewer)
-METRICS = web.AppKey("metrics", Metrics)
+METRICS = web.AppKey("metrics", LinksMetrics)
 
 
-def make_app(reviewer: Reviewer, metrics: Metrics) -> web.Application:
+def make_app(reviewer: Reviewer, metrics: LinksMetrics) -> web.Application:
     """The aiohttp application answering ``POST /mutate``."""
     app = web.Application(client_max_size=MAX_BODY)
     app[REVIEWER], app[METRICS] = reviewer, metrics

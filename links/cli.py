@@ -26,7 +26,7 @@ from feddns.hostport import parse_hostport, parse_ip_port
 from feddns.names import normalize_zone
 from feddns.observe import ObserveServer
 from links import files
-from links.app import Metrics, make_app
+from links.app import LinksMetrics, make_app
 from links.gating import DEFAULT_TIMEOUT, Gate
 from links.review import Reviewer
 from links.selector import check_key
@@ -63,7 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass(frozen=True)
-class Settings:
+class LinksSettings:
     """Everything ``feddns links`` needs, checked (see :func:`settings_from`)."""
 
     listen: tuple[str, int]
@@ -75,7 +75,7 @@ class Settings:
     metrics_listen: str | None
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace) -> LinksSettings:
     """Check the flags and load the files; raises :class:`ConfigError` naming the first bad one."""
     listen = parse_hostport(args.listen)
     if args.metrics:
@@ -94,7 +94,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if args.resolver:
         address, port = parse_ip_port(args.resolver, 53)
         resolver = (str(address), port)
-    return Settings(
+    return LinksSettings(
         listen=listen,
         certificate=files.ServerCertificate(args.cert, args.key),
         policies=files.PolicyFile(args.policies),
@@ -121,10 +121,10 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def serve(settings: Settings) -> int:
+async def serve(settings: LinksSettings) -> int:
     """Serve ``POST /mutate`` over TLS on ``settings.listen`` until a signal; returns 0."""
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
+    metrics = LinksMetrics(registry)
     reviewer = Reviewer(settings.zone, settings.policies.current, settings.shards, settings.gate)
     runner = web.AppRunner(make_app(reviewer, metrics), access_log=None, handle_signals=False)
     await runner.setup()
@@ -154,7 +154,7 @@ async def serve(settings: Settings) -> int:
     return 0
 
 
-async def _listen(runner: web.AppRunner, settings: Settings) -> None:
+async def _listen(runner: web.AppRunner, settings: LinksSettings) -> None:
     host, port = settings.listen
     site = web.TCPSite(runner, host, port, ssl_context=settings.certificate.context, reuse_address=True)
     try:
@@ -178,7 +178,7 @@ def _observe(listen: str | None, registry: CollectorRegistry, shards: LocalShard
     return observe
 
 
-async def _watch_files(settings: Settings, metrics: Metrics) -> None:
+async def _watch_files(settings: LinksSettings, metrics: LinksMetrics) -> None:
     """Poll the policy file and the certificate; keep the shard gauge current."""
     watched = {"policies": settings.policies.watched, "certificate": settings.certificate.watched}
     while True:

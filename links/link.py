@@ -40,7 +40,7 @@ class LinkError(FeddnsError, ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Port:
+class LinkPort:
     """A service port: ``name`` (an IANA service name, or ``""`` when unnamed) and ``port`` (1-65535)."""
 
     name: str
@@ -61,7 +61,7 @@ class Link:
     namespace: str
     federation: str
     required: bool = True
-    ports: tuple[Port, ...] = ()
+    ports: tuple[LinkPort, ...] = ()
     source: str = "annotation"
 
     @property
@@ -101,18 +101,18 @@ def parse_target(text: str) -> tuple[str, str, str]:
     return labels[0], labels[1], labels[2]
 
 
-def parse_port(text: str) -> Port:
-    """``name:port`` to a :class:`Port`; raises :class:`LinkError`."""
+def parse_port(text: str) -> LinkPort:
+    """``name:port`` to a :class:`LinkPort`; raises :class:`LinkError`."""
     name, sep, number = text.strip().partition(":")
     name, number = name.strip().lower(), number.strip()
     if not sep or not _PORT_NAME.match(name) or name.isdigit() or "--" in name:
         raise LinkError(f"port {text.strip()!r} is not name:port (a port name: a-z, 0-9 and '-', 1 to 15)")
     if not number.isdigit() or not 1 <= int(number) <= 65535:
         raise LinkError(f"port {text.strip()!r}: {number!r} is not a port number from 1 to 65535")
-    return Port(name, int(number))
+    return LinkPort(name, int(number))
 
 
-def check_ports(ports: tuple[Port, ...]) -> tuple[Port, ...]:
+def check_ports(ports: tuple[LinkPort, ...]) -> tuple[LinkPort, ...]:
     """``ports`` when their names are distinct; raises :class:`LinkError` naming a repeated one."""
     seen: set[str] = set()
     for port in ports:
@@ -149,7 +149,7 @@ def _parse_rest(prefix: str, rest: str, source: str) -> Link:
     target, _, query = rest.partition("?")
     service, namespace, federation = parse_target(target)
     required = True
-    ports: tuple[Port, ...] = ()
+    ports: tuple[LinkPort, ...] = ()
     seen: set[str] = set()
     for parameter in query.split("&") if query.strip() else ():
         key, eq, value = parameter.partition("=")

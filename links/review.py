@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from links import inject
-from links.gating import Existence, Finding
-from links.link import INJECTED_ANNOTATION, SERVICES_ANNOTATION, Link, Port, parse_annotation
-from links.policy import Policies
+from links.gating import Existence, Gate
+from links.link import INJECTED_ANNOTATION, SERVICES_ANNOTATION, Link, LinkPort, parse_annotation
+from links.policy import LinkPolicies
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +51,8 @@ class Shards(Protocol):
     def ready(self) -> bool:
         """True once the Services have been listed."""
 
-    def ports(self, namespace: str, name: str, federation: str) -> tuple[Port, ...] | None:
+    def ports(self, namespace: str, name: str, federation: str) -> tuple[LinkPort, ...] | None:
         """The local shard's ports, ``None`` without a local shard."""
-
-
-class Gate(Protocol):
-    """Existence checks against the cluster DNS (links.gating.Gate)."""
-
-    async def check(self, names: Sequence[str]) -> dict[str, Finding]:
-        """A finding per absolute name."""
 
 
 @dataclass
@@ -84,7 +77,7 @@ class Reviewer:
     """Answers AdmissionReviews for ``zone`` with the current ``policies()``, ``shards`` and ``gate``."""
 
     zone: str
-    policies: Callable[[], Policies]
+    policies: Callable[[], LinkPolicies]
     shards: Shards
     gate: Gate
 
@@ -162,7 +155,7 @@ class Reviewer:
         return ("feddns links: the pod requires federated services that do not exist: " + "; ".join(missing)
                 + " (a link with required=false lets the pod start without it)"), warnings
 
-    def _ports(self, links: Sequence[Link]) -> tuple[list[tuple[Link, tuple[Port, ...]]], list[str]]:
+    def _ports(self, links: Sequence[Link]) -> tuple[list[tuple[Link, tuple[LinkPort, ...]]], list[str]]:
         """Each link with the local shard's ports, or its own; a warning when neither is known for sure."""
         result, warnings = [], []
         for link in links:

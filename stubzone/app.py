@@ -25,10 +25,11 @@ from typing import Any
 
 from aiohttp import web
 
+from feddns.errors import FeddnsError
 from feddns.names import check_label
 from stubzone.auth import AllowList, ClientIdentity
 from stubzone.backends import Backend, BackendUnavailable, NotWrittenHere, TooManyNameservers, check_count
-from stubzone.metrics import Metrics
+from stubzone.metrics import StubzoneMetrics
 from stubzone.model import Nameserver, StubZone
 from stubzone.tls import peer_text
 
@@ -45,11 +46,11 @@ MAX_LOGGED = 200
 
 BACKEND = web.AppKey("backend", Backend)
 ALLOW = web.AppKey("allow", AllowList)
-METRICS = web.AppKey("metrics", Metrics)
+METRICS = web.AppKey("metrics", StubzoneMetrics)
 REASON = web.RequestKey("reason", str)
 
 
-class ApiError(Exception):
+class ApiError(FeddnsError):
     """A refused request: HTTP ``status`` and the reason sent as ``{"error": reason}``.
 
     ``close``: the connection is closed after the answer (the rest of the request cannot be trusted).
@@ -62,7 +63,7 @@ class ApiError(Exception):
         self.close = close
 
 
-def make_app(backend: Backend, allow: AllowList, metrics: Metrics) -> web.Application:
+def make_app(backend: Backend, allow: AllowList, metrics: StubzoneMetrics) -> web.Application:
     """The aiohttp application; serve it only over :mod:`stubzone.tls` (client certificates).
 
     The backend is closed when the application is cleaned up.
@@ -171,7 +172,7 @@ def _record(request: web.Request, identity: ClientIdentity | None, status: int, 
                    identity, status, reason)
 
 
-def _count_and_log(request: web.BaseRequest, metrics: Metrics, route: str, identity: ClientIdentity | None,
+def _count_and_log(request: web.BaseRequest, metrics: StubzoneMetrics, route: str, identity: ClientIdentity | None,
                    status: int, reason: str) -> None:
     """Count the answer and log its line (INFO for 2xx, 3xx and 404, else WARNING)."""
     metrics.requests.labels(request.method, route, str(status)).inc()
@@ -200,7 +201,7 @@ class JSONErrorsRequestHandler(web.RequestHandler):
     the same status, one log line and a count, like every other refusal.
     """
 
-    def __init__(self, server: web.Server, metrics: Metrics, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, server: web.Server, metrics: StubzoneMetrics, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(server, loop=loop, keepalive_timeout=KEEPALIVE_SECONDS, lingering_time=LINGERING_SECONDS,
                          access_log=None)  # type: ignore[arg-type]  # None: no access log (guard logs each request)
         self._metrics = metrics
@@ -221,7 +222,7 @@ class JSONErrorsRequestHandler(web.RequestHandler):
         return response
 
 
-def protocol_factory(server: web.Server, metrics: Metrics) -> Callable[[], asyncio.Protocol]:
+def protocol_factory(server: web.Server, metrics: StubzoneMetrics) -> Callable[[], asyncio.Protocol]:
     """The HTTP protocol factory for :class:`stubzone.tls.TLSListener` (in place of ``runner.server``)."""
     loop = asyncio.get_running_loop()
     return lambda: JSONErrorsRequestHandler(server, metrics, loop)

@@ -26,7 +26,7 @@ from stubzone import tls
 from stubzone.app import make_app, protocol_factory
 from stubzone.auth import AllowList
 from stubzone.backends import BACKENDS, Backend, load
-from stubzone.metrics import Metrics
+from stubzone.metrics import StubzoneMetrics
 from stubzone.model import StubDomains, check_cluster
 
 log = logging.getLogger("stubzone")
@@ -101,7 +101,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass(frozen=True)
-class Settings:
+class StubzoneSettings:
     """Everything ``feddns stubzone`` needs, checked (see :func:`settings_from`)."""
 
     listen: tuple[str, int]
@@ -141,11 +141,11 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
     return StubDomains(args.federation_zone, args.cluster_domain)
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace) -> StubzoneSettings:
     """Check the flags, load the certificates, make the backend; raises :class:`ConfigError`."""
     domains = check_flags(args)
     credentials = tls.ServerCredentials(args.cert, args.key, args.client_ca)
-    return Settings(
+    return StubzoneSettings(
         listen=parse_hostport(args.listen),
         credentials=credentials,
         allow=AllowList(args.allow),
@@ -162,14 +162,14 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(serve(settings_from(args)))
 
 
-async def serve(settings: Settings) -> int:
+async def serve(settings: StubzoneSettings) -> int:
     """Serve the API over TLS on ``settings.listen`` until a signal; returns 0.
 
     The HTTPS socket and the ``--metrics`` socket are both bound before
     "listening" is logged; a bind failure is a :class:`ConfigError` naming the
     flag and the address (exit 2), with whatever was bound closed again."""
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
+    metrics = StubzoneMetrics(registry)
     settings.credentials.observe(metrics)
     runner = web.AppRunner(make_app(settings.backend, settings.allow, metrics), handle_signals=False)
     await runner.setup()
@@ -205,7 +205,7 @@ async def serve(settings: Settings) -> int:
     return 0
 
 
-async def _listen(settings: Settings, factory: tls.TLSListener) -> asyncio.Server:
+async def _listen(settings: StubzoneSettings, factory: tls.TLSListener) -> asyncio.Server:
     host, port = settings.listen
     try:
         return await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)

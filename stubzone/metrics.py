@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 NAMESPACE = "feddns_stubzone"
 
 
-class Metrics:
+class StubzoneMetrics:
     """Every metric of the stub-zone endpoint."""
 
     def __init__(self, registry: CollectorRegistry) -> None:

@@ -42,7 +42,7 @@ import aiohttp
 
 import feddns.etcd
 from feddns import names
-from feddns.errors import ConfigError
+from feddns.errors import ConfigError, FeddnsError
 from stubzone.backends import Backend, BackendUnavailable, Deadline
 from stubzone.model import DEFAULT_PORT, Nameserver, StubDomains, StubZone
 
@@ -150,12 +150,12 @@ def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
     return SkyDNSEtcd2(endpoints, layout)
 
 
-class CompareFailed(Exception):
+class CompareFailed(FeddnsError):
     """A guarded v2 write found another value than the one read (etcd error 101, 105, or 100)."""
 
 
 @dataclass(frozen=True)
-class Node:
+class EtcdNode:
     """One v2 leaf: its value and ``modifiedIndex``."""
 
     value: bytes
@@ -232,26 +232,26 @@ class SkyDNSEtcd2:
 
     # -- reading ---------------------------------------------------------------------------
 
-    async def _read(self, federation: str, deadline: Deadline) -> dict[str, Node]:
+    async def _read(self, federation: str, deadline: Deadline) -> dict[str, EtcdNode]:
         """F's ``ns*`` leaves (not deeper keys) with their indexes."""
         _, tree = await self._get(self.layout.directory(federation), deadline, recursive=False)
         return {key: node for key, node in tree.items() if self.layout.split(key) is not None}
 
-    async def _get(self, directory: str, deadline: Deadline, *, recursive: bool) -> tuple[int, dict[str, Node]]:
-        """``(etcd index, {key: Node})`` of the leaves under ``directory`` (empty when it does not exist)."""
+    async def _get(self, directory: str, deadline: Deadline, *, recursive: bool) -> tuple[int, dict[str, EtcdNode]]:
+        """``(etcd index, {key: EtcdNode})`` of the leaves under ``directory`` (empty when it does not exist)."""
         params = {"recursive": "true"} if recursive else {}
         status, body, index = await self._request("GET", directory, params, deadline, write=False)
         if status == 404:
             return index, {}
         if status != 200:
             raise BackendUnavailable(f"etcd answered GET {directory} with {status}: {_message(body, status)}")
-        leaves: dict[str, Node] = {}
+        leaves: dict[str, EtcdNode] = {}
         _collect(body.get("node", {}), leaves)
         return index, leaves
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def _converge(self, federation: str, desired: dict[str, bytes], deadline: Deadline) -> dict[str, Node]:
+    async def _converge(self, federation: str, desired: dict[str, bytes], deadline: Deadline) -> dict[str, EtcdNode]:
         """Make F's ``ns*`` keys ``desired`` (see the module doc); returns what was found before."""
         commit = f"{self.layout.directory(federation)}ns1"
         wrote = False
@@ -282,7 +282,7 @@ class SkyDNSEtcd2:
         raise BackendUnavailable(f"{self.layout.directory(federation)} kept changing under concurrent writers",
                                  may_have_applied=wrote)
 
-    async def _put(self, key: str, value: bytes, previous: Node | None, deadline: Deadline) -> None:
+    async def _put(self, key: str, value: bytes, previous: EtcdNode | None, deadline: Deadline) -> None:
         guard = {"prevIndex": str(previous.index)} if previous else {"prevExist": "false"}
         status, body, _ = await self._request("PUT", key, guard, deadline, write=True, value=value)
         _check_write(status, body, f"PUT {key}")
@@ -352,13 +352,13 @@ class SkyDNSEtcd2:
         return self._session
 
 
-def _collect(node: dict[str, Any], leaves: dict[str, Node]) -> None:
+def _collect(node: dict[str, Any], leaves: dict[str, EtcdNode]) -> None:
     """Add the leaves of a v2 ``node`` (recursively) to ``leaves``."""
     if node.get("dir"):
         for child in node.get("nodes", []):
             _collect(child, leaves)
     elif isinstance(node.get("key"), str) and isinstance(node.get("value"), str):
-        leaves[node["key"]] = Node(node["value"].encode(), int(node.get("modifiedIndex", 0)))
+        leaves[node["key"]] = EtcdNode(node["value"].encode(), int(node.get("modifiedIndex", 0)))
 
 
 def _check_write(status: int, body: dict[str, Any], what: str) -> None:

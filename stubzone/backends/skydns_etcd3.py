@@ -132,7 +132,7 @@ class SkyDNSEtcd3:
             raise BackendUnavailable(f"etcd {self.endpoints.current} did not answer within {deadline.seconds:g} s",
                                      may_have_applied=sent.transaction) from exc
         assert failure is not None
-        raise BackendUnavailable(f"etcd {describe(failure)}")
+        raise BackendUnavailable(f"etcd {describe(failure)}") from failure
 
     async def _read(self, client: aetcd.Client, prefix: str) -> tuple[int, dict[str, bytes]]:
         """``(revision, {key: value})`` of the nameserver keys under ``prefix``.
