@@ -14,7 +14,6 @@ import contextlib
 import gc
 import logging
 import os
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport, parse_ip_port
+from feddns.lifecycle import StopSignals
 from feddns.names import normalize_zone
 from feddns.observe import ObserveServer
 from links import files
@@ -64,15 +64,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class LinksSettings:
-    """Everything ``feddns links`` needs, checked (see :func:`settings_from`)."""
+    """Everything ``feddns links`` needs, checked and loaded from its flags (see :func:`settings_from`)."""
 
     listen: tuple[str, int]
+    """HTTPS address ``(host, port)`` of ``POST /mutate``; port 0 lets the system pick one (``--listen``)."""
     certificate: files.ServerCertificate
+    """The server certificate and key, loaded and followed on disk (``--cert``, ``--key``)."""
     policies: files.PolicyFile
+    """The link policies, loaded and followed on disk (``--policies``; none without it)."""
     gate: Gate
+    """The DNS existence checks of required links: resolver and seconds per pod (``--resolver``,
+    ``--gating-timeout``)."""
     shards: LocalShards
+    """The local cluster's Services carrying ``--federation-label``, not listed until :meth:`LocalShards.start`."""
     zone: str
+    """The federation zone, absolute and lowercase (``--zone``)."""
     metrics_listen: str | None
+    """``HOST:PORT`` of plain-HTTP ``/metrics``, ``/health`` and ``/ready``; ``None``: not served (``--metrics``)."""
 
 
 def settings_from(args: argparse.Namespace) -> LinksSettings:
@@ -133,6 +141,7 @@ async def serve(settings: LinksSettings) -> int:
     gc.freeze()
     observe: ObserveServer | None = None
     watcher: asyncio.Task[None] | None = None
+    signals = StopSignals()
     try:
         await _listen(runner, settings)
         observe = _observe(settings.metrics_listen, registry, settings.shards)
@@ -140,9 +149,9 @@ async def serve(settings: LinksSettings) -> int:
                  ", ".join(settings.gate.nameservers))
         settings.shards.start()
         watcher = asyncio.create_task(_watch_files(settings, metrics))
-        await _until_signal()
-        log.info("stopping")
+        log.info("stopping (%s)", await signals.wait())
     finally:
+        signals.close()
         if watcher is not None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -188,11 +197,3 @@ async def _watch_files(settings: LinksSettings, metrics: LinksMetrics) -> None:
             if reloaded is not None:
                 metrics.reloads.labels(name, "ok" if reloaded else "failed").inc()
         metrics.shards.set(len(settings.shards))
-
-
-async def _until_signal() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()

@@ -63,14 +63,20 @@ class LocalShard:
 
 @dataclass(frozen=True, slots=True)
 class ShardWatchTiming:
-    """Seconds: the watch's ``timeoutSeconds``, the client's connect and read timeouts, the backoff bounds."""
+    """How the Services are listed and watched, and how failures are backed off from."""
 
     watch_timeout: int = 300
+    """Seconds: the watch's ``timeoutSeconds``, after which the API server ends it and it is opened again."""
     connect_timeout: float = 10.0
+    """Seconds to open a connection to the API server."""
     read_slack: float = 30.0
+    """Seconds a watch read may wait beyond ``watch_timeout`` before the connection counts as dead."""
     list_timeout: float = 60.0
+    """Seconds a read of one page of the list may wait."""
     backoff_initial: float = 0.5
+    """Seconds of the first pause after a failure (full jitter: a random part of it), doubled at each failure."""
     backoff_max: float = 30.0
+    """Seconds the pause after failures grows to at most."""
 
 
 def connector(kubeconfig: str | None, context: str | None) -> Callable[[], kubernetes.client.ApiClient]:

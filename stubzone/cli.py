@@ -49,6 +49,9 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
 }
 """Flags that only some backends take: given with another, they are refused (a typo in --backend)."""
 
+LISTENER = tls.ListenerSettings()
+"""The defaults of the listener's flags."""
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the flags of ``feddns stubzone``."""
@@ -88,30 +91,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
                          help="unbound.conf of the running unbound; it includes DIR/feddns/*.conf (DIR: its directory)")
     unbound.add_argument("--unbound-control", metavar="PATH", help="unbound-control program (default: from PATH)")
     unbound.add_argument("--unbound-checkconf", metavar="PATH", help="unbound-checkconf program (default: from PATH)")
-    parser.add_argument("--tls-handshake-timeout", type=float, default=tls.HANDSHAKE_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--tls-handshake-timeout", type=float, default=LISTENER.handshake_timeout, metavar="SECONDS",
                         help=f"time a client has from the accept to finish the TLS handshake "
-                             f"(default {tls.HANDSHAKE_TIMEOUT:g})")
-    parser.add_argument("--max-connections", type=int, default=tls.MAX_CONNECTIONS, metavar="N",
-                        help=f"connections open at once; more are closed at once (default {tls.MAX_CONNECTIONS})")
-    parser.add_argument("--tls-reload-interval", type=float, default=tls.RELOAD_INTERVAL, metavar="SECONDS",
+                             f"(default {LISTENER.handshake_timeout:g})")
+    parser.add_argument("--max-connections", type=int, default=LISTENER.max_connections, metavar="N",
+                        help=f"connections open at once; more are closed at once (default {LISTENER.max_connections})")
+    parser.add_argument("--tls-reload-interval", type=float, default=LISTENER.reload_interval, metavar="SECONDS",
                         help="how often --cert, --key and --client-ca are read again; a change applies to new "
-                             f"connections (default {tls.RELOAD_INTERVAL:g})")
+                             f"connections (default {LISTENER.reload_interval:g})")
     parser.add_argument("--metrics", metavar="HOST:PORT",
                         help="plain-HTTP /metrics, /health and /ready for Prometheus and kubelet probes")
 
 
 @dataclass(frozen=True)
 class StubzoneSettings:
-    """Everything ``feddns stubzone`` needs, checked (see :func:`settings_from`)."""
+    """Everything ``feddns stubzone`` needs, checked and loaded from its flags (see :func:`settings_from`)."""
 
     listen: tuple[str, int]
+    """HTTPS address ``(host, port)``; port 0 lets the system pick one (``--listen``)."""
     credentials: tls.ServerCredentials
+    """The server certificate and key and the client CA, loaded (``--cert``, ``--key``, ``--client-ca``)."""
     allow: AllowList
+    """The client identities let in (``--allow``)."""
     backend: Backend
+    """The cluster DNS programmed, made from its flags (``--backend`` and its group of flags)."""
     metrics_listen: str | None
-    handshake_timeout: float
-    max_connections: int
-    reload_interval: float
+    """``HOST:PORT`` of plain-HTTP ``/metrics``, ``/health`` and ``/ready``; ``None``: not served (``--metrics``)."""
+    listener: tls.ListenerSettings
+    """Handshake timeout, connection limit and certificate reload interval of the HTTPS socket."""
 
 
 def check_flags(args: argparse.Namespace) -> StubDomains:
@@ -151,9 +158,9 @@ def settings_from(args: argparse.Namespace) -> StubzoneSettings:
         allow=AllowList(args.allow),
         backend=load(args, domains),
         metrics_listen=args.metrics,
-        handshake_timeout=args.tls_handshake_timeout,
-        max_connections=args.max_connections,
-        reload_interval=args.tls_reload_interval,
+        listener=tls.ListenerSettings(handshake_timeout=args.tls_handshake_timeout,
+                                      max_connections=args.max_connections,
+                                      reload_interval=args.tls_reload_interval),
     )
 
 
@@ -175,11 +182,11 @@ async def serve(settings: StubzoneSettings) -> int:
     await runner.setup()
     assert runner.server is not None, "runner.setup() makes it"
     listener = tls.TLSListener(protocol_factory(runner.server, metrics), settings.credentials, metrics,
-                               handshake_timeout=settings.handshake_timeout, max_connections=settings.max_connections)
+                               settings.listener)
     server: asyncio.Server | None = None
     observe: ObserveServer | None = None
     signals = StopSignals()
-    reloads = asyncio.create_task(settings.credentials.watch(settings.reload_interval))
+    reloads = asyncio.create_task(settings.credentials.watch(settings.listener.reload_interval))
     gc.freeze()  # what start-up made lives for good: later collections (tls.give_back_memory) skip it
     try:
         server = await _listen(settings, listener)

@@ -37,6 +37,7 @@ import time
 from asyncio import sslproto
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -48,17 +49,23 @@ from stubzone.metrics import StubzoneMetrics
 
 log = logging.getLogger("stubzone")
 
-HANDSHAKE_TIMEOUT = 10.0
-"""Seconds from the accept a client has to finish the TLS handshake (default of ``--tls-handshake-timeout``)."""
-MAX_CONNECTIONS = 256
-"""Connections open at once, before and after the handshake (default of ``--max-connections``)."""
-RELOAD_INTERVAL = 10.0
-"""Seconds between two looks at the certificate files (default of ``--tls-reload-interval``)."""
 RECEIVE_BUFFER_BYTES = 16 * 1024
 """Bytes read from a TLS socket at once: one TLS record's plaintext (asyncio's default is 256 KiB)."""
 RELEASE_AFTER_CLOSES = 128
 """Connections closed after which freed memory is handed back to the system (one second later, at most once a
 second): after a flood, RSS falls back instead of staying at its peak."""
+@dataclass(frozen=True)
+class ListenerSettings:
+    """How the HTTPS socket bounds its clients and follows its certificate files (docs/stubzone.md)."""
+
+    handshake_timeout: float = 10.0
+    """Seconds from the accept a client has to finish the TLS handshake (``--tls-handshake-timeout``)."""
+    max_connections: int = 256
+    """Connections open at once, before and after the handshake; more are closed at once (``--max-connections``)."""
+    reload_interval: float = 10.0
+    """Seconds between two looks at ``--cert``, ``--key`` and ``--client-ca`` (``--tls-reload-interval``)."""
+
+
 Refused = Callable[[str, str], None]
 """Called with ``(peer "host:port", reason)`` for each refused handshake."""
 
@@ -242,20 +249,20 @@ class RateLimitedLog:
 class TLSListener:
     """The protocol factory of the listening socket: ``loop.create_server(listener, host, port)``.
 
-    Admits at most ``max_connections`` connections at once; runs each one's
-    TLS handshake with ``credentials.context`` as it is when the client's
-    first bytes arrive, within ``handshake_timeout`` seconds of the accept;
+    Admits at most ``settings.max_connections`` connections at once; runs each
+    one's TLS handshake with ``credentials.context`` as it is when the client's
+    first bytes arrive, within ``settings.handshake_timeout`` seconds of the accept;
     then hands the TLS transport to a protocol from ``app_factory``
     (aiohttp's request handler), which sees only authenticated clients.
     """
 
-    def __init__(self, app_factory: Callable[[], asyncio.Protocol], credentials: ServerCredentials, metrics: StubzoneMetrics,
-                 *, handshake_timeout: float = HANDSHAKE_TIMEOUT, max_connections: int = MAX_CONNECTIONS) -> None:
+    def __init__(self, app_factory: Callable[[], asyncio.Protocol], credentials: ServerCredentials,
+                 metrics: StubzoneMetrics, settings: ListenerSettings) -> None:
         self.app_factory = app_factory
         self.credentials = credentials
         self.metrics = metrics
-        self.handshake_timeout = handshake_timeout
-        self.max_connections = max_connections
+        self.handshake_timeout = settings.handshake_timeout
+        self.max_connections = settings.max_connections
         self.refusals = RateLimitedLog("TLS handshake refused", "TLS handshakes refused")
         self.overflows = RateLimitedLog("connection refused", "connections refused")
         self._open: set[asyncio.BaseTransport] = set()  # the raw TCP transports
