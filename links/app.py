@@ -29,7 +29,8 @@ class LinksMetrics:
         self.reviews = Counter("feddns_links_reviews_total", "AdmissionReviews answered, by result "
                                "(patched, unchanged, denied, conflict, reinvoked, not-a-pod, malformed, error)",
                                ["result"], registry=registry)
-        self.seconds = Histogram("feddns_links_review_seconds", "Time to answer an AdmissionReview, DNS gating included",
+        self.seconds = Histogram("feddns_links_review_seconds",
+                                 "Time to answer an AdmissionReview, DNS gating included",
                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 5),
                                  registry=registry)
         self.reloads = Counter("feddns_links_reloads_total", "Reloads of the policy file and the certificate, "

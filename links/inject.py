@@ -156,7 +156,8 @@ def _env_ops(where: str, container: JSON, wanted: Sequence[Variable]) -> list[JS
     return [{"op": "add", "path": f"{where}/env/{index}", "value": entry} for index, entry in enumerate(new)]
 
 
-def _annotation_op(pod: JSON, links: Sequence[tuple[Link, Sequence[LinkPort]]], injected: Mapping[str, list[str]]) -> JSON:
+def _annotation_op(pod: JSON, links: Sequence[tuple[Link, Sequence[LinkPort]]],
+                   injected: Mapping[str, list[str]]) -> JSON:
     """The ``add`` of ``links.feddns.io/injected``: per prefix, the service, where the link came from, the names."""
     record = {link.prefix: {"service": link.target, "source": link.source, "variables": injected[link.prefix]}
               for link, _ in links}

@@ -35,6 +35,12 @@ _LINK_START = re.compile(r"^\s*[^\s=:,?&]+\s*=")
 _PORT_ITEM = re.compile(r"^\s*[A-Za-z0-9-]+\s*:\s*[0-9]+\s*(&.*)?$", re.DOTALL)
 
 
+MAX_PORT = 65535
+"""The highest TCP or UDP port number."""
+_TARGET_PARTS = ("service name", "namespace", "federation name")
+"""The labels of a link's target ``svc.ns.federation``, in order."""
+
+
 class LinkError(FeddnsError, ValueError):
     """A link (annotation entry or policy entry) is malformed; the message names it and says why."""
 
@@ -90,11 +96,11 @@ def parse_prefix(text: str) -> str:
 def parse_target(text: str) -> tuple[str, str, str]:
     """``(service, namespace, federation)`` of ``svc.ns.federation``; raises :class:`LinkError`."""
     labels = text.strip().lower().split(".")
-    if len(labels) != 3:
+    if len(labels) != len(_TARGET_PARTS):
         hint = " (write the federated service, not the DNS name)" if "svc" in labels[3:] else ""
         raise LinkError(f"{text.strip()!r} is not <service>.<namespace>.<federation>{hint}")
     try:
-        for label, what in zip(labels, ("service name", "namespace", "federation name"), strict=True):
+        for label, what in zip(labels, _TARGET_PARTS, strict=True):
             check_label(label, what)
     except ValueError as exc:
         raise LinkError(str(exc)) from exc
@@ -107,7 +113,7 @@ def parse_port(text: str) -> LinkPort:
     name, number = name.strip().lower(), number.strip()
     if not sep or not _PORT_NAME.match(name) or name.isdigit() or "--" in name:
         raise LinkError(f"port {text.strip()!r} is not name:port (a port name: a-z, 0-9 and '-', 1 to 15)")
-    if not number.isdigit() or not 1 <= int(number) <= 65535:
+    if not number.isdigit() or not 1 <= int(number) <= MAX_PORT:
         raise LinkError(f"port {text.strip()!r}: {number!r} is not a port number from 1 to 65535")
     return LinkPort(name, int(number))
 

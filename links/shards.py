@@ -21,12 +21,14 @@ so memory grows with the number of federated Services, not their size.
 Lookups (:meth:`LocalShards.ports`) take a lock held only for a dict read.
 """
 
+import contextlib
 import json
 import logging
 import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 import kubernetes.client
@@ -35,7 +37,7 @@ import urllib3
 
 from feddns.errors import FeddnsError
 from feddns.kubeapi import describe_failure, load_configuration, watch_lines
-from links.link import LinkPort
+from links.link import MAX_PORT, LinkPort
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,7 @@ def shard_of(service: Any, label: str) -> tuple[tuple[str, str], LocalShard | No
     ports = []
     for entry in (service.get("spec") or {}).get("ports") or []:
         number = entry.get("port") if isinstance(entry, dict) else None
-        if isinstance(number, int) and 0 < number < 65536:
+        if isinstance(number, int) and 0 < number <= MAX_PORT:
             ports.append(LinkPort(str(entry.get("name") or ""), number))
     return key, LocalShard(federation, tuple(ports))
 
@@ -138,10 +140,8 @@ class LocalShards:
         self._stop.set()
         response = self._response
         if response is not None:
-            try:
+            with contextlib.suppress(OSError, RuntimeError, ValueError):  # already released
                 response.shutdown()
-            except (OSError, RuntimeError, ValueError):
-                pass  # already released
         if self._thread.ident is not None:  # started
             self._thread.join(timeout)
 
@@ -181,7 +181,8 @@ class LocalShards:
                 if self._stop.is_set():
                     break
                 if not self._failing:
-                    log.warning("Kubernetes API: %s; keeping %d known shards, retrying", describe_failure(exc), len(self))
+                    log.warning("Kubernetes API: %s; keeping %d known shards, retrying",
+                                describe_failure(exc), len(self))
                     self._failing = True
                 self._pause()
             finally:
@@ -234,7 +235,7 @@ class LocalShards:
         except (ValueError, KeyError, TypeError) as exc:
             raise _Broken(f"watch sent a line that is not an event: {line[:200]!r}") from exc
         if kind == "ERROR":
-            if isinstance(obj, dict) and obj.get("code") == 410:
+            if isinstance(obj, dict) and obj.get("code") == HTTPStatus.GONE:
                 raise _Gone()
             raise _Broken(f"watch error: {obj.get('message') if isinstance(obj, dict) else obj}")
         self._just_listed = False
@@ -256,7 +257,7 @@ class LocalShards:
                 **{key: value for key, value in params.items() if value is not None},
             )
         except kubernetes.client.ApiException as exc:
-            if exc.status == 410:
+            if exc.status == HTTPStatus.GONE:
                 raise _Gone() from exc
             raise
         self._response = response

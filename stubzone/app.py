@@ -35,6 +35,8 @@ from stubzone.tls import peer_text
 
 log = logging.getLogger("stubzone")
 
+MAX_LABEL = 63
+"""Characters of a DNS label at the most (RFC 1035 section 2.3.4)."""
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body accepted (section 5: 413 above)."""
 MAX_NAMESERVERS = 16
@@ -177,7 +179,7 @@ def _count_and_log(request: web.BaseRequest, metrics: StubzoneMetrics, route: st
     """Count the answer and log its line (INFO for 2xx, 3xx and 404, else WARNING)."""
     metrics.requests.labels(request.method, route, str(status)).inc()
     peer = peer_text(request.transport) if request.transport else "?"
-    level = logging.INFO if status < 400 or status == 404 else logging.WARNING
+    level = logging.INFO if status < HTTPStatus.BAD_REQUEST or status == HTTPStatus.NOT_FOUND else logging.WARNING
     log.log(level, '%s %s client="%s" peer=%s status=%d reason="%s"',
             _clip(request.method), _clip(request.raw_path), identity, peer, status, reason)
 
@@ -211,7 +213,7 @@ class JSONErrorsRequestHandler(web.RequestHandler):
         """The JSON answer to an error aiohttp met; the connection is closed after it."""
         if request.writer.output_size > 0:  # as aiohttp: part of a response is out, only closing is left
             raise ConnectionError("part of the response was sent already; the error cannot be answered")
-        if status >= 500:
+        if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
             log.error("%s %s: internal error", _clip(request.method), _clip(request.raw_path), exc_info=exc)
             reason = "internal error"
         else:
@@ -233,8 +235,8 @@ def _federation(request: web.Request) -> str:
     name = request.match_info["federation"]
     if not name:
         raise ApiError(400, "federation name is empty")
-    if len(name) > 63:
-        raise ApiError(400, f"federation name is {len(name)} characters long; a DNS label has at most 63")
+    if len(name) > MAX_LABEL:
+        raise ApiError(400, f"federation name is {len(name)} characters long; a DNS label has at most {MAX_LABEL}")
     try:
         return check_label(name, "federation name")
     except ValueError as exc:

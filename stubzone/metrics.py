@@ -19,7 +19,8 @@ class StubzoneMetrics:
             return Gauge(name, doc, namespace=NAMESPACE, registry=registry)
 
         self.requests = counter(
-            "requests", "Stub-zone API requests answered, by method, route and HTTP status", ("method", "route", "status")
+            "requests", "Stub-zone API requests answered, by method, route and HTTP status",
+            ("method", "route", "status"),
         )
         self.tls_refused = counter(
             "tls_refused", "TLS handshakes refused (no, untrusted or expired client certificate; timeout)"

@@ -161,7 +161,8 @@ def _describe(contents: tuple[bytes, ...]) -> tuple[str, float]:
         raise ConfigError(f"the certificates do not parse: {exc}") from exc
     expiry = leaf.not_valid_after_utc
     names = ", ".join(authority.subject.rfc4514_string() for authority in authorities)
-    summary = f"server certificate serial {leaf.serial_number:#x} expiring {expiry:%Y-%m-%dT%H:%M:%SZ}; client CA {names}"
+    summary = (f"server certificate serial {leaf.serial_number:#x} expiring {expiry:%Y-%m-%dT%H:%M:%SZ}; "
+               f"client CA {names}")
     if expiry < datetime.now(UTC):
         log.warning("the server certificate expired at %s", f"{expiry:%Y-%m-%dT%H:%M:%SZ}")
     return summary, expiry.timestamp()

@@ -17,9 +17,10 @@ Only the keys the change touches differ; every other key, label and
 annotation goes back as read. The client is synchronous; each call runs in a
 worker thread, and the whole change (its turn, the reads, the writes, the
 backoffs) ends within one ``--backend-timeout`` (:class:`Deadline`): the
-thread gives each HTTP request the time left and starts no write after it. urllib3's own retries are off: a PUT is never re-sent behind
-our back, so a dropped connection after a write is reported as "may have
-been applied", and a refused connection as "nothing changed".
+thread gives each HTTP request the time left and starts no write after it.
+urllib3's own retries are off: a PUT is never re-sent behind our back, so a
+dropped connection after a write is reported as "may have been applied", and
+a refused connection as "nothing changed".
 """
 
 import asyncio
@@ -29,6 +30,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,8 @@ log = logging.getLogger(__name__)
 
 CONFLICT_RETRIES = 10
 """How often a change is read again and redone after a 409 before the request answers 503."""
+MAX_NAME = 253
+"""Characters of a ConfigMap name at the most (a DNS subdomain, RFC 1123)."""
 BACKOFF_INITIAL = 0.01
 BACKOFF_MAX = 0.5
 """Seconds of the jittered exponential backoff between conflicting attempts."""
@@ -64,7 +68,7 @@ def parse_reference(text: str) -> tuple[str, str]:
 
 
 def _is_subdomain(name: str) -> bool:
-    return 0 < len(name) <= 253 and all(names.is_label(label) for label in name.split("."))
+    return 0 < len(name) <= MAX_NAME and all(names.is_label(label) for label in name.split("."))
 
 
 def client_configuration(kubeconfig: Path | None, context: str | None) -> kubernetes.client.Configuration:
@@ -145,7 +149,7 @@ class ConfigMapStore:
         try:
             body = self._call(False, deadline, self._api.read_namespaced_config_map, self.name, self.namespace)
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status == HTTPStatus.NOT_FOUND:
                 return None
             raise self._refused(exc, write=False) from exc
         try:
@@ -183,7 +187,7 @@ class ConfigMapStore:
     def _refused(self, exc: ApiException, *, write: bool) -> BackendUnavailable:
         """A refusal by the API server; a write answered 5xx may still have been committed."""
         return BackendUnavailable(f"the API server answered {exc.status} for {self.where}: {_status_message(exc)}",
-                                  may_have_applied=write and (exc.status or 0) >= 500)
+                                  may_have_applied=write and (exc.status or 0) >= HTTPStatus.INTERNAL_SERVER_ERROR)
 
 
 _NEVER_SENT = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,
