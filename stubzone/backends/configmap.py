@@ -43,6 +43,7 @@ from feddns import names
 from feddns.errors import ConfigError
 from feddns.kubeapi import load_configuration
 from stubzone.backends import BackendUnavailable, Deadline
+from stubzone.model import StubDomains
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,24 @@ class ConfigMapStore:
         """A refusal by the API server; a write answered 5xx may still have been committed."""
         return BackendUnavailable(f"the API server answered {exc.status} for {self.where}: {_status_message(exc)}",
                                   may_have_applied=write and (exc.status or 0) >= HTTPStatus.INTERNAL_SERVER_ERROR)
+
+
+class ConfigMapBackend:
+    """What the backends kept in one ConfigMap share: the ConfigMap, the stub domains, ``ping`` and ``close``."""
+
+    def __init__(self, store: ConfigMapStore, domains: StubDomains) -> None:
+        self.store = store
+        self.domains = domains
+        self.where = store.where
+
+    async def ping(self) -> str:
+        """The ConfigMap's ``resourceVersion``, or that it does not exist yet."""
+        _, version = await self.store.read()
+        return f"{self.where} resourceVersion {version}" if version else f"{self.where} not created yet"
+
+    async def close(self) -> None:
+        """Close the API client."""
+        self.store.close()
 
 
 _NEVER_SENT = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,
