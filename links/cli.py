@@ -21,8 +21,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from feddns.errors import ConfigError
-from feddns.hostport import parse_hostport, parse_ip_port
+from feddns.hostport import parse_ip_port
 from feddns.lifecycle import StopSignals
+from feddns.listen import ListenAddresses, host_port, log_listening, start_observe
 from feddns.names import normalize_zone
 from feddns.observe import ObserveServer
 from links import files
@@ -66,8 +67,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 class LinksSettings:
     """Everything ``feddns links`` needs, checked and loaded from its flags (see :func:`settings_from`)."""
 
-    listen: tuple[str, int]
-    """HTTPS address ``(host, port)`` of ``POST /mutate``; port 0 lets the system pick one (``--listen``)."""
+    addresses: ListenAddresses
+    """The HTTPS address of ``POST /mutate`` and the metrics address (``--listen``, ``--metrics``)."""
     certificate: files.ServerCertificate
     """The server certificate and key, loaded and followed on disk (``--cert``, ``--key``)."""
     policies: files.PolicyFile
@@ -79,15 +80,11 @@ class LinksSettings:
     """The local cluster's Services carrying ``--federation-label``, not listed until :meth:`LocalShards.start`."""
     zone: str
     """The federation zone, absolute and lowercase (``--zone``)."""
-    metrics_listen: str | None
-    """``HOST:PORT`` of plain-HTTP ``/metrics``, ``/health`` and ``/ready``; ``None``: not served (``--metrics``)."""
 
 
 def settings_from(args: argparse.Namespace) -> LinksSettings:
     """Check the flags and load the files; raises :class:`ConfigError` naming the first bad one."""
-    listen = parse_hostport(args.listen)
-    if args.metrics:
-        parse_hostport(args.metrics)
+    addresses = ListenAddresses.from_flags(args.listen, args.metrics)
     if not 0 < args.gating_timeout <= MAX_GATING_TIMEOUT:
         raise ConfigError(f"--gating-timeout must be more than 0 and at most {MAX_GATING_TIMEOUT:g} seconds")
     try:
@@ -103,13 +100,12 @@ def settings_from(args: argparse.Namespace) -> LinksSettings:
         address, port = parse_ip_port(args.resolver, 53)
         resolver = (str(address), port)
     return LinksSettings(
-        listen=listen,
+        addresses=addresses,
         certificate=files.ServerCertificate(args.cert, args.key),
         policies=files.PolicyFile(args.policies),
         gate=Gate(resolver, args.gating_timeout),
         shards=LocalShards(connector(args.kubeconfig, args.context), label),
         zone=zone,
-        metrics_listen=args.metrics,
     )
 
 
@@ -130,7 +126,7 @@ def _install_uvloop() -> None:
 
 
 async def serve(settings: LinksSettings) -> int:
-    """Serve ``POST /mutate`` over TLS on ``settings.listen`` until a signal; returns 0."""
+    """Serve ``POST /mutate`` over TLS on ``settings.addresses.listen`` until a signal; returns 0."""
     registry = CollectorRegistry()
     metrics = LinksMetrics(registry)
     reviewer = Reviewer(settings.zone, settings.policies.current, settings.shards, settings.gate)
@@ -144,7 +140,9 @@ async def serve(settings: LinksSettings) -> int:
     signals = StopSignals()
     try:
         await _listen(runner, settings)
-        observe = _observe(settings.metrics_listen, registry, settings.shards)
+        observe = start_observe(settings.addresses.metrics, registry, ready=lambda: settings.shards.ready)
+        if observe is not None:
+            log.info("metrics on %s (/metrics, /health, /ready)", observe.url)
         log.info("policies: %d; asking %s whether required links exist", len(settings.policies.current()),
                  ", ".join(settings.gate.nameservers))
         settings.shards.start()
@@ -164,27 +162,13 @@ async def serve(settings: LinksSettings) -> int:
 
 
 async def _listen(runner: web.AppRunner, settings: LinksSettings) -> None:
-    host, port = settings.listen
+    host, port = settings.addresses.listen
     site = web.TCPSite(runner, host, port, ssl_context=settings.certificate.context, reuse_address=True)
     try:
         await site.start()
     except OSError as exc:  # asyncio rewords strerror; the errno is the one line worth printing
-        raise ConfigError(f"--listen {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}") from exc
-    for address in runner.addresses:
-        shown = f"[{address[0]}]" if ":" in address[0] else address[0]
-        log.info("listening on https://%s:%d", shown, address[1])
-
-
-def _observe(listen: str | None, registry: CollectorRegistry, shards: LocalShards) -> ObserveServer | None:
-    if listen is None:
-        return None
-    observe = ObserveServer(listen, registry, health=lambda: True, ready=lambda: shards.ready)
-    try:
-        observe.start()
-    except OSError as exc:
-        raise ConfigError(f"--metrics {listen}: {exc.strerror or exc}") from exc
-    log.info("metrics on %s (/metrics, /health, /ready)", observe.url)
-    return observe
+        raise ConfigError(f"--listen {host_port(host, port)}: {os.strerror(exc.errno) if exc.errno else exc}") from exc
+    log_listening(log, "https", runner.addresses)
 
 
 async def _watch_files(settings: LinksSettings, metrics: LinksMetrics) -> None:

@@ -19,8 +19,8 @@ from prometheus_client import CollectorRegistry
 
 import feddns.etcd
 from feddns.errors import ConfigError
-from feddns.hostport import parse_hostport
 from feddns.lifecycle import StopSignals, cannot_listen
+from feddns.listen import ListenAddresses, host_port, log_listening, start_observe
 from feddns.observe import ObserveServer
 from stubzone import tls
 from stubzone.app import make_app, protocol_factory
@@ -107,16 +107,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 class StubzoneSettings:
     """Everything ``feddns stubzone`` needs, checked and loaded from its flags (see :func:`settings_from`)."""
 
-    listen: tuple[str, int]
-    """HTTPS address ``(host, port)``; port 0 lets the system pick one (``--listen``)."""
+    addresses: ListenAddresses
+    """The HTTPS address and the metrics address (``--listen``, ``--metrics``)."""
     credentials: tls.ServerCredentials
     """The server certificate and key and the client CA, loaded (``--cert``, ``--key``, ``--client-ca``)."""
     allow: AllowList
     """The client identities let in (``--allow``)."""
     backend: Backend
     """The cluster DNS programmed, made from its flags (``--backend`` and its group of flags)."""
-    metrics_listen: str | None
-    """``HOST:PORT`` of plain-HTTP ``/metrics``, ``/health`` and ``/ready``; ``None``: not served (``--metrics``)."""
     listener: tls.ListenerSettings
     """Handshake timeout, connection limit and certificate reload interval of the HTTPS socket."""
 
@@ -141,9 +139,7 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
         if getattr(args, dest) is not None and args.backend not in backends:
             flag = "--" + dest.replace("_", "-")
             raise ConfigError(f"{flag} is for --backend {' or '.join(backends)}, not {args.backend}")
-    parse_hostport(args.listen)
-    if args.metrics:
-        parse_hostport(args.metrics)
+    ListenAddresses.from_flags(args.listen, args.metrics)
     AllowList(args.allow)
     return StubDomains(args.federation_zone, args.cluster_domain)
 
@@ -153,11 +149,10 @@ def settings_from(args: argparse.Namespace) -> StubzoneSettings:
     domains = check_flags(args)
     credentials = tls.ServerCredentials(args.cert, args.key, args.client_ca)
     return StubzoneSettings(
-        listen=parse_hostport(args.listen),
+        addresses=ListenAddresses.from_flags(args.listen, args.metrics),
         credentials=credentials,
         allow=AllowList(args.allow),
         backend=load(args, domains),
-        metrics_listen=args.metrics,
         listener=tls.ListenerSettings(handshake_timeout=args.tls_handshake_timeout,
                                       max_connections=args.max_connections,
                                       reload_interval=args.tls_reload_interval),
@@ -170,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def serve(settings: StubzoneSettings) -> int:
-    """Serve the API over TLS on ``settings.listen`` until a signal; returns 0.
+    """Serve the API over TLS on ``settings.addresses.listen`` until a signal; returns 0.
 
     The HTTPS socket and the ``--metrics`` socket are both bound before
     "listening" is logged; a bind failure is a :class:`ConfigError` naming the
@@ -190,11 +185,8 @@ async def serve(settings: StubzoneSettings) -> int:
     gc.freeze()  # what start-up made lives for good: later collections (tls.give_back_memory) skip it
     try:
         server = await _listen(settings, listener)
-        observe = _observe(settings.metrics_listen, registry)
-        for sock in server.sockets:
-            address = sock.getsockname()
-            shown = f"[{address[0]}]" if ":" in address[0] else address[0]
-            log.info("listening on https://%s:%d", shown, address[1])
+        observe = start_observe(settings.addresses.metrics, registry, ready=lambda: True)
+        log_listening(log, "https", (sock.getsockname() for sock in server.sockets))
         if observe is not None:
             log.info("metrics on %s (/metrics, /health, /ready)", observe.url)
         log.info("backend %s; %s", settings.backend.name, settings.credentials.summary)
@@ -213,25 +205,8 @@ async def serve(settings: StubzoneSettings) -> int:
 
 
 async def _listen(settings: StubzoneSettings, factory: tls.TLSListener) -> asyncio.Server:
-    host, port = settings.listen
+    host, port = settings.addresses.listen
     try:
         return await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)
     except OSError as exc:
-        raise cannot_listen("--listen", settings_address(host, port), exc) from exc
-
-
-def settings_address(host: str, port: int) -> str:
-    """``HOST:PORT`` as given on the command line (IPv6 in brackets)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _observe(listen: str | None, registry: CollectorRegistry) -> ObserveServer | None:
-    if listen is None:
-        return None
-    observe = ObserveServer(listen, registry, health=lambda: True, ready=lambda: True)
-    try:
-        observe.start()
-    except OSError as exc:
-        raise cannot_listen("--metrics", listen, exc) from exc
-    return observe
-
+        raise cannot_listen("--listen", host_port(host, port), exc) from exc
