@@ -297,7 +297,7 @@ def one_round(work: Path, files: dict[str, Path], args: argparse.Namespace) -> d
 
 
 def ratios(result: dict[str, dict[str, Figure]]) -> dict[str, float]:
-    """Each figure the issue asks for, by name."""
+    """Each figure docs/performance.md sets a target for, by name."""
     feddns, nsd, fixed = result["feddns"], result["nsd"], result["fixed"]
     exact = feddns["exact"].qps
     out = {}

@@ -23,7 +23,7 @@ def feddns(*args: str) -> subprocess.CompletedProcess[str]:
     (["serve", "--etcd", "https://127.0.0.1:2379", "--etcd-cacert", "/nonexistent.crt"],
      "--etcd-cacert /nonexistent.crt: cannot read"),
     (["serve", "--etcd", "http://127.0.0.1:2379", "--etcd-user", "feddns"], "FEDDNS_ETCD_PASSWORD is empty or unset"),
-    (["serve", "--etcd-user", "feddns", "--etcd-password-file", "/etc/hostname"], "need --etcd"),
+    (["serve", "--example", "--etcd-user", "feddns", "--etcd-password-file", "/etc/hostname"], "need --etcd"),
     (["serve", "--etcd-prefix", "noslash"], "must start with '/'"),
     (["serve", "--cluster-option-code", "8"], "option code"),
     (["serve", "--no-such-flag"], "unrecognized arguments"),

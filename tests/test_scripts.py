@@ -58,5 +58,5 @@ def test_test_sh_installs_every_program_the_tests_start() -> None:
     commands = dict(pair.split("=") for pair in line.split()[1:])
     assert commands == {"etcd": "etcd-server", "etcdctl": "etcd-client", "dig": "bind9-dnsutils",
                         "unbound": "unbound", "named": "bind9", "curl": "curl", "promtool": "prometheus",
-                        "testssl": "testssl.sh"}
+                        "testssl": "testssl.sh", "nsd": "nsd", "dnsperf": "dnsperf"}
     assert re.search(r"^\.ci/run|exec bash scripts/test.sh", (REPO / ".ci" / "run").read_text(), re.MULTILINE)

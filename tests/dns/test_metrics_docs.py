@@ -12,7 +12,7 @@ SERVE_PREFIXES = ("feddns_dns_", "feddns_records_", "feddns_etcd_", "feddns_read
 
 def exported() -> dict[str, str]:
     """Metric family name -> type, from a running serve's /metrics."""
-    with ServeProcess(extra_args=["--metrics", "127.0.0.1:0"]) as server:
+    with ServeProcess(example=True, extra_args=["--metrics", "127.0.0.1:0"]) as server:
         server.query("myservice.myns.myfederation.svc.federation.", cluster="foo")
         server.query("nosuch.federation.")
         text = urllib.request.urlopen(server.metrics_url + "/metrics", timeout=5).read().decode()
