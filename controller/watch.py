@@ -32,7 +32,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -44,6 +44,7 @@ from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 from controller.config import ClusterConfig
 from controller.metrics import Metrics
 from controller.view import ENDPOINT_SLICES, SERVICE_EXPORTS, SERVICES
+from feddns.kubeapi import describe_failure, watch_lines
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ class Reflector:
                     self._stop.wait(self._timing.backoff_max)
                     continue
                 self._metrics.list_failures.labels(self.cluster).inc()
-                self._sink.failed(self.resource, _describe(exc))
+                self._sink.failed(self.resource, describe_failure(exc))
                 self._pause()
         if client is not None:
             client.close()  # type: ignore[no-untyped-call]
@@ -324,7 +325,7 @@ class Reflector:
             }
             response = self._open(call, params, read_timeout=timing.watch_timeout + timing.read_slack)
             try:
-                for line in _lines(response):
+                for line in watch_lines(response):
                     version = self._handle(line, version)
             finally:
                 self._release()
@@ -352,24 +353,3 @@ class Reflector:
         elif event_type != "BOOKMARK":
             log.warning("cluster %s: ignoring %s watch event of type %r", self.cluster, self.resource, event_type)
         return str(new_version) if new_version else version
-
-
-def _lines(response: urllib3.HTTPResponse) -> Iterator[bytes]:
-    """The newline-delimited JSON events of a watch response, as they arrive
-    (each chunk of a chunked response is handed over when it is read)."""
-    pending = b""
-    for chunk in response.stream(amt=None, decode_content=True):
-        pending += chunk
-        if b"\n" in chunk:
-            *lines, pending = pending.split(b"\n")
-            yield from (line for line in lines if line.strip())
-    if pending.strip():
-        yield pending
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, kubernetes.client.ApiException):
-        return f"HTTP {exc.status} {exc.reason}"
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        return str(exc.reason)
-    return f"{type(exc).__name__}: {exc}"

@@ -22,14 +22,15 @@ MAX_BODY = 6 * 1024 * 1024
 """Bytes of an AdmissionReview accepted (a pod of up to 3 MiB, with room for the review around it)."""
 
 
-class Metrics:
+class LinksMetrics:
     """The webhook's Prometheus metrics (``--metrics``): reviews by result and their latency."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.reviews = Counter("feddns_links_reviews_total", "AdmissionReviews answered, by result "
                                "(patched, unchanged, denied, conflict, reinvoked, not-a-pod, malformed, error)",
                                ["result"], registry=registry)
-        self.seconds = Histogram("feddns_links_review_seconds", "Time to answer an AdmissionReview, DNS gating included",
+        self.seconds = Histogram("feddns_links_review_seconds",
+                                 "Time to answer an AdmissionReview, DNS gating included",
                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 5),
                                  registry=registry)
         self.reloads = Counter("feddns_links_reloads_total", "Reloads of the policy file and the certificate, "
@@ -39,10 +40,10 @@ class Metrics:
 
 
 REVIEWER = web.AppKey("reviewer", Reviewer)
-METRICS = web.AppKey("metrics", Metrics)
+METRICS = web.AppKey("metrics", LinksMetrics)
 
 
-def make_app(reviewer: Reviewer, metrics: Metrics) -> web.Application:
+def make_app(reviewer: Reviewer, metrics: LinksMetrics) -> web.Application:
     """The aiohttp application answering ``POST /mutate``."""
     app = web.Application(client_max_size=MAX_BODY)
     app[REVIEWER], app[METRICS] = reviewer, metrics

@@ -14,7 +14,6 @@ import contextlib
 import gc
 import logging
 import os
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,11 +21,13 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from feddns.errors import ConfigError
-from feddns.hostport import parse_hostport, parse_ip_port
+from feddns.hostport import parse_ip_port
+from feddns.lifecycle import StopSignals
+from feddns.listen import ListenAddresses, host_port, log_listening, start_observe
 from feddns.names import normalize_zone
 from feddns.observe import ObserveServer
 from links import files
-from links.app import Metrics, make_app
+from links.app import LinksMetrics, make_app
 from links.gating import DEFAULT_TIMEOUT, Gate
 from links.review import Reviewer
 from links.selector import check_key
@@ -63,23 +64,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Everything ``feddns links`` needs, checked (see :func:`settings_from`)."""
+class LinksSettings:
+    """Everything ``feddns links`` needs, checked and loaded from its flags (see :func:`settings_from`)."""
 
-    listen: tuple[str, int]
+    addresses: ListenAddresses
+    """The HTTPS address of ``POST /mutate`` and the metrics address (``--listen``, ``--metrics``)."""
     certificate: files.ServerCertificate
+    """The server certificate and key, loaded and followed on disk (``--cert``, ``--key``)."""
     policies: files.PolicyFile
+    """The link policies, loaded and followed on disk (``--policies``; none without it)."""
     gate: Gate
+    """The DNS existence checks of required links: resolver and seconds per pod (``--resolver``,
+    ``--gating-timeout``)."""
     shards: LocalShards
+    """The local cluster's Services carrying ``--federation-label``, not listed until :meth:`LocalShards.start`."""
     zone: str
-    metrics_listen: str | None
+    """The federation zone, absolute and lowercase (``--zone``)."""
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace) -> LinksSettings:
     """Check the flags and load the files; raises :class:`ConfigError` naming the first bad one."""
-    listen = parse_hostport(args.listen)
-    if args.metrics:
-        parse_hostport(args.metrics)
+    addresses = ListenAddresses.from_flags(args.listen, args.metrics)
     if not 0 < args.gating_timeout <= MAX_GATING_TIMEOUT:
         raise ConfigError(f"--gating-timeout must be more than 0 and at most {MAX_GATING_TIMEOUT:g} seconds")
     try:
@@ -94,14 +99,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if args.resolver:
         address, port = parse_ip_port(args.resolver, 53)
         resolver = (str(address), port)
-    return Settings(
-        listen=listen,
+    return LinksSettings(
+        addresses=addresses,
         certificate=files.ServerCertificate(args.cert, args.key),
         policies=files.PolicyFile(args.policies),
         gate=Gate(resolver, args.gating_timeout),
         shards=LocalShards(connector(args.kubeconfig, args.context), label),
         zone=zone,
-        metrics_listen=args.metrics,
     )
 
 
@@ -115,16 +119,16 @@ def run(args: argparse.Namespace) -> int:
 def _install_uvloop() -> None:
     """uvloop where installed: its TLS and HTTP parsing take a third off each review's time."""
     try:
-        import uvloop
+        import uvloop  # noqa: PLC0415 - optional: not installed on every platform (pyproject.toml)
     except ImportError:
         return
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def serve(settings: Settings) -> int:
-    """Serve ``POST /mutate`` over TLS on ``settings.listen`` until a signal; returns 0."""
+async def serve(settings: LinksSettings) -> int:
+    """Serve ``POST /mutate`` over TLS on ``settings.addresses.listen`` until a signal; returns 0."""
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
+    metrics = LinksMetrics(registry)
     reviewer = Reviewer(settings.zone, settings.policies.current, settings.shards, settings.gate)
     runner = web.AppRunner(make_app(reviewer, metrics), access_log=None, handle_signals=False)
     await runner.setup()
@@ -133,16 +137,19 @@ async def serve(settings: Settings) -> int:
     gc.freeze()
     observe: ObserveServer | None = None
     watcher: asyncio.Task[None] | None = None
+    signals = StopSignals()
     try:
         await _listen(runner, settings)
-        observe = _observe(settings.metrics_listen, registry, settings.shards)
+        observe = start_observe(settings.addresses.metrics, registry, ready=lambda: settings.shards.ready)
+        if observe is not None:
+            log.info("metrics on %s (/metrics, /health, /ready)", observe.url)
         log.info("policies: %d; asking %s whether required links exist", len(settings.policies.current()),
                  ", ".join(settings.gate.nameservers))
         settings.shards.start()
         watcher = asyncio.create_task(_watch_files(settings, metrics))
-        await _until_signal()
-        log.info("stopping")
+        log.info("stopping (%s)", await signals.wait())
     finally:
+        signals.close()
         if watcher is not None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -154,31 +161,17 @@ async def serve(settings: Settings) -> int:
     return 0
 
 
-async def _listen(runner: web.AppRunner, settings: Settings) -> None:
-    host, port = settings.listen
+async def _listen(runner: web.AppRunner, settings: LinksSettings) -> None:
+    host, port = settings.addresses.listen
     site = web.TCPSite(runner, host, port, ssl_context=settings.certificate.context, reuse_address=True)
     try:
         await site.start()
     except OSError as exc:  # asyncio rewords strerror; the errno is the one line worth printing
-        raise ConfigError(f"--listen {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}") from exc
-    for address in runner.addresses:
-        shown = f"[{address[0]}]" if ":" in address[0] else address[0]
-        log.info("listening on https://%s:%d", shown, address[1])
+        raise ConfigError(f"--listen {host_port(host, port)}: {os.strerror(exc.errno) if exc.errno else exc}") from exc
+    log_listening(log, "https", runner.addresses)
 
 
-def _observe(listen: str | None, registry: CollectorRegistry, shards: LocalShards) -> ObserveServer | None:
-    if listen is None:
-        return None
-    observe = ObserveServer(listen, registry, health=lambda: True, ready=lambda: shards.ready)
-    try:
-        observe.start()
-    except OSError as exc:
-        raise ConfigError(f"--metrics {listen}: {exc.strerror or exc}") from exc
-    log.info("metrics on %s (/metrics, /health, /ready)", observe.url)
-    return observe
-
-
-async def _watch_files(settings: Settings, metrics: Metrics) -> None:
+async def _watch_files(settings: LinksSettings, metrics: LinksMetrics) -> None:
     """Poll the policy file and the certificate; keep the shard gauge current."""
     watched = {"policies": settings.policies.watched, "certificate": settings.certificate.watched}
     while True:
@@ -188,11 +181,3 @@ async def _watch_files(settings: Settings, metrics: Metrics) -> None:
             if reloaded is not None:
                 metrics.reloads.labels(name, "ok" if reloaded else "failed").inc()
         metrics.shards.set(len(settings.shards))
-
-
-async def _until_signal() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()

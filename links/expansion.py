@@ -69,5 +69,5 @@ def expand(text: str, lookup: Lookup) -> str:
 def references(text: str) -> list[str]:
     """The names ``text`` refers to with ``$(NAME)``, in order (escaped ones left out)."""
     names: list[str] = []
-    expand(text, lambda name: names.append(name))  # append returns None: every reference stays unexpanded
+    expand(text, names.append)  # append returns None: every reference stays unexpanded
     return names

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from feddns.errors import ConfigError
-from links.policy import Policies, load_policies
+from feddns.tlsfiles import server_context
+from links.policy import LinkPolicies, load_policies
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class PolicyFile:
     """
 
     def __init__(self, path: Path | None) -> None:
-        self.policies = load_policies(path) if path is not None else Policies()
+        self.policies = load_policies(path) if path is not None else LinkPolicies()
         self.watched = Watched(f"policy file {path}", [path] if path else [], self._reload)
         self._path = path
 
@@ -89,7 +90,7 @@ class PolicyFile:
         assert self._path is not None
         self.policies = load_policies(self._path)
 
-    def current(self) -> Policies:
+    def current(self) -> LinkPolicies:
         """The policies loaded last."""
         return self.policies
 
@@ -109,19 +110,7 @@ class ServerCertificate:
         self.watched = Watched(f"certificate {cert} / key {key}", [cert, key], self._reload)
 
     def _load(self) -> ssl.SSLContext:
-        for flag, path in (("--cert", self._cert), ("--key", self._key)):
-            try:
-                path.open("rb").close()
-            except OSError as exc:
-                raise ConfigError(f"{flag} {path}: {exc.strerror or exc}") from exc
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        try:
-            context.load_cert_chain(self._cert, self._key)
-        except (ssl.SSLError, ValueError) as exc:
-            reason = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else str(exc)
-            raise ConfigError(f"--cert {self._cert} / --key {self._key}: {reason.lower().replace('_', ' ')}") from exc
-        return context
+        return server_context(self._cert, self._key)
 
     def _reload(self) -> None:
         self._current = self._load()

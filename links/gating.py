@@ -102,8 +102,12 @@ class Gate:
         return Finding(Existence.EXISTS, "NOERROR")
 
 
+_ANSWER = 3
+"""Where dnspython's ``NoNameservers`` error tuples ``(server, tcp, port, answer or error)`` hold the answer."""
+
+
 def _rcodes(exc: dns.resolver.NoNameservers) -> str:
     """The rcodes or errors the nameservers gave (``SERVFAIL``, ``REFUSED``), from dnspython's error list."""
     errors = exc.kwargs.get("errors") or []
-    said = {str(error[3]) for error in errors if len(error) > 3}
+    said = {str(error[_ANSWER]) for error in errors if len(error) > _ANSWER}
     return ", ".join(sorted(said))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from links.expansion import references
-from links.link import INJECTED_ANNOTATION, Link, Port, env_name
+from links.link import INJECTED_ANNOTATION, Link, LinkPort, env_name
 
 JSON = dict[str, Any]
 CONTAINER_LISTS = ("initContainers", "containers")
@@ -51,7 +51,7 @@ class Plan:
     """Variable names injected per link prefix (empty on conflict)."""
 
 
-def variables(link: Link, ports: Sequence[Port], zone: str) -> list[Variable]:
+def variables(link: Link, ports: Sequence[LinkPort], zone: str) -> list[Variable]:
     """The variables of ``link`` with ``ports`` (the local shard's, or the link's own), in injection order."""
     result = [Variable(f"{link.prefix}_SERVICE_HOST", link.host(zone), link)]
     if ports:
@@ -61,7 +61,7 @@ def variables(link: Link, ports: Sequence[Port], zone: str) -> list[Variable]:
     return result
 
 
-def plan(pod: JSON, links: Sequence[tuple[Link, Sequence[Port]]], zone: str) -> Plan:
+def plan(pod: JSON, links: Sequence[tuple[Link, Sequence[LinkPort]]], zone: str) -> Plan:
     """The patch and warnings for ``pod`` given each link with its ports.
 
     ``pod`` is the AdmissionReview's ``request.object`` (its ``spec`` a mapping).
@@ -156,7 +156,8 @@ def _env_ops(where: str, container: JSON, wanted: Sequence[Variable]) -> list[JS
     return [{"op": "add", "path": f"{where}/env/{index}", "value": entry} for index, entry in enumerate(new)]
 
 
-def _annotation_op(pod: JSON, links: Sequence[tuple[Link, Sequence[Port]]], injected: Mapping[str, list[str]]) -> JSON:
+def _annotation_op(pod: JSON, links: Sequence[tuple[Link, Sequence[LinkPort]]],
+                   injected: Mapping[str, list[str]]) -> JSON:
     """The ``add`` of ``links.feddns.io/injected``: per prefix, the service, where the link came from, the names."""
     record = {link.prefix: {"service": link.target, "source": link.source, "variables": injected[link.prefix]}
               for link, _ in links}

@@ -35,12 +35,18 @@ _LINK_START = re.compile(r"^\s*[^\s=:,?&]+\s*=")
 _PORT_ITEM = re.compile(r"^\s*[A-Za-z0-9-]+\s*:\s*[0-9]+\s*(&.*)?$", re.DOTALL)
 
 
+MAX_PORT = 65535
+"""The highest TCP or UDP port number."""
+_TARGET_PARTS = ("service name", "namespace", "federation name")
+"""The labels of a link's target ``svc.ns.federation``, in order."""
+
+
 class LinkError(FeddnsError, ValueError):
     """A link (annotation entry or policy entry) is malformed; the message names it and says why."""
 
 
 @dataclass(frozen=True, slots=True)
-class Port:
+class LinkPort:
     """A service port: ``name`` (an IANA service name, or ``""`` when unnamed) and ``port`` (1-65535)."""
 
     name: str
@@ -61,7 +67,7 @@ class Link:
     namespace: str
     federation: str
     required: bool = True
-    ports: tuple[Port, ...] = ()
+    ports: tuple[LinkPort, ...] = ()
     source: str = "annotation"
 
     @property
@@ -90,29 +96,29 @@ def parse_prefix(text: str) -> str:
 def parse_target(text: str) -> tuple[str, str, str]:
     """``(service, namespace, federation)`` of ``svc.ns.federation``; raises :class:`LinkError`."""
     labels = text.strip().lower().split(".")
-    if len(labels) != 3:
+    if len(labels) != len(_TARGET_PARTS):
         hint = " (write the federated service, not the DNS name)" if "svc" in labels[3:] else ""
         raise LinkError(f"{text.strip()!r} is not <service>.<namespace>.<federation>{hint}")
     try:
-        for label, what in zip(labels, ("service name", "namespace", "federation name"), strict=True):
+        for label, what in zip(labels, _TARGET_PARTS, strict=True):
             check_label(label, what)
     except ValueError as exc:
         raise LinkError(str(exc)) from exc
     return labels[0], labels[1], labels[2]
 
 
-def parse_port(text: str) -> Port:
-    """``name:port`` to a :class:`Port`; raises :class:`LinkError`."""
+def parse_port(text: str) -> LinkPort:
+    """``name:port`` to a :class:`LinkPort`; raises :class:`LinkError`."""
     name, sep, number = text.strip().partition(":")
     name, number = name.strip().lower(), number.strip()
     if not sep or not _PORT_NAME.match(name) or name.isdigit() or "--" in name:
         raise LinkError(f"port {text.strip()!r} is not name:port (a port name: a-z, 0-9 and '-', 1 to 15)")
-    if not number.isdigit() or not 1 <= int(number) <= 65535:
+    if not number.isdigit() or not 1 <= int(number) <= MAX_PORT:
         raise LinkError(f"port {text.strip()!r}: {number!r} is not a port number from 1 to 65535")
-    return Port(name, int(number))
+    return LinkPort(name, int(number))
 
 
-def check_ports(ports: tuple[Port, ...]) -> tuple[Port, ...]:
+def check_ports(ports: tuple[LinkPort, ...]) -> tuple[LinkPort, ...]:
     """``ports`` when their names are distinct; raises :class:`LinkError` naming a repeated one."""
     seen: set[str] = set()
     for port in ports:
@@ -149,7 +155,7 @@ def _parse_rest(prefix: str, rest: str, source: str) -> Link:
     target, _, query = rest.partition("?")
     service, namespace, federation = parse_target(target)
     required = True
-    ports: tuple[Port, ...] = ()
+    ports: tuple[LinkPort, ...] = ()
     seen: set[str] = set()
     for parameter in query.split("&") if query.strip() else ():
         key, eq, value = parameter.partition("=")

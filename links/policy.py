@@ -30,12 +30,12 @@ import yaml
 
 from feddns.errors import ConfigError
 from feddns.names import check_label
-from links.link import Link, LinkError, Port, check_ports, parse_port, parse_prefix, parse_target
+from links.link import Link, LinkError, LinkPort, check_ports, parse_port, parse_prefix, parse_target
 from links.selector import LabelSelector, parse_selector
 
 
 @dataclass(frozen=True, slots=True)
-class Policy:
+class LinkPolicy:
     """One policy: its ``links`` go to pods in ``namespace`` whose labels ``selector`` matches."""
 
     name: str
@@ -45,10 +45,10 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Policies:
+class LinkPolicies:
     """Every policy of a file, indexed by namespace (a pod's namespace is looked up once)."""
 
-    by_namespace: Mapping[str, tuple[Policy, ...]] = field(default_factory=dict)
+    by_namespace: Mapping[str, tuple[LinkPolicy, ...]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return sum(len(policies) for policies in self.by_namespace.values())
@@ -59,7 +59,7 @@ class Policies:
                 if policy.selector.matches(labels) for link in policy.links]
 
 
-def load_policies(path: Path) -> Policies:
+def load_policies(path: Path) -> LinkPolicies:
     """Read and check a policy file; raises :class:`ConfigError` naming the file and the bad entry."""
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -73,15 +73,15 @@ def load_policies(path: Path) -> Policies:
         raise ConfigError(f"policy file {path}: {exc}") from exc
 
 
-def parse_policies(raw: Any) -> Policies:
-    """Policies from the file's parsed YAML (``None`` is an empty file); raises :class:`ConfigError`."""
+def parse_policies(raw: Any) -> LinkPolicies:
+    """The policies from the file's parsed YAML (``None`` is an empty file); raises :class:`ConfigError`."""
     if raw is None:
-        return Policies()
+        return LinkPolicies()
     _fields(raw, "", required=(), optional=("policies",))
     entries = raw.get("policies") or []
     if not isinstance(entries, list):
         raise ConfigError("policies: must be a list")
-    by_namespace: dict[str, list[Policy]] = {}
+    by_namespace: dict[str, list[LinkPolicy]] = {}
     names: set[str] = set()
     for index, entry in enumerate(entries):
         policy = _policy(entry, f"policies[{index}]")
@@ -89,10 +89,10 @@ def parse_policies(raw: Any) -> Policies:
             raise ConfigError(f"policies[{index}]: name {policy.name!r} is used twice")
         names.add(policy.name)
         by_namespace.setdefault(policy.namespace, []).append(policy)
-    return Policies({namespace: tuple(policies) for namespace, policies in by_namespace.items()})
+    return LinkPolicies({namespace: tuple(policies) for namespace, policies in by_namespace.items()})
 
 
-def _policy(raw: Any, where: str) -> Policy:
+def _policy(raw: Any, where: str) -> LinkPolicy:
     _fields(raw, where, required=("name", "namespace", "selector", "links"), optional=())
     name = _label(raw["name"], f"{where}.name", "policy name")
     namespace = _label(raw["namespace"], f"{where}.namespace", "namespace")
@@ -104,7 +104,7 @@ def _policy(raw: Any, where: str) -> Policy:
     prefixes = [link.prefix for link in links]
     if len(set(prefixes)) != len(prefixes):
         raise ConfigError(f"{where}.links: a prefix is used twice ({', '.join(prefixes)})")
-    return Policy(name, namespace, selector, links)
+    return LinkPolicy(name, namespace, selector, links)
 
 
 def _link(raw: Any, where: str, policy: str) -> Link:
@@ -121,7 +121,7 @@ def _link(raw: Any, where: str, policy: str) -> Link:
     return Link(prefix, service, namespace, federation, required, ports, f"policy {policy}")
 
 
-def _ports(raw: Any, where: str) -> tuple[Port, ...]:
+def _ports(raw: Any, where: str) -> tuple[LinkPort, ...]:
     if not isinstance(raw, list):
         raise ConfigError(f"{where}: must be a list of {{name, port}}")
     ports = []

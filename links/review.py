@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from links import inject
-from links.gating import Existence, Finding
-from links.link import INJECTED_ANNOTATION, SERVICES_ANNOTATION, Link, Port, parse_annotation
-from links.policy import Policies
+from links.gating import Existence, Gate
+from links.link import INJECTED_ANNOTATION, SERVICES_ANNOTATION, Link, LinkPort, parse_annotation
+from links.policy import LinkPolicies
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +51,8 @@ class Shards(Protocol):
     def ready(self) -> bool:
         """True once the Services have been listed."""
 
-    def ports(self, namespace: str, name: str, federation: str) -> tuple[Port, ...] | None:
+    def ports(self, namespace: str, name: str, federation: str) -> tuple[LinkPort, ...] | None:
         """The local shard's ports, ``None`` without a local shard."""
-
-
-class Gate(Protocol):
-    """Existence checks against the cluster DNS (links.gating.Gate)."""
-
-    async def check(self, names: Sequence[str]) -> dict[str, Finding]:
-        """A finding per absolute name."""
 
 
 @dataclass
@@ -84,7 +77,7 @@ class Reviewer:
     """Answers AdmissionReviews for ``zone`` with the current ``policies()``, ``shards`` and ``gate``."""
 
     zone: str
-    policies: Callable[[], Policies]
+    policies: Callable[[], LinkPolicies]
     shards: Shards
     gate: Gate
 
@@ -107,14 +100,16 @@ class Reviewer:
     async def decide(self, request: JSON) -> Outcome:
         """The outcome for an AdmissionReview's ``request``."""
         kind = request.get("kind") or {}
-        if not isinstance(kind, dict) or (kind.get("group"), kind.get("kind")) != ("", "Pod") or request.get("subResource"):
+        is_pod = isinstance(kind, dict) and (kind.get("group"), kind.get("kind")) == ("", "Pod")
+        if not is_pod or request.get("subResource"):
             what = f"{kind.get('kind')}" if isinstance(kind, dict) else "?"
-            return Outcome("not-a-pod", warnings=[f"feddns links: only pods are handled, not {what}; nothing was changed"])
+            warning = f"feddns links: only pods are handled, not {what}; nothing was changed"
+            return Outcome("not-a-pod", warnings=[warning])
         if request.get("operation") != "CREATE":
             warning = f"feddns links: only pod creation is handled, not {request.get('operation')}; nothing was changed"
             return Outcome("not-a-pod", warnings=[warning])
         pod = request.get("object")
-        if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict) or not isinstance(pod.get("metadata"), dict):
+        if not (isinstance(pod, dict) and isinstance(pod.get("spec"), dict) and isinstance(pod.get("metadata"), dict)):
             return Outcome("malformed", warnings=["feddns links: request.object is not a pod; nothing was changed"])
         return await self._decide_pod(pod, str(request.get("namespace") or pod["metadata"].get("namespace") or ""))
 
@@ -136,7 +131,8 @@ class Reviewer:
         if denial:
             return Outcome("denied", allowed=False, warnings=warnings, message=denial)
         if clashes:
-            return Outcome("conflict", warnings=warnings + [f"{c}; nothing was injected into this pod" for c in clashes])
+            refused = [f"{clash}; nothing was injected into this pod" for clash in clashes]
+            return Outcome("conflict", warnings=[*warnings, *refused])
         with_ports, port_warnings = self._ports(links)
         plan = inject.plan(pod, with_ports, self.zone)
         result = "patched" if plan.patch else "conflict"
@@ -162,7 +158,7 @@ class Reviewer:
         return ("feddns links: the pod requires federated services that do not exist: " + "; ".join(missing)
                 + " (a link with required=false lets the pod start without it)"), warnings
 
-    def _ports(self, links: Sequence[Link]) -> tuple[list[tuple[Link, tuple[Port, ...]]], list[str]]:
+    def _ports(self, links: Sequence[Link]) -> tuple[list[tuple[Link, tuple[LinkPort, ...]]], list[str]]:
         """Each link with the local shard's ports, or its own; a warning when neither is known for sure."""
         result, warnings = [], []
         for link in links:
@@ -213,7 +209,7 @@ def limit_warnings(warnings: Sequence[str]) -> list[str]:
     lines = list(dict.fromkeys(" ".join(text.split()) for text in warnings))
     cut = [line if len(line) <= WARNING_CHARS else line[:WARNING_CHARS - 3] + "..." for line in lines]
     if len(cut) > MAX_WARNINGS:
-        cut = cut[:MAX_WARNINGS - 1] + [f"feddns links: {len(cut) - MAX_WARNINGS + 1} more warnings in its log"]
+        cut = [*cut[:MAX_WARNINGS - 1], f"feddns links: {len(cut) - MAX_WARNINGS + 1} more warnings in its log"]
     return cut
 
 

@@ -21,20 +21,23 @@ so memory grows with the number of federated Services, not their size.
 Lookups (:meth:`LocalShards.ports`) take a lock held only for a dict read.
 """
 
+import contextlib
 import json
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 import kubernetes.client
 import kubernetes.config
 import urllib3
 
-from feddns.errors import ConfigError
-from links.link import Port
+from feddns.errors import FeddnsError
+from feddns.kubeapi import describe_failure, load_configuration, watch_lines
+from links.link import MAX_PORT, LinkPort
 
 log = logging.getLogger(__name__)
 
@@ -44,32 +47,38 @@ FEDERATION_LABEL = "federation.feddns.io/name"
 PAGE_SIZE = 500
 
 
-class _Gone(Exception):
+class _Gone(FeddnsError):
     """The watched version is too old (410): list again."""
 
 
-class _Broken(Exception):
+class _Broken(FeddnsError):
     """The server sent something that is not an event."""
 
 
 @dataclass(frozen=True, slots=True)
-class Shard:
+class LocalShard:
     """What is kept of a labelled Service: its federation and its ports, in ``spec.ports`` order."""
 
     federation: str
-    ports: tuple[Port, ...]
+    ports: tuple[LinkPort, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class Timing:
-    """Seconds: the watch's ``timeoutSeconds``, the client's connect and read timeouts, the backoff bounds."""
+class ShardWatchTiming:
+    """How the Services are listed and watched, and how failures are backed off from."""
 
     watch_timeout: int = 300
+    """Seconds: the watch's ``timeoutSeconds``, after which the API server ends it and it is opened again."""
     connect_timeout: float = 10.0
+    """Seconds to open a connection to the API server."""
     read_slack: float = 30.0
+    """Seconds a watch read may wait beyond ``watch_timeout`` before the connection counts as dead."""
     list_timeout: float = 60.0
+    """Seconds a read of one page of the list may wait."""
     backoff_initial: float = 0.5
+    """Seconds of the first pause after a failure (full jitter: a random part of it), doubled at each failure."""
     backoff_max: float = 30.0
+    """Seconds the pause after failures grows to at most."""
 
 
 def connector(kubeconfig: str | None, context: str | None) -> Callable[[], kubernetes.client.ApiClient]:
@@ -81,21 +90,11 @@ def connector(kubeconfig: str | None, context: str | None) -> Callable[[], kuber
     """
     configuration = kubernetes.client.Configuration()
     configuration.retries = False
-    try:
-        if kubeconfig is None:
-            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False)
-    except kubernetes.config.ConfigException as exc:
-        where = f"--kubeconfig {kubeconfig}" if kubeconfig else "no --kubeconfig and not in a cluster"
-        raise ConfigError(f"{where}: {exc}") from exc
-    except (OSError, ValueError) as exc:  # a missing file, or YAML that is not a kubeconfig
-        raise ConfigError(f"--kubeconfig {kubeconfig}: {exc}") from exc
+    load_configuration(kubernetes.config, configuration, kubeconfig, context)
     return lambda: kubernetes.client.ApiClient(configuration)
 
 
-def shard_of(service: Any, label: str) -> tuple[tuple[str, str], Shard | None]:
+def shard_of(service: Any, label: str) -> tuple[tuple[str, str], LocalShard | None]:
     """``((namespace, name), shard)`` of a Service object; the shard is ``None`` when it lacks ``label``."""
     meta = service.get("metadata") or {}
     key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -105,9 +104,9 @@ def shard_of(service: Any, label: str) -> tuple[tuple[str, str], Shard | None]:
     ports = []
     for entry in (service.get("spec") or {}).get("ports") or []:
         number = entry.get("port") if isinstance(entry, dict) else None
-        if isinstance(number, int) and 0 < number < 65536:
-            ports.append(Port(str(entry.get("name") or ""), number))
-    return key, Shard(federation, tuple(ports))
+        if isinstance(number, int) and 0 < number <= MAX_PORT:
+            ports.append(LinkPort(str(entry.get("name") or ""), number))
+    return key, LocalShard(federation, tuple(ports))
 
 
 class LocalShards:
@@ -118,13 +117,13 @@ class LocalShards:
     """
 
     def __init__(self, connect: Callable[[], kubernetes.client.ApiClient], label: str = FEDERATION_LABEL,
-                 timing: Timing = Timing()) -> None:
+                 timing: ShardWatchTiming = ShardWatchTiming()) -> None:
         self.label = label
         self.synced = threading.Event()
         self._connect = connect
         self._timing = timing
         self._lock = threading.Lock()
-        self._shards: dict[tuple[str, str], Shard] = {}
+        self._shards: dict[tuple[str, str], LocalShard] = {}
         self._stop = threading.Event()
         self._response: urllib3.HTTPResponse | None = None
         self._failing = False
@@ -141,10 +140,8 @@ class LocalShards:
         self._stop.set()
         response = self._response
         if response is not None:
-            try:
+            with contextlib.suppress(OSError, RuntimeError, ValueError):  # already released
                 response.shutdown()
-            except (OSError, RuntimeError, ValueError):
-                pass  # already released
         if self._thread.ident is not None:  # started
             self._thread.join(timeout)
 
@@ -157,7 +154,7 @@ class LocalShards:
         with self._lock:
             return len(self._shards)
 
-    def ports(self, namespace: str, name: str, federation: str) -> tuple[Port, ...] | None:
+    def ports(self, namespace: str, name: str, federation: str) -> tuple[LinkPort, ...] | None:
         """The ports of the local shard ``namespace/name`` of ``federation``; ``None`` when there is none."""
         with self._lock:
             shard = self._shards.get((namespace, name))
@@ -184,7 +181,8 @@ class LocalShards:
                 if self._stop.is_set():
                     break
                 if not self._failing:
-                    log.warning("Kubernetes API: %s; keeping %d known shards, retrying", _describe(exc), len(self))
+                    log.warning("Kubernetes API: %s; keeping %d known shards, retrying",
+                                describe_failure(exc), len(self))
                     self._failing = True
                 self._pause()
             finally:
@@ -196,7 +194,7 @@ class LocalShards:
         self._delay = min(self._delay * 2, self._timing.backoff_max)
 
     def _list(self, api: kubernetes.client.CoreV1Api) -> str:
-        shards: dict[tuple[str, str], Shard] = {}
+        shards: dict[tuple[str, str], LocalShard] = {}
         token: str | None = None
         while True:
             page = json.loads(self._open(api, self._timing.list_timeout, limit=PAGE_SIZE, _continue=token).data)
@@ -224,7 +222,7 @@ class LocalShards:
                                   resource_version=version, allow_watch_bookmarks=True,
                                   timeout_seconds=self._timing.watch_timeout)
             try:
-                for line in _lines(response):
+                for line in watch_lines(response):
                     version = self._apply(line, version)
             finally:
                 self._release()
@@ -237,7 +235,7 @@ class LocalShards:
         except (ValueError, KeyError, TypeError) as exc:
             raise _Broken(f"watch sent a line that is not an event: {line[:200]!r}") from exc
         if kind == "ERROR":
-            if isinstance(obj, dict) and obj.get("code") == 410:
+            if isinstance(obj, dict) and obj.get("code") == HTTPStatus.GONE:
                 raise _Gone()
             raise _Broken(f"watch error: {obj.get('message') if isinstance(obj, dict) else obj}")
         self._just_listed = False
@@ -259,7 +257,7 @@ class LocalShards:
                 **{key: value for key, value in params.items() if value is not None},
             )
         except kubernetes.client.ApiException as exc:
-            if exc.status == 410:
+            if exc.status == HTTPStatus.GONE:
                 raise _Gone() from exc
             raise
         self._response = response
@@ -272,23 +270,3 @@ class LocalShards:
         response, self._response = self._response, None
         if response is not None:
             response.release_conn()
-
-
-def _lines(response: urllib3.HTTPResponse) -> Iterator[bytes]:
-    """The newline-delimited events of a watch response, as they arrive."""
-    pending = b""
-    for chunk in response.stream(amt=None, decode_content=True):
-        pending += chunk
-        if b"\n" in pending:
-            *lines, pending = pending.split(b"\n")
-            yield from (line for line in lines if line.strip())
-    if pending.strip():
-        yield pending
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, kubernetes.client.ApiException):
-        return f"HTTP {exc.status} {exc.reason}"
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        return str(exc.reason)
-    return f"{type(exc).__name__}: {exc}"

@@ -25,15 +25,18 @@ from typing import Any
 
 from aiohttp import web
 
+from feddns.errors import FeddnsError
 from feddns.names import check_label
 from stubzone.auth import AllowList, ClientIdentity
 from stubzone.backends import Backend, BackendUnavailable, NotWrittenHere, TooManyNameservers, check_count
-from stubzone.metrics import Metrics
+from stubzone.metrics import StubzoneMetrics
 from stubzone.model import Nameserver, StubZone
 from stubzone.tls import peer_text
 
 log = logging.getLogger("stubzone")
 
+MAX_LABEL = 63
+"""Characters of a DNS label at the most (RFC 1035 section 2.3.4)."""
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body accepted (section 5: 413 above)."""
 MAX_NAMESERVERS = 16
@@ -45,11 +48,11 @@ MAX_LOGGED = 200
 
 BACKEND = web.AppKey("backend", Backend)
 ALLOW = web.AppKey("allow", AllowList)
-METRICS = web.AppKey("metrics", Metrics)
+METRICS = web.AppKey("metrics", StubzoneMetrics)
 REASON = web.RequestKey("reason", str)
 
 
-class ApiError(Exception):
+class ApiError(FeddnsError):
     """A refused request: HTTP ``status`` and the reason sent as ``{"error": reason}``.
 
     ``close``: the connection is closed after the answer (the rest of the request cannot be trusted).
@@ -62,7 +65,7 @@ class ApiError(Exception):
         self.close = close
 
 
-def make_app(backend: Backend, allow: AllowList, metrics: Metrics) -> web.Application:
+def make_app(backend: Backend, allow: AllowList, metrics: StubzoneMetrics) -> web.Application:
     """The aiohttp application; serve it only over :mod:`stubzone.tls` (client certificates).
 
     The backend is closed when the application is cleaned up.
@@ -171,12 +174,12 @@ def _record(request: web.Request, identity: ClientIdentity | None, status: int, 
                    identity, status, reason)
 
 
-def _count_and_log(request: web.BaseRequest, metrics: Metrics, route: str, identity: ClientIdentity | None,
+def _count_and_log(request: web.BaseRequest, metrics: StubzoneMetrics, route: str, identity: ClientIdentity | None,
                    status: int, reason: str) -> None:
     """Count the answer and log its line (INFO for 2xx, 3xx and 404, else WARNING)."""
     metrics.requests.labels(request.method, route, str(status)).inc()
     peer = peer_text(request.transport) if request.transport else "?"
-    level = logging.INFO if status < 400 or status == 404 else logging.WARNING
+    level = logging.INFO if status < HTTPStatus.BAD_REQUEST or status == HTTPStatus.NOT_FOUND else logging.WARNING
     log.log(level, '%s %s client="%s" peer=%s status=%d reason="%s"',
             _clip(request.method), _clip(request.raw_path), identity, peer, status, reason)
 
@@ -200,7 +203,7 @@ class JSONErrorsRequestHandler(web.RequestHandler):
     the same status, one log line and a count, like every other refusal.
     """
 
-    def __init__(self, server: web.Server, metrics: Metrics, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, server: web.Server, metrics: StubzoneMetrics, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(server, loop=loop, keepalive_timeout=KEEPALIVE_SECONDS, lingering_time=LINGERING_SECONDS,
                          access_log=None)  # type: ignore[arg-type]  # None: no access log (guard logs each request)
         self._metrics = metrics
@@ -210,7 +213,7 @@ class JSONErrorsRequestHandler(web.RequestHandler):
         """The JSON answer to an error aiohttp met; the connection is closed after it."""
         if request.writer.output_size > 0:  # as aiohttp: part of a response is out, only closing is left
             raise ConnectionError("part of the response was sent already; the error cannot be answered")
-        if status >= 500:
+        if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
             log.error("%s %s: internal error", _clip(request.method), _clip(request.raw_path), exc_info=exc)
             reason = "internal error"
         else:
@@ -221,7 +224,7 @@ class JSONErrorsRequestHandler(web.RequestHandler):
         return response
 
 
-def protocol_factory(server: web.Server, metrics: Metrics) -> Callable[[], asyncio.Protocol]:
+def protocol_factory(server: web.Server, metrics: StubzoneMetrics) -> Callable[[], asyncio.Protocol]:
     """The HTTP protocol factory for :class:`stubzone.tls.TLSListener` (in place of ``runner.server``)."""
     loop = asyncio.get_running_loop()
     return lambda: JSONErrorsRequestHandler(server, metrics, loop)
@@ -232,8 +235,8 @@ def _federation(request: web.Request) -> str:
     name = request.match_info["federation"]
     if not name:
         raise ApiError(400, "federation name is empty")
-    if len(name) > 63:
-        raise ApiError(400, f"federation name is {len(name)} characters long; a DNS label has at most 63")
+    if len(name) > MAX_LABEL:
+        raise ApiError(400, f"federation name is {len(name)} characters long; a DNS label has at most {MAX_LABEL}")
     try:
         return check_label(name, "federation name")
     except ValueError as exc:

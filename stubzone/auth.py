@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from feddns.errors import ConfigError
-from feddns.records import IPAddress
+from feddns.records import IPAddress, parse_ip
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +83,9 @@ class AllowList:
             if not entry or not entry.isprintable() or any(c.isspace() for c in entry):
                 raise ConfigError(f"--allow {entry!r} must be a non-empty name without spaces")
             self._exact.add(entry)
-            try:
-                self._ips.add(ipaddress.ip_address(entry))
-            except ValueError:
-                pass  # not an address: matches names only
+            address = parse_ip(entry)
+            if address is not None:  # else not an address: matches names only
+                self._ips.add(address)
         self._dns = {_dns_key(entry) for entry in self._exact}
 
     def match(self, identity: ClientIdentity) -> str | None:

@@ -19,14 +19,14 @@ from prometheus_client import CollectorRegistry
 
 import feddns.etcd
 from feddns.errors import ConfigError
-from feddns.hostport import parse_hostport
 from feddns.lifecycle import StopSignals, cannot_listen
+from feddns.listen import ListenAddresses, host_port, log_listening, start_observe
 from feddns.observe import ObserveServer
 from stubzone import tls
 from stubzone.app import make_app, protocol_factory
 from stubzone.auth import AllowList
 from stubzone.backends import BACKENDS, Backend, load
-from stubzone.metrics import Metrics
+from stubzone.metrics import StubzoneMetrics
 from stubzone.model import StubDomains, check_cluster
 
 log = logging.getLogger("stubzone")
@@ -48,6 +48,9 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
     "unbound_checkconf": ("unbound",),
 }
 """Flags that only some backends take: given with another, they are refused (a typo in --backend)."""
+
+LISTENER = tls.ListenerSettings()
+"""The defaults of the listener's flags."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -88,30 +91,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
                          help="unbound.conf of the running unbound; it includes DIR/feddns/*.conf (DIR: its directory)")
     unbound.add_argument("--unbound-control", metavar="PATH", help="unbound-control program (default: from PATH)")
     unbound.add_argument("--unbound-checkconf", metavar="PATH", help="unbound-checkconf program (default: from PATH)")
-    parser.add_argument("--tls-handshake-timeout", type=float, default=tls.HANDSHAKE_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--tls-handshake-timeout", type=float, default=LISTENER.handshake_timeout, metavar="SECONDS",
                         help=f"time a client has from the accept to finish the TLS handshake "
-                             f"(default {tls.HANDSHAKE_TIMEOUT:g})")
-    parser.add_argument("--max-connections", type=int, default=tls.MAX_CONNECTIONS, metavar="N",
-                        help=f"connections open at once; more are closed at once (default {tls.MAX_CONNECTIONS})")
-    parser.add_argument("--tls-reload-interval", type=float, default=tls.RELOAD_INTERVAL, metavar="SECONDS",
+                             f"(default {LISTENER.handshake_timeout:g})")
+    parser.add_argument("--max-connections", type=int, default=LISTENER.max_connections, metavar="N",
+                        help=f"connections open at once; more are closed at once (default {LISTENER.max_connections})")
+    parser.add_argument("--tls-reload-interval", type=float, default=LISTENER.reload_interval, metavar="SECONDS",
                         help="how often --cert, --key and --client-ca are read again; a change applies to new "
-                             f"connections (default {tls.RELOAD_INTERVAL:g})")
+                             f"connections (default {LISTENER.reload_interval:g})")
     parser.add_argument("--metrics", metavar="HOST:PORT",
                         help="plain-HTTP /metrics, /health and /ready for Prometheus and kubelet probes")
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Everything ``feddns stubzone`` needs, checked (see :func:`settings_from`)."""
+class StubzoneSettings:
+    """Everything ``feddns stubzone`` needs, checked and loaded from its flags (see :func:`settings_from`)."""
 
-    listen: tuple[str, int]
+    addresses: ListenAddresses
+    """The HTTPS address and the metrics address (``--listen``, ``--metrics``)."""
     credentials: tls.ServerCredentials
+    """The server certificate and key and the client CA, loaded (``--cert``, ``--key``, ``--client-ca``)."""
     allow: AllowList
+    """The client identities let in (``--allow``)."""
     backend: Backend
-    metrics_listen: str | None
-    handshake_timeout: float
-    max_connections: int
-    reload_interval: float
+    """The cluster DNS programmed, made from its flags (``--backend`` and its group of flags)."""
+    listener: tls.ListenerSettings
+    """Handshake timeout, connection limit and certificate reload interval of the HTTPS socket."""
 
 
 def check_flags(args: argparse.Namespace) -> StubDomains:
@@ -134,26 +139,23 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
         if getattr(args, dest) is not None and args.backend not in backends:
             flag = "--" + dest.replace("_", "-")
             raise ConfigError(f"{flag} is for --backend {' or '.join(backends)}, not {args.backend}")
-    parse_hostport(args.listen)
-    if args.metrics:
-        parse_hostport(args.metrics)
+    ListenAddresses.from_flags(args.listen, args.metrics)
     AllowList(args.allow)
     return StubDomains(args.federation_zone, args.cluster_domain)
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace) -> StubzoneSettings:
     """Check the flags, load the certificates, make the backend; raises :class:`ConfigError`."""
     domains = check_flags(args)
     credentials = tls.ServerCredentials(args.cert, args.key, args.client_ca)
-    return Settings(
-        listen=parse_hostport(args.listen),
+    return StubzoneSettings(
+        addresses=ListenAddresses.from_flags(args.listen, args.metrics),
         credentials=credentials,
         allow=AllowList(args.allow),
         backend=load(args, domains),
-        metrics_listen=args.metrics,
-        handshake_timeout=args.tls_handshake_timeout,
-        max_connections=args.max_connections,
-        reload_interval=args.tls_reload_interval,
+        listener=tls.ListenerSettings(handshake_timeout=args.tls_handshake_timeout,
+                                      max_connections=args.max_connections,
+                                      reload_interval=args.tls_reload_interval),
     )
 
 
@@ -162,32 +164,29 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(serve(settings_from(args)))
 
 
-async def serve(settings: Settings) -> int:
-    """Serve the API over TLS on ``settings.listen`` until a signal; returns 0.
+async def serve(settings: StubzoneSettings) -> int:
+    """Serve the API over TLS on ``settings.addresses.listen`` until a signal; returns 0.
 
     The HTTPS socket and the ``--metrics`` socket are both bound before
     "listening" is logged; a bind failure is a :class:`ConfigError` naming the
     flag and the address (exit 2), with whatever was bound closed again."""
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
+    metrics = StubzoneMetrics(registry)
     settings.credentials.observe(metrics)
     runner = web.AppRunner(make_app(settings.backend, settings.allow, metrics), handle_signals=False)
     await runner.setup()
     assert runner.server is not None, "runner.setup() makes it"
     listener = tls.TLSListener(protocol_factory(runner.server, metrics), settings.credentials, metrics,
-                               handshake_timeout=settings.handshake_timeout, max_connections=settings.max_connections)
+                               settings.listener)
     server: asyncio.Server | None = None
     observe: ObserveServer | None = None
     signals = StopSignals()
-    reloads = asyncio.create_task(settings.credentials.watch(settings.reload_interval))
+    reloads = asyncio.create_task(settings.credentials.watch(settings.listener.reload_interval))
     gc.freeze()  # what start-up made lives for good: later collections (tls.give_back_memory) skip it
     try:
         server = await _listen(settings, listener)
-        observe = _observe(settings.metrics_listen, registry)
-        for sock in server.sockets:
-            address = sock.getsockname()
-            shown = f"[{address[0]}]" if ":" in address[0] else address[0]
-            log.info("listening on https://%s:%d", shown, address[1])
+        observe = start_observe(settings.addresses.metrics, registry, ready=lambda: True)
+        log_listening(log, "https", (sock.getsockname() for sock in server.sockets))
         if observe is not None:
             log.info("metrics on %s (/metrics, /health, /ready)", observe.url)
         log.info("backend %s; %s", settings.backend.name, settings.credentials.summary)
@@ -205,26 +204,9 @@ async def serve(settings: Settings) -> int:
     return 0
 
 
-async def _listen(settings: Settings, factory: tls.TLSListener) -> asyncio.Server:
-    host, port = settings.listen
+async def _listen(settings: StubzoneSettings, factory: tls.TLSListener) -> asyncio.Server:
+    host, port = settings.addresses.listen
     try:
         return await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)
     except OSError as exc:
-        raise cannot_listen("--listen", settings_address(host, port), exc) from exc
-
-
-def settings_address(host: str, port: int) -> str:
-    """``HOST:PORT`` as given on the command line (IPv6 in brackets)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _observe(listen: str | None, registry: CollectorRegistry) -> ObserveServer | None:
-    if listen is None:
-        return None
-    observe = ObserveServer(listen, registry, health=lambda: True, ready=lambda: True)
-    try:
-        observe.start()
-    except OSError as exc:
-        raise cannot_listen("--metrics", listen, exc) from exc
-    return observe
-
+        raise cannot_listen("--listen", host_port(host, port), exc) from exc

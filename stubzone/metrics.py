@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 NAMESPACE = "feddns_stubzone"
 
 
-class Metrics:
+class StubzoneMetrics:
     """Every metric of the stub-zone endpoint."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -19,7 +19,8 @@ class Metrics:
             return Gauge(name, doc, namespace=NAMESPACE, registry=registry)
 
         self.requests = counter(
-            "requests", "Stub-zone API requests answered, by method, route and HTTP status", ("method", "route", "status")
+            "requests", "Stub-zone API requests answered, by method, route and HTTP status",
+            ("method", "route", "status"),
         )
         self.tls_refused = counter(
             "tls_refused", "TLS handshakes refused (no, untrusted or expired client certificate; timeout)"

@@ -20,6 +20,8 @@ from feddns.hostport import parse_ip_port
 from feddns.records import IPAddress
 
 DEFAULT_PORT = 53
+MAX_PORT = 65535
+"""The highest TCP or UDP port number."""
 BROADCAST = ipaddress.IPv4Address("255.255.255.255")
 
 
@@ -77,7 +79,7 @@ class Nameserver:
 
     def host_port(self) -> str:
         """``1.2.3.4:53`` or ``[2001:db8::1]:53``: always with the port."""
-        host = f"[{self.address}]" if self.address.version == 6 else str(self.address)
+        host = f"[{self.address}]" if isinstance(self.address, ipaddress.IPv6Address) else str(self.address)
         return f"{host}:{self.port}"
 
 

@@ -80,9 +80,13 @@ def new_key(key_type: str = KEY_TYPES[0]) -> PrivateKey:
     raise ConfigError(f"key type {key_type!r} is not one of {', '.join(KEY_TYPES)}")
 
 
-def _hash_for(key: PrivateKey) -> hashes.HashAlgorithm:
-    """SHA-384 for P-384 keys (RFC 5480 section 4), SHA-256 otherwise."""
-    if isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.key_size >= 384:
+P384_BITS = 384
+"""Key size of the P-384 curve: from it on, certificates are signed with SHA-384 (RFC 5480 section 4)."""
+
+
+def _hash_for(key: PrivateKey) -> hashes.SHA256 | hashes.SHA384:
+    """SHA-384 for P-384 keys (RFC 5480 section 4), SHA-256 otherwise (the hashes ``sign`` accepts)."""
+    if isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.key_size >= P384_BITS:
         return hashes.SHA384()
     return hashes.SHA256()
 

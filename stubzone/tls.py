@@ -37,33 +37,34 @@ import time
 from asyncio import sslproto
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from cryptography import x509
 
+from feddns import tlsfiles
 from feddns.errors import ConfigError
-from stubzone.metrics import Metrics
+from stubzone.metrics import StubzoneMetrics
 
 log = logging.getLogger("stubzone")
 
-HANDSHAKE_TIMEOUT = 10.0
-"""Seconds from the accept a client has to finish the TLS handshake (default of ``--tls-handshake-timeout``)."""
-MAX_CONNECTIONS = 256
-"""Connections open at once, before and after the handshake (default of ``--max-connections``)."""
-RELOAD_INTERVAL = 10.0
-"""Seconds between two looks at the certificate files (default of ``--tls-reload-interval``)."""
 RECEIVE_BUFFER_BYTES = 16 * 1024
 """Bytes read from a TLS socket at once: one TLS record's plaintext (asyncio's default is 256 KiB)."""
 RELEASE_AFTER_CLOSES = 128
 """Connections closed after which freed memory is handed back to the system (one second later, at most once a
 second): after a flood, RSS falls back instead of staying at its peak."""
-TLS12_CIPHERS = (
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
-)
-"""TLS 1.2 suites offered: AEAD with forward secrecy only (no CBC: LUCKY13), for ECDSA and RSA keys."""
+@dataclass(frozen=True)
+class ListenerSettings:
+    """How the HTTPS socket bounds its clients and follows its certificate files (docs/stubzone.md)."""
+
+    handshake_timeout: float = 10.0
+    """Seconds from the accept a client has to finish the TLS handshake (``--tls-handshake-timeout``)."""
+    max_connections: int = 256
+    """Connections open at once, before and after the handshake; more are closed at once (``--max-connections``)."""
+    reload_interval: float = 10.0
+    """Seconds between two looks at ``--cert``, ``--key`` and ``--client-ca`` (``--tls-reload-interval``)."""
+
 
 Refused = Callable[[str, str], None]
 """Called with ``(peer "host:port", reason)`` for each refused handshake."""
@@ -75,26 +76,7 @@ def server_context(cert: Path, key: Path, client_ca: Path) -> ssl.SSLContext:
     Raises :class:`ConfigError` naming the flag when a file is missing,
     unreadable, not PEM, or the key does not match the certificate.
     """
-    for flag, path in (("--cert", cert), ("--key", key), ("--client-ca", client_ca)):
-        try:
-            path.open("rb").close()
-        except OSError as exc:
-            raise ConfigError(f"{flag} {path}: {exc.strerror or exc}") from exc
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.set_ciphers(TLS12_CIPHERS)
-    context.verify_mode = ssl.CERT_REQUIRED
-    try:
-        context.load_cert_chain(cert, key)
-    except (ssl.SSLError, ValueError) as exc:
-        raise ConfigError(f"--cert {cert} / --key {key}: {_reason(exc)}") from exc
-    try:
-        context.load_verify_locations(cafile=client_ca)
-    except (ssl.SSLError, ValueError) as exc:
-        raise ConfigError(f"--client-ca {client_ca}: {_reason(exc)}") from exc
-    if not context.cert_store_stats()["x509_ca"]:
-        raise ConfigError(f"--client-ca {client_ca}: no CA certificate in it")
-    return context
+    return tlsfiles.server_context(cert, key, client_ca, ciphers=tlsfiles.TLS12_CIPHERS)
 
 
 class ServerCredentials:
@@ -107,13 +89,13 @@ class ServerCredentials:
 
     def __init__(self, cert: Path, key: Path, client_ca: Path) -> None:
         self.paths = (cert, key, client_ca)
-        self.metrics: Metrics | None = None
+        self.metrics: StubzoneMetrics | None = None
         self._contents = self._read()
         self.context = server_context(*self.paths)
         self.summary, self.expiry = _describe(self._contents)
         self._refused: object = None
 
-    def observe(self, metrics: Metrics) -> None:
+    def observe(self, metrics: StubzoneMetrics) -> None:
         """Count reloads in ``metrics`` and keep its certificate expiry up to date."""
         self.metrics = metrics
         metrics.certificate_expiry.set(self.expiry)
@@ -166,13 +148,7 @@ class ServerCredentials:
             self.metrics.tls_reloads.labels("error").inc()
 
     def _read(self) -> tuple[bytes, ...]:
-        contents = []
-        for flag, path in zip(("--cert", "--key", "--client-ca"), self.paths, strict=True):
-            try:
-                contents.append(path.read_bytes())
-            except OSError as exc:
-                raise ConfigError(f"{flag} {path}: {exc.strerror or exc}") from exc
-        return tuple(contents)
+        return tlsfiles.read_files(list(zip(("--cert", "--key", "--client-ca"), self.paths, strict=True)))
 
 
 def _describe(contents: tuple[bytes, ...]) -> tuple[str, float]:
@@ -185,7 +161,8 @@ def _describe(contents: tuple[bytes, ...]) -> tuple[str, float]:
         raise ConfigError(f"the certificates do not parse: {exc}") from exc
     expiry = leaf.not_valid_after_utc
     names = ", ".join(authority.subject.rfc4514_string() for authority in authorities)
-    summary = f"server certificate serial {leaf.serial_number:#x} expiring {expiry:%Y-%m-%dT%H:%M:%SZ}; client CA {names}"
+    summary = (f"server certificate serial {leaf.serial_number:#x} expiring {expiry:%Y-%m-%dT%H:%M:%SZ}; "
+               f"client CA {names}")
     if expiry < datetime.now(UTC):
         log.warning("the server certificate expired at %s", f"{expiry:%Y-%m-%dT%H:%M:%SZ}")
     return summary, expiry.timestamp()
@@ -273,20 +250,20 @@ class RateLimitedLog:
 class TLSListener:
     """The protocol factory of the listening socket: ``loop.create_server(listener, host, port)``.
 
-    Admits at most ``max_connections`` connections at once; runs each one's
-    TLS handshake with ``credentials.context`` as it is when the client's
-    first bytes arrive, within ``handshake_timeout`` seconds of the accept;
+    Admits at most ``settings.max_connections`` connections at once; runs each
+    one's TLS handshake with ``credentials.context`` as it is when the client's
+    first bytes arrive, within ``settings.handshake_timeout`` seconds of the accept;
     then hands the TLS transport to a protocol from ``app_factory``
     (aiohttp's request handler), which sees only authenticated clients.
     """
 
-    def __init__(self, app_factory: Callable[[], asyncio.Protocol], credentials: ServerCredentials, metrics: Metrics,
-                 *, handshake_timeout: float = HANDSHAKE_TIMEOUT, max_connections: int = MAX_CONNECTIONS) -> None:
+    def __init__(self, app_factory: Callable[[], asyncio.Protocol], credentials: ServerCredentials,
+                 metrics: StubzoneMetrics, settings: ListenerSettings) -> None:
         self.app_factory = app_factory
         self.credentials = credentials
         self.metrics = metrics
-        self.handshake_timeout = handshake_timeout
-        self.max_connections = max_connections
+        self.handshake_timeout = settings.handshake_timeout
+        self.max_connections = settings.max_connections
         self.refusals = RateLimitedLog("TLS handshake refused", "TLS handshakes refused")
         self.overflows = RateLimitedLog("connection refused", "connections refused")
         self._open: set[asyncio.BaseTransport] = set()  # the raw TCP transports

@@ -17,9 +17,10 @@ Only the keys the change touches differ; every other key, label and
 annotation goes back as read. The client is synchronous; each call runs in a
 worker thread, and the whole change (its turn, the reads, the writes, the
 backoffs) ends within one ``--backend-timeout`` (:class:`Deadline`): the
-thread gives each HTTP request the time left and starts no write after it. urllib3's own retries are off: a PUT is never re-sent behind
-our back, so a dropped connection after a write is reported as "may have
-been applied", and a refused connection as "nothing changed".
+thread gives each HTTP request the time left and starts no write after it.
+urllib3's own retries are off: a PUT is never re-sent behind our back, so a
+dropped connection after a write is reported as "may have been applied", and
+a refused connection as "nothing changed".
 """
 
 import asyncio
@@ -29,6 +30,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +41,16 @@ from kubernetes.client.exceptions import ApiException
 
 from feddns import names
 from feddns.errors import ConfigError
+from feddns.kubeapi import load_configuration
 from stubzone.backends import BackendUnavailable, Deadline
+from stubzone.model import StubDomains
 
 log = logging.getLogger(__name__)
 
 CONFLICT_RETRIES = 10
 """How often a change is read again and redone after a 409 before the request answers 503."""
+MAX_NAME = 253
+"""Characters of a ConfigMap name at the most (a DNS subdomain, RFC 1123)."""
 BACKOFF_INITIAL = 0.01
 BACKOFF_MAX = 0.5
 """Seconds of the jittered exponential backoff between conflicting attempts."""
@@ -63,7 +69,7 @@ def parse_reference(text: str) -> tuple[str, str]:
 
 
 def _is_subdomain(name: str) -> bool:
-    return 0 < len(name) <= 253 and all(names.is_label(label) for label in name.split("."))
+    return 0 < len(name) <= MAX_NAME and all(names.is_label(label) for label in name.split("."))
 
 
 def client_configuration(kubeconfig: Path | None, context: str | None) -> kubernetes.client.Configuration:
@@ -73,15 +79,7 @@ def client_configuration(kubeconfig: Path | None, context: str | None) -> kubern
     """
     configuration = kubernetes.client.Configuration()
     configuration.retries = False
-    try:
-        if kubeconfig is None:
-            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(kubeconfig), context=context, client_configuration=configuration, persist_config=False)
-    except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
-        flag = "--kubeconfig" if kubeconfig is not None else "--kubeconfig (not given, and not in a pod)"
-        raise ConfigError(f"{flag} {kubeconfig or ''}: {str(exc).splitlines()[0] if str(exc) else exc}") from exc
+    load_configuration(kubernetes.config, configuration, kubeconfig, context)
     return configuration
 
 
@@ -152,7 +150,7 @@ class ConfigMapStore:
         try:
             body = self._call(False, deadline, self._api.read_namespaced_config_map, self.name, self.namespace)
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status == HTTPStatus.NOT_FOUND:
                 return None
             raise self._refused(exc, write=False) from exc
         try:
@@ -190,7 +188,25 @@ class ConfigMapStore:
     def _refused(self, exc: ApiException, *, write: bool) -> BackendUnavailable:
         """A refusal by the API server; a write answered 5xx may still have been committed."""
         return BackendUnavailable(f"the API server answered {exc.status} for {self.where}: {_status_message(exc)}",
-                                  may_have_applied=write and (exc.status or 0) >= 500)
+                                  may_have_applied=write and (exc.status or 0) >= HTTPStatus.INTERNAL_SERVER_ERROR)
+
+
+class ConfigMapBackend:
+    """What the backends kept in one ConfigMap share: the ConfigMap, the stub domains, ``ping`` and ``close``."""
+
+    def __init__(self, store: ConfigMapStore, domains: StubDomains) -> None:
+        self.store = store
+        self.domains = domains
+        self.where = store.where
+
+    async def ping(self) -> str:
+        """The ConfigMap's ``resourceVersion``, or that it does not exist yet."""
+        _, version = await self.store.read()
+        return f"{self.where} resourceVersion {version}" if version else f"{self.where} not created yet"
+
+    async def close(self) -> None:
+        """Close the API client."""
+        self.store.close()
 
 
 _NEVER_SENT = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,

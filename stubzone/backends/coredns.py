@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from feddns import names
 from feddns.errors import ConfigError
 from stubzone.backends import Backend
-from stubzone.backends.configmap import ConfigMapStore, Data, client_configuration, parse_reference
+from stubzone.backends.configmap import ConfigMapBackend, ConfigMapStore, Data, client_configuration, parse_reference
 from stubzone.backends.corefile import CorefileError, forward_targets, parse, render
 from stubzone.model import Nameserver, StubDomains, StubZone
 
@@ -44,17 +44,15 @@ def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
     return CoreDNSBackend(ConfigMapStore(namespace, name, configuration, args.backend_timeout), domains, cluster)
 
 
-class CoreDNSBackend:
+class CoreDNSBackend(ConfigMapBackend):
     """Server blocks ``F.server`` in one ConfigMap, tagged with ``cluster``."""
 
     name = "coredns"
     max_nameservers = MAX_NAMESERVERS
 
     def __init__(self, store: ConfigMapStore, domains: StubDomains, cluster: str) -> None:
-        self.store = store
-        self.domains = domains
+        super().__init__(store, domains)
         self.cluster = cluster
-        self.where = store.where
 
     async def list(self) -> list[StubZone]:
         data, _ = await self.store.read()
@@ -83,13 +81,6 @@ class CoreDNSBackend:
 
         before, _ = await self.store.update(change)
         return self._zone(federation, before[key]) if key in before else None
-
-    async def ping(self) -> str:
-        _, version = await self.store.read()
-        return f"{self.where} resourceVersion {version}" if version else f"{self.where} not created yet"
-
-    async def close(self) -> None:
-        self.store.close()
 
     def _zone(self, federation: str, text: str) -> StubZone:
         """F's zone from its block; a block that does not parse as ours shows no nameservers (and is logged)."""

@@ -141,12 +141,13 @@ def parse(text: str) -> Corefile:
     while position < len(lines):
         number, tokens = lines[position]
         if tokens[0] == "import":
-            if len(tokens) != 2:
+            _, *patterns = tokens
+            if len(patterns) != 1:
                 raise CorefileError(f"line {number}: import takes one file or glob pattern")
-            imports.append(tokens[1])
+            imports.append(patterns[0])
             position += 1
             continue
-        if tokens[-1] != "{" or len(tokens) < 2:
+        if tokens[-1] != "{" or len(tokens) == 1:
             raise CorefileError(f"line {number}: expected server block keys followed by '{{'")
         keys = tuple(key for token in tokens[:-1] for key in token.split(",") if key)
         _check_braces(number, tokens[:-1])
@@ -183,6 +184,6 @@ def _check_braces(number: int, tokens: list[str]) -> None:
 def forward_targets(block: ServerBlock) -> tuple[Nameserver, ...]:
     """The nameservers of the block's ``forward . TO...`` line; raises ``ValueError`` when it has none."""
     forwards = [d for d in block.directive("forward") if d.args[:1] == (".",)]
-    if len(forwards) != 1 or len(forwards[0].args) < 2:
+    if len(forwards) != 1 or len(forwards[0].args) == 1:
         raise ValueError("no single 'forward . TO...' line")
     return tuple(Nameserver.parse(target.removeprefix("dns://")) for target in forwards[0].args[1:])

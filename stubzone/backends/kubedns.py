@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stubzone.backends import Backend, BackendUnavailable
-from stubzone.backends.configmap import ConfigMapStore, Data, client_configuration, parse_reference
+from stubzone.backends.configmap import ConfigMapBackend, ConfigMapStore, Data, client_configuration, parse_reference
 from stubzone.model import Nameserver, StubDomains, StubZone
 
 log = logging.getLogger(__name__)
@@ -41,16 +41,11 @@ def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
     return KubeDNSBackend(ConfigMapStore(namespace, name, configuration, args.backend_timeout), domains)
 
 
-class KubeDNSBackend:
+class KubeDNSBackend(ConfigMapBackend):
     """The federations' entries of ``stubDomains`` in kube-dns's ConfigMap."""
 
     name = "kube-dns"
     max_nameservers = MAX_NAMESERVERS
-
-    def __init__(self, store: ConfigMapStore, domains: StubDomains) -> None:
-        self.store = store
-        self.domains = domains
-        self.where = store.where
 
     async def list(self) -> list[StubZone]:
         data, _ = await self.store.read()
@@ -84,13 +79,6 @@ class KubeDNSBackend:
 
         before, _ = await self.store.update(change)
         return self._zones(before).get(federation)
-
-    async def ping(self) -> str:
-        _, version = await self.store.read()
-        return f"{self.where} resourceVersion {version}" if version else f"{self.where} not created yet"
-
-    async def close(self) -> None:
-        self.store.close()
 
     def _stub_domains(self, data: Data) -> dict[str, Any]:
         """The parsed ``stubDomains`` (``{}`` when absent or blank); 503 when it is not a JSON object of lists."""

@@ -35,6 +35,7 @@ import ssl
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
@@ -42,9 +43,9 @@ import aiohttp
 
 import feddns.etcd
 from feddns import names
-from feddns.errors import ConfigError
+from feddns.errors import ConfigError, FeddnsError
 from stubzone.backends import Backend, BackendUnavailable, Deadline
-from stubzone.model import DEFAULT_PORT, Nameserver, StubDomains, StubZone
+from stubzone.model import DEFAULT_PORT, MAX_PORT, Nameserver, StubDomains, StubZone
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ CONFLICT_RETRIES = 8
 """How often a change is read again and redone when another writer changed F meanwhile."""
 DEFAULT_ETCD = "http://127.0.0.1:2379"
 
+ETCD_UNAUTHORIZED = 110
+"""etcd v2's ``errorCode`` for a request without a user it accepts (etcd ``error.EcodeUnauthorized``)."""
 _NS_KEY = re.compile(r"^ns(\d*)$")
 
 
@@ -88,10 +91,10 @@ class SkyDNSLayout:
         """
         if not key.startswith(self.federations_dir):
             return None
-        parts = key[len(self.federations_dir):].split("/")
-        if len(parts) != 2 or not names.is_label(parts[0]):
+        federation, slash, leaf = key[len(self.federations_dir):].partition("/")
+        if not slash or "/" in leaf or not names.is_label(federation):
             return None
-        return (parts[0], parts[1]) if _NS_KEY.match(parts[1]) else None
+        return (federation, leaf) if _NS_KEY.match(leaf) else None
 
     def zone(self, federation: str, found: dict[str, bytes]) -> StubZone:
         """F's zone from its ``ns*`` keys, in ``ns`` number order; values SkyDNS would skip are skipped."""
@@ -128,9 +131,9 @@ def from_skydns(value: bytes) -> Nameserver:
     """Parse a stub key's value as SkyDNS does; raises ``ValueError`` when SkyDNS would skip it."""
     service = json.loads(value)
     if not isinstance(service, dict) or not isinstance(service.get("host"), str):
-        raise ValueError("not a JSON object with a string 'host'")  # noqa: TRY004 - SkyDNS skips it: a value error
+        raise ValueError("not a JSON object with a string 'host'")  # not TypeError: SkyDNS skips it, a value error
     port = service.get("port") or DEFAULT_PORT
-    if not isinstance(port, int) or not 0 < port < 65536:
+    if not isinstance(port, int) or not 0 < port <= MAX_PORT:
         raise ValueError(f"port {port!r} is not 1-65535")
     return Nameserver(ipaddress.ip_address(service["host"]), port)
 
@@ -144,18 +147,25 @@ def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
                                       feddns.etcd.access_from(args))
     layout = SkyDNSLayout(domains, prefix)
     if args.skydns_etcd_api == "v3":
-        from stubzone.backends import skydns_etcd3  # aetcd and gRPC only for this choice
+        from stubzone.backends import skydns_etcd3  # noqa: PLC0415 - aetcd and gRPC only for this choice
 
         return skydns_etcd3.SkyDNSEtcd3(endpoints, layout)
     return SkyDNSEtcd2(endpoints, layout)
 
 
-class CompareFailed(Exception):
+class CompareFailed(FeddnsError):
     """A guarded v2 write found another value than the one read (etcd error 101, 105, or 100)."""
 
 
+@dataclass
+class _Written:
+    """Whether a write of this request was sent (so a failure after it may have been applied)."""
+
+    any: bool = False
+
+
 @dataclass(frozen=True)
-class Node:
+class EtcdNode:
     """One v2 leaf: its value and ``modifiedIndex``."""
 
     value: bytes
@@ -232,57 +242,66 @@ class SkyDNSEtcd2:
 
     # -- reading ---------------------------------------------------------------------------
 
-    async def _read(self, federation: str, deadline: Deadline) -> dict[str, Node]:
+    async def _read(self, federation: str, deadline: Deadline) -> dict[str, EtcdNode]:
         """F's ``ns*`` leaves (not deeper keys) with their indexes."""
         _, tree = await self._get(self.layout.directory(federation), deadline, recursive=False)
         return {key: node for key, node in tree.items() if self.layout.split(key) is not None}
 
-    async def _get(self, directory: str, deadline: Deadline, *, recursive: bool) -> tuple[int, dict[str, Node]]:
-        """``(etcd index, {key: Node})`` of the leaves under ``directory`` (empty when it does not exist)."""
+    async def _get(self, directory: str, deadline: Deadline, *, recursive: bool) -> tuple[int, dict[str, EtcdNode]]:
+        """``(etcd index, {key: EtcdNode})`` of the leaves under ``directory`` (empty when it does not exist)."""
         params = {"recursive": "true"} if recursive else {}
         status, body, index = await self._request("GET", directory, params, deadline, write=False)
-        if status == 404:
+        if status == HTTPStatus.NOT_FOUND:
             return index, {}
-        if status != 200:
+        if status != HTTPStatus.OK:
             raise BackendUnavailable(f"etcd answered GET {directory} with {status}: {_message(body, status)}")
-        leaves: dict[str, Node] = {}
+        leaves: dict[str, EtcdNode] = {}
         _collect(body.get("node", {}), leaves)
         return index, leaves
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def _converge(self, federation: str, desired: dict[str, bytes], deadline: Deadline) -> dict[str, Node]:
+    async def _converge(self, federation: str, desired: dict[str, bytes], deadline: Deadline) -> dict[str, EtcdNode]:
         """Make F's ``ns*`` keys ``desired`` (see the module doc); returns what was found before."""
         commit = f"{self.layout.directory(federation)}ns1"
-        wrote = False
+        written = _Written()
         for _ in range(CONFLICT_RETRIES):
             found = await self._read(federation, deadline)
             if {key: node.value for key, node in found.items()} == desired:
                 return found
             try:
-                for key, node in found.items():
-                    if key not in desired and key != commit:
-                        wrote = True
-                        await self._delete(key, node.index, deadline)
-                for key, value in desired.items():
-                    if key != commit and (key not in found or found[key].value != value):
-                        wrote = True
-                        await self._put(key, value, found.get(key), deadline)
-                wrote = True
-                if commit in desired:
-                    await self._put(commit, desired[commit], found.get(commit), deadline)
-                elif commit in found:
-                    await self._delete(commit, found[commit].index, deadline)
+                await self._write(commit, found, desired, deadline, written)
                 return found
             except CompareFailed:
                 log.info("%s changed while it was written; reading it again", self.layout.directory(federation))
             except BackendUnavailable as exc:
-                exc.may_have_applied = exc.may_have_applied or wrote
+                exc.may_have_applied = exc.may_have_applied or written.any
                 raise
         raise BackendUnavailable(f"{self.layout.directory(federation)} kept changing under concurrent writers",
-                                 may_have_applied=wrote)
+                                 may_have_applied=written.any)
 
-    async def _put(self, key: str, value: bytes, previous: Node | None, deadline: Deadline) -> None:
+    async def _write(self, commit: str, found: dict[str, EtcdNode], desired: dict[str, bytes], deadline: Deadline,
+                     written: "_Written") -> None:
+        """Delete the stale keys and put the changed ones, each guarded by what was ``found``, then the
+        ``commit`` key (``ns1``) last; ``written.any`` turns true before the first write is sent.
+
+        Raises :class:`CompareFailed` when a guard fails (someone wrote in between).
+        """
+        for key, node in found.items():
+            if key not in desired and key != commit:
+                written.any = True
+                await self._delete(key, node.index, deadline)
+        for key, value in desired.items():
+            if key != commit and (key not in found or found[key].value != value):
+                written.any = True
+                await self._put(key, value, found.get(key), deadline)
+        written.any = True
+        if commit in desired:
+            await self._put(commit, desired[commit], found.get(commit), deadline)
+        elif commit in found:
+            await self._delete(commit, found[commit].index, deadline)
+
+    async def _put(self, key: str, value: bytes, previous: EtcdNode | None, deadline: Deadline) -> None:
         guard = {"prevIndex": str(previous.index)} if previous else {"prevExist": "false"}
         status, body, _ = await self._request("PUT", key, guard, deadline, write=True, value=value)
         _check_write(status, body, f"PUT {key}")
@@ -352,13 +371,13 @@ class SkyDNSEtcd2:
         return self._session
 
 
-def _collect(node: dict[str, Any], leaves: dict[str, Node]) -> None:
+def _collect(node: dict[str, Any], leaves: dict[str, EtcdNode]) -> None:
     """Add the leaves of a v2 ``node`` (recursively) to ``leaves``."""
     if node.get("dir"):
         for child in node.get("nodes", []):
             _collect(child, leaves)
     elif isinstance(node.get("key"), str) and isinstance(node.get("value"), str):
-        leaves[node["key"]] = Node(node["value"].encode(), int(node.get("modifiedIndex", 0)))
+        leaves[node["key"]] = EtcdNode(node["value"].encode(), int(node.get("modifiedIndex", 0)))
 
 
 def _check_write(status: int, body: dict[str, Any], what: str) -> None:
@@ -373,7 +392,7 @@ def _check_write(status: int, body: dict[str, Any], what: str) -> None:
 def _message(body: dict[str, Any], status: int = 0) -> str:
     """etcd's v2 error; a 401 (error 110) says that the user or password was refused."""
     text = f"{body.get('message', 'no message')} ({body.get('cause', '')})"
-    if status == 401 or body.get("errorCode") == 110:
+    if status == HTTPStatus.UNAUTHORIZED or body.get("errorCode") == ETCD_UNAUTHORIZED:
         return f"authentication failed (--etcd-user and its password; v2 users are not v3 users): {text}"
     return text
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import aetcd
+from aetcd.transactions import Delete, Put
 
 from feddns.etcd import Endpoints, EtcdError, describe, failure_kind, prefix_range_end
 from stubzone.backends import BackendUnavailable, Deadline
@@ -132,7 +133,7 @@ class SkyDNSEtcd3:
             raise BackendUnavailable(f"etcd {self.endpoints.current} did not answer within {deadline.seconds:g} s",
                                      may_have_applied=sent.transaction) from exc
         assert failure is not None
-        raise BackendUnavailable(f"etcd {describe(failure)}")
+        raise BackendUnavailable(f"etcd {describe(failure)}") from failure
 
     async def _read(self, client: aetcd.Client, prefix: str) -> tuple[int, dict[str, bytes]]:
         """``(revision, {key: value})`` of the nameserver keys under ``prefix``.
@@ -167,7 +168,7 @@ class SkyDNSEtcd3:
             start = directory.encode()
             guard = client.transactions.mod(start, prefix_range_end(start)) < revision + 1
             stale = [key for key in found if key not in desired]
-            operations = [client.transactions.delete(key.encode()) for key in stale]
+            operations: list[Delete | Put] = [client.transactions.delete(key.encode()) for key in stale]
             operations += [client.transactions.put(key.encode(), value) for key, value in desired.items()]
             sent.transaction = True
             try:

@@ -86,7 +86,7 @@ BAD = {
     "missing kubeconfig": (lambda pki, tmp: {"backend": "kube-dns", "etcd": None, "kubeconfig": str(tmp / "nope")},
                            "--kubeconfig "),
     "no kubeconfig outside a pod": (lambda pki, tmp: {"backend": "kube-dns", "etcd": None},
-                                    "--kubeconfig (not given, and not in a pod)"),
+                                    "no --kubeconfig and not in a cluster"),
     "unbound without its config": (lambda pki, tmp: {"backend": "unbound", "etcd": None, "cluster": "foo"},
                                    "--backend unbound needs --unbound-config FILE"),
     "unbound config missing": (lambda pki, tmp: {"backend": "unbound", "etcd": None, "cluster": "foo",

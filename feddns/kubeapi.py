@@ -1,0 +1,102 @@
+"""What every component that talks to the Kubernetes API does the same way, without importing the client.
+
+The core imports neither ``kubernetes`` nor ``urllib3`` (``feddns serve`` never
+loads them), so the shapes it needs are Protocols that the client's objects
+satisfy: a watch response (urllib3's ``HTTPResponse``), an API refusal
+(``kubernetes.client.ApiException``: ``status`` and ``reason``), and the
+``kubernetes.config`` module, passed in by the caller.
+
+- :func:`watch_lines`: the newline-delimited JSON events of a watch
+  (Kubernetes API concepts, "Efficient detection of changes").
+- :func:`describe_failure`: one short line for a failed API call, for logs.
+- :func:`load_configuration`: the API server and credentials from a kubeconfig
+  or the pod's service account, a bad one as :class:`ConfigError` naming the flag.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from feddns.errors import ConfigError
+
+
+class WatchResponse(Protocol):
+    """A streamed HTTP response: urllib3's ``HTTPResponse`` read with ``_preload_content=False``."""
+
+    def stream(self, amt: int | None = ..., decode_content: bool | None = ...) -> Iterator[bytes]:
+        """The body, chunk by chunk as it arrives (``amt=None``: each chunk of a chunked response)."""
+        ...
+
+
+@runtime_checkable
+class ApiRefusal(Protocol):
+    """An answer of the API server that is not a success: ``kubernetes.client.ApiException``."""
+
+    status: int | None
+    """The HTTP status (409, 410...)."""
+    reason: str | None
+    """The HTTP reason phrase (``Conflict``)."""
+
+
+def watch_lines(response: WatchResponse) -> Iterator[bytes]:
+    """The non-blank newline-delimited JSON events of a watch ``response``, each as soon as its line ends."""
+    pending = b""
+    for chunk in response.stream(amt=None, decode_content=True):
+        pending += chunk
+        if b"\n" in chunk:
+            *lines, pending = pending.split(b"\n")
+            yield from (line for line in lines if line.strip())
+    if pending.strip():
+        yield pending
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A failed API call in a few words: ``HTTP 403 Forbidden`` for a refusal, the cause of a failed
+    connection (urllib3's ``MaxRetryError.reason``), else ``ExceptionName: message``."""
+    if isinstance(exc, ApiRefusal):
+        return f"HTTP {exc.status} {exc.reason}"
+    cause = getattr(exc, "reason", None)
+    if isinstance(cause, BaseException):
+        return str(cause)
+    return f"{type(exc).__name__}: {exc}"
+
+
+class KubeConfigModule(Protocol):
+    """The loaders of ``kubernetes.config`` this module calls (the caller passes that module)."""
+
+    @property
+    def ConfigException(self) -> type[Exception]:
+        """The error of a kubeconfig that cannot be used."""
+
+    def load_incluster_config(self, client_configuration: object) -> None:
+        """Fill ``client_configuration`` from the pod's service account."""
+
+    def load_kube_config(self, config_file: str, context: str | None, client_configuration: object,
+                         persist_config: bool) -> None:
+        """Fill ``client_configuration`` from a kubeconfig file and one of its contexts."""
+
+
+def load_configuration(config: KubeConfigModule, configuration: object, kubeconfig: str | Path | None,
+                       context: str | None) -> None:
+    """Fill ``configuration`` (a ``kubernetes.client.Configuration``) from ``kubeconfig`` and ``context``,
+    or from the pod's service account when ``kubeconfig`` is ``None``; ``config`` is ``kubernetes.config``.
+
+    Refreshed credentials are not written back to the kubeconfig (often a read-only
+    mounted Secret). Raises :class:`ConfigError` naming ``--kubeconfig`` when neither
+    can be loaded: a missing file, YAML that is not a kubeconfig, an unknown context,
+    no service account.
+    """
+    try:
+        if kubeconfig is None:
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            config.load_kube_config(config_file=str(kubeconfig), context=context,
+                                    client_configuration=configuration, persist_config=False)
+    except (config.ConfigException, OSError, ValueError) as exc:
+        where = f"--kubeconfig {kubeconfig}" if kubeconfig is not None else "no --kubeconfig and not in a cluster"
+        raise ConfigError(f"{where}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
