@@ -27,12 +27,24 @@ flood of names costs no memory.
 
 import struct
 from collections.abc import Hashable, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import dnslib  # type: ignore[import-untyped]
 
 from feddns.dns.cache import BYTES_OVERHEAD, ENTRY_OVERHEAD, Cached, Labels
-from feddns.dns.wire import AA, CLASS_IN, OPTION_ECS, QR, TC, QType, Query
+from feddns.dns.wire import (
+    AA,
+    CLASS_IN,
+    HEADER_BYTES,
+    IPV4_BYTES,
+    MAX_NAME_BYTES,
+    OPTION_ECS,
+    QR,
+    TC,
+    UDP_PLAIN_BYTES,
+    QType,
+    Query,
+)
 
 OUR_PAYLOAD = 1232
 """The UDP payload size (bytes) advertised in our OPT record (DNS Flag Day 2020)."""
@@ -93,7 +105,8 @@ def address_rr(address: bytes, ttl: int, owner: bytes = POINTER_TO_QNAME) -> byt
     that answers and rotations are spliced from; tests/dns/test_records.py checks
     that dnslib and dnspython read it as they read their own.
     """
-    return owner + _RR_FIXED.pack(QType.A if len(address) == 4 else QType.AAAA, CLASS_IN, ttl, len(address)) + address
+    rtype = QType.A if len(address) == IPV4_BYTES else QType.AAAA
+    return owner + _RR_FIXED.pack(rtype, CLASS_IN, ttl, len(address)) + address
 
 
 def srv_rr(priority: int, weight: int, port: int, target: bytes | str | dnslib.DNSLabel, ttl: int) -> bytes:
@@ -131,6 +144,7 @@ def opt_rr(do: bool, ecs: bytes | None = None, ext_rcode: int = 0) -> bytes:
 OPT_PLAIN, OPT_DO = opt_rr(False), opt_rr(True)
 _OPTS = (OPT_PLAIN, OPT_DO)
 _LONGEST_OPT = 11 + 4 + 20  # our OPT echoing an IPv6 ECS option of /128
+_LONGEST_QUESTION = MAX_NAME_BYTES + 4  # QTYPE, QCLASS
 
 
 class Ordering(Protocol):
@@ -193,12 +207,25 @@ def _head_table(flags: int, answers: int, authority: int, additional: int) -> tu
     return table
 
 
+class Sections(NamedTuple):
+    """The records of a reply in wire form, by section (RFC 1035 4.1): the answer
+    section by tier (``tiers``, best tier first), then the authority and the
+    additional sections."""
+
+    tiers: Tiers = ()
+    authority: Sequence[bytes] = ()
+    additional: Sequence[bytes] = ()
+
+
+NO_RECORDS = Sections()
+
+
 class Answer(Cached):
     """The records answering one question for one source cluster, packed once.
 
     ``rcode`` (its low 4 bits go in the header), ``authoritative`` (AA),
-    ``tiers`` (answer records by tier, ordered per query by ``ordering``),
-    ``authority`` and ``additional`` (records in a fixed order), ``labels`` for
+    ``sections`` (the answer records by tier, ordered per query by ``ordering``;
+    the authority and additional records in a fixed order), ``labels`` for
     the metrics and ``owner`` for the cache (see ``feddns.dns.cache``).
     ``fixed`` holds the joined records when every query gets the same order;
     ``length`` is the bytes of every record; a question of at most ``room``
@@ -207,9 +234,9 @@ class Answer(Cached):
 
     __slots__ = ("fixed", "heads", "length", "opts", "ordering", "rcode", "rest", "room", "tiers")
 
-    def __init__(self, rcode: int, *, authoritative: bool = True, tiers: Tiers = (), authority: Sequence[bytes] = (),
-                 additional: Sequence[bytes] = (), ordering: Ordering = FIXED, labels: Labels = ("", "", ""),
-                 owner: Hashable = None) -> None:
+    def __init__(self, rcode: int, sections: Sections = NO_RECORDS, *, authoritative: bool = True,
+                 ordering: Ordering = FIXED, labels: Labels = ("", "", ""), owner: Hashable = None) -> None:
+        tiers, authority, additional = sections
         self.rcode = rcode
         self.tiers = tiers
         self.rest = b"".join(authority) + b"".join(additional)
@@ -223,7 +250,8 @@ class Answer(Cached):
         if isinstance(ordering, Fixed) or all(len(tier) <= 1 for tier in tiers):
             self.fixed = FIXED.arrange(tiers) + self.rest
         self.length = sum(len(record) for tier in tiers for record in tier) + len(self.rest)
-        self.room = 512 - 12 - self.length - _LONGEST_OPT  # a question this long or shorter always fits
+        # a question this long or shorter always fits:
+        self.room = UDP_PLAIN_BYTES - HEADER_BYTES - self.length - _LONGEST_OPT
         size = self.length + BYTES_OVERHEAD * (count + 2) + 8 * count + 64 * (len(tiers) + 1) + 200
         super().__init__(size + ENTRY_OVERHEAD, owner, labels)
 
@@ -242,12 +270,26 @@ class Answer(Cached):
         question = query.question
         if len(question) > self.room and not tcp:  # the reply may be over 512 bytes
             size = 12 + len(question) + self.length + len(opt)
-            if size > 512 and (size > query.payload or not query.edns):
+            if size > UDP_PLAIN_BYTES and (size > query.payload or not query.edns):
                 return b"".join((ident, self.heads[index | 8], question, opt))
         body = self.fixed
         if body is None:
             body = self.ordering.arrange(self.tiers) + self.rest
         return b"".join((ident, self.heads[index], question, body, opt))
+
+    def around_question(self, query: Query) -> tuple[bytes, bytes] | None:
+        """The reply to ``query`` as what goes between its ID and its question (the
+        header's flags and counts) and what follows the question, when those are
+        the same whatever the qname: the records in one order, and room for the
+        longest question (so never truncated); else ``None``. ``query`` has no ECS
+        option to echo."""
+        if self.fixed is None or self.room < _LONGEST_QUESTION:
+            return None
+        flags = query.flags
+        index = (flags >> 8 & 1) | (flags >> 3 & 2)  # RD, CD
+        if query.edns:
+            return self.heads[index | 4], self.fixed + self.opts[query.do]
+        return self.heads[index], self.fixed
 
     @property
     def single_order(self) -> bool:

@@ -18,6 +18,10 @@ byte budget (``--cache-size``):
   question (ID, letter case, cookies, padding, other options, RD/CD, DO, ECS,
   payload size) shares one answer; those bytes are spliced in per query.
 
+Beside the cache, :class:`Envelopes` keeps what the responder needs to answer a
+name that does not exist without reading the query in full: keyed by the query's
+bytes but its ID and qname, so a flood of names that never repeat adds nothing.
+
 Eviction is by recency in bytes: CLOCK, the second-chance approximation of LRU.
 Entries sit in insertion order; when the bytes used pass the limit the oldest
 entry is looked at, and if it was hit since it was last looked at it moves to
@@ -30,6 +34,7 @@ service its records come from) so that a change drops only that owner's entries.
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
+from typing import Generic, TypeVar
 
 ENTRY_OVERHEAD = 240
 """Bytes counted for each entry besides its key and value: its slots in the
@@ -38,6 +43,9 @@ ordered dict and in its owner's set, and the objects' headers (measured with
 
 BYTES_OVERHEAD = 33
 """Bytes of a ``bytes`` object besides its contents (CPython 3.11)."""
+
+_Parts = TypeVar("_Parts")
+_FEWEST_BITS = 4  # the Doorkeeper's smallest table: 16 slots
 
 Labels = tuple[str, str, str]
 """Metric labels of an answer: ``(qtype, rcode, source)``, source being
@@ -185,7 +193,7 @@ class Doorkeeper:
     def within(cls, limit: int) -> "Doorkeeper":
         """A table of at most 65,536 slots taking at most a sixteenth of ``limit`` bytes."""
         bits = 16
-        while bits > 4 and (8 << bits) * 16 > limit:
+        while bits > _FEWEST_BITS and (8 << bits) * 16 > limit:
             bits -= 1
         return cls(bits)
 
@@ -198,3 +206,34 @@ class Doorkeeper:
             return True
         self._slots[slot] = digest
         return False
+
+
+class Envelopes(Generic[_Parts]):
+    """The envelopes of recent queries, each with what answers it: a few, bounded.
+
+    A query's envelope is its bytes but its ID and qname: the header's flags and
+    counts, then everything from the qname's root label on (QTYPE, QCLASS, the
+    OPT record). Clients send one envelope for every name they ask, so a few
+    entries serve a flood of random names. ``get`` is the dict's own ``get``; at
+    most ``limit`` envelopes of at most ``longest`` bytes are kept, the oldest
+    forgotten first, so a flood of envelopes that never repeat (random cookies)
+    holds at most ``limit * longest`` bytes and clears nothing else.
+    """
+
+    def __init__(self, limit: int = 64, longest: int = 512) -> None:
+        self.limit = limit
+        self.longest = longest
+        self._items: dict[bytes, _Parts] = {}
+        self.get = self._items.get
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, envelope: bytes, parts: _Parts) -> None:
+        """Keep ``parts`` for ``envelope`` (unless it is longer than ``longest``)."""
+        if len(envelope) > self.longest:
+            return
+        items = self._items
+        if len(items) >= self.limit and envelope not in items:
+            del items[next(iter(items))]
+        items[envelope] = parts

@@ -25,8 +25,8 @@ import logging
 from dataclasses import dataclass, field
 
 from feddns.dns import answer, policy, weights, wire
-from feddns.dns.answer import Answer, Tiers
-from feddns.dns.cache import Cache, Cached, Doorkeeper, Labels, Reply
+from feddns.dns.answer import Answer, Sections
+from feddns.dns.cache import Cache, Cached, Doorkeeper, Envelopes, Labels, Reply
 from feddns.dns.index import (
     Change,
     FederationChanged,
@@ -38,7 +38,7 @@ from feddns.dns.index import (
     ServiceChanged,
     ServiceId,
 )
-from feddns.dns.wire import CLASS_IN, QType, Query, Rcode
+from feddns.dns.wire import CLASS_IN, FIRST_ROOT, LAST_ROOT, QType, Query, Rcode
 from feddns.records import IPAddress
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 _VERSIONS: dict[int, tuple[int, ...]] = {QType.A: (4,), QType.AAAA: (6,), QType.ANY: (4, 6)}
 _QTYPE_LABELS = {int(t): t.name for t in QType}
 _TRANSFERS = (QType.AXFR, QType.IXFR)
+_ADDRESS_KINDS = (NodeKind.SERVICE, NodeKind.SHARD, NodeKind.ENDPOINT)
 
 
 def qtype_label(qtype: int) -> str:
@@ -104,18 +105,20 @@ class Templates:
     ``zone`` (wire form).
 
     ``nxdomain_for`` maps each QTYPE the server knows (in class IN) to an
-    NXDOMAIN template that counts its own
-    queries in ``hits`` (labelled with that qtype); ``nxdomain`` serves the
-    other types and is counted by the responder's ``Stats``.
+    NXDOMAIN template that counts its own queries in ``hits`` (labelled with
+    that qtype); ``nxdomain`` serves the other types, counting its own queries
+    too when they have no ECS option (labelled ``other``), else by the
+    responder's ``Stats``.
     """
 
     def __init__(self, zone: str, serial: int, negative_ttl: int) -> None:
         self.zone = answer.name_wire(zone)
         soa = answer.soa_rr(self.zone, zone, serial, negative_ttl, negative_ttl)
-        self.nxdomain = Answer(Rcode.NXDOMAIN, authority=[soa], labels=("other", "NXDOMAIN", "none"))
-        self.nxdomain_for = {int(t): Answer(
-            Rcode.NXDOMAIN, authority=[soa], labels=(t.name, "NXDOMAIN", "none")) for t in QType}
-        self.nodata = Answer(Rcode.NOERROR, authority=[soa], labels=("", "NOERROR", ""))
+        negative = Sections(authority=[soa])
+        self.nxdomain = Answer(Rcode.NXDOMAIN, negative, labels=("other", "NXDOMAIN", "none"))
+        self.nxdomain_for = {int(t): Answer(Rcode.NXDOMAIN, negative, labels=(t.name, "NXDOMAIN", "none"))
+                             for t in QType}
+        self.nodata = Answer(Rcode.NOERROR, negative, labels=("", "NOERROR", ""))
         self.refused = Answer(Rcode.REFUSED, authoritative=False, labels=("", "REFUSED", ""))
         self.servfail = Answer(Rcode.SERVFAIL, labels=("", "SERVFAIL", ""))
         self.badvers = Answer(Rcode.BADVERS, labels=("", "BADVERS", ""))
@@ -124,7 +127,7 @@ class Templates:
 
     def counted(self) -> list[Answer]:
         """The templates that count their own queries (for the metrics)."""
-        return list(self.nxdomain_for.values())
+        return [*self.nxdomain_for.values(), self.nxdomain]
 
 
 class Zone:
@@ -174,6 +177,7 @@ class Responder:
         self._zone_cut = -len(self.zone)  # name[:_zone_cut]: a name in the zone, relative to it
         self.mcs = None if settings.mcs_zone is None else Zone(settings.mcs_zone, settings, mcs=True)
         self._mcs_ambiguous_logged = False
+        self.nxdomain_envelopes: Envelopes[tuple[bytes, bytes, Answer]] = Envelopes()
 
     def counted_templates(self) -> list[Answer]:
         """The templates of every zone that count their own queries (for the metrics)."""
@@ -196,19 +200,45 @@ class Responder:
                 entry.hits += 1
                 return data[:2] + entry.reply
             if not key.islower():
-                entry = self.cache.get(key.lower())  # type: ignore[assignment]
-                if entry is not None:
-                    entry.hits += 1
-                    return entry.spliced(data)
+                folded: Reply | None = self.cache.get(key.lower())  # type: ignore[assignment]
+                if folded is not None:
+                    folded.hits += 1
+                    return folded.spliced(data)
         return self.respond_uncached(data, client, tcp)
 
     def respond_uncached(self, data: bytes, client: str, tcp: bool) -> bytes | None:
-        """:meth:`respond` past the reply cache (the UDP transport looked there)."""
+        """:meth:`respond` past the reply cache (the UDP transport looked there).
+
+        A query whose envelope (its bytes but the ID and qname, see
+        ``feddns.dns.cache.Envelopes``) was answered NXDOMAIN before is read no
+        further than its qname: when the name does not exist either, the reply is
+        the envelope's NXDOMAIN parts joined around the ID and the question as
+        asked. Written as one frame for the random-name flood it meets
+        (docs/performance.md): one search for the qname's end, one lookup of the
+        envelope, the name lowercased and looked up, one join.
+        """
         try:
+            zero = data.find(0, 12)
+            if FIRST_ROOT <= zero <= LAST_ROOT:
+                nxdomain = self.nxdomain_envelopes.get(data[2:12] + data[zero:])
+                if nxdomain is not None:  # the common shape, class IN, EDNS version 0, no ECS
+                    name = data[12 : zero + 1].lower()
+                    if name.endswith(self.zone):
+                        try:
+                            node = self.index.lookup(name[: self._zone_cut])
+                        except NotAName:  # the name the common reader would cut is not one
+                            return self._respond_strictly(data, client, tcp)
+                        if node is None:
+                            head, tail, template = nxdomain
+                            template.hits += 1
+                            return b"".join((data[:2], head, data[12 : zero + 5], tail))
+                        query = wire.read_common(data, self.option)
+                        if query is not None:  # always: the envelope is of the common shape
+                            return self._serve_node(self.main, node, data, query, client, tcp)
             query = wire.read_common(data, self.option)
             if query is None:
                 return self._respond_strictly(data, client, tcp)
-            return self.serve(data, query, client, tcp, False)
+            return self.serve(data, query, client, tcp)
         except Exception:  # a bug must not take the server down: log it, answer SERVFAIL
             log.exception("failed to answer a query; answering SERVFAIL")
             return self._count(wire.error_reply(data, Rcode.SERVFAIL), "other", Rcode.SERVFAIL)
@@ -229,44 +259,61 @@ class Responder:
         except wire.FormError as exc:
             log.debug("FORMERR to %s: %s", client, exc)
             return self._count(wire.error_reply(data, Rcode.FORMERR), "other", Rcode.FORMERR)
-        return self.serve(data, query, client, tcp, True)
+        return self.serve(data, query, client, tcp)
 
-    def serve(self, data: bytes, query: Query, client: str, tcp: bool, strict: bool) -> bytes | None:
-        """Answer ``query`` (read from ``data``); ``strict`` says which reader read it.
+    def serve(self, data: bytes, query: Query, client: str, tcp: bool) -> bytes | None:
+        """Answer ``query`` (read from ``data``).
 
         A name that the common reader may have cut wrongly (it is not found and is
         not made of well-formed labels) is read again strictly.
         """
         name = query.name
-        zone = self.zone
-        if not name.endswith(zone) or query.qclass != CLASS_IN or query.version:
-            mcs = self.mcs
-            if mcs is not None and name.endswith(mcs.wire) and query.qclass == CLASS_IN and not query.version:
-                return self._serve_mcs(mcs, data, query, client, tcp, strict)
-            if not strict:
-                return self._respond_strictly(data, client, tcp)
-            return self._refuse(data, query, tcp)
+        if not name.endswith(self.zone) or query.qclass != CLASS_IN or query.version:
+            return self._serve_outside(data, query, client, tcp)
         if not self.ready:
-            return self._negative(data, query, client, tcp, strict, self.templates)
+            return self._negative(data, query, client, tcp, self.templates)
         try:
             node = self.index.lookup(name[: self._zone_cut])
         except NotAName:  # the common reader cut the name wrongly: read it strictly
-            return self._refuse(data, query, tcp) if strict else self._respond_strictly(data, client, tcp)
+            return self._reread(data, query, client, tcp)
         if node is None:  # NXDOMAIN from the zone's template: nothing is kept for the name
-            template = self.nxdomain_for.get(query.qtype) if query.ecs is None else None
+            template = self.nxdomain_for.get(query.qtype, self.templates.nxdomain) if query.ecs is None else None
             if template is None:
-                return self._negative(data, query, client, tcp, strict, self.templates)
+                return self._negative(data, query, client, tcp, self.templates)
             template.hits += 1
+            if not query.strict:
+                self._note_envelope(data, query, template)
             return template.reply(data[:2], query, None, tcp)
-        return self._serve_node(self.main, node, data, query, client, tcp, strict)
+        return self._serve_node(self.main, node, data, query, client, tcp)
 
-    def _serve_mcs(self, mcs: Zone, data: bytes, query: Query, client: str, tcp: bool,
-                   strict: bool) -> bytes | None:
+    def _serve_outside(self, data: bytes, query: Query, client: str, tcp: bool) -> bytes | None:
+        """A query outside the main zone, not of class IN, or of EDNS version over 0:
+        the MCS zone's, else read strictly, else refused (or BADVERS)."""
+        mcs = self.mcs
+        if mcs is not None and query.name.endswith(mcs.wire) and query.qclass == CLASS_IN and not query.version:
+            return self._serve_mcs(mcs, data, query, client, tcp)
+        return self._reread(data, query, client, tcp)
+
+    def _reread(self, data: bytes, query: Query, client: str, tcp: bool) -> bytes | None:
+        """A query the common reader may have read wrongly, read strictly; one read
+        strictly already is refused."""
+        return self._refuse(data, query, tcp) if query.strict else self._respond_strictly(data, client, tcp)
+
+    def _note_envelope(self, data: bytes, query: Query, template: Answer) -> None:
+        """Keep the NXDOMAIN parts for the envelope of ``data`` (``query`` as the
+        common reader read it, in the main zone, class IN, no ECS option), for
+        :meth:`respond_uncached`."""
+        parts = template.around_question(query)
+        if parts is not None:
+            root = 11 + len(query.name)
+            self.nxdomain_envelopes.put(data[2:12] + data[root:], (*parts, template))
+
+    def _serve_mcs(self, mcs: Zone, data: bytes, query: Query, client: str, tcp: bool) -> bytes | None:
         """A name in the MCS zone: ``<...>.svc.ZONE`` is looked up as ``<...>.F.svc`` of the
         federation shown there; other names (apex, ``ns.dns``) as they are."""
         rel = query.name[: len(query.name) - len(mcs.wire)]
         if not self.ready:
-            return self._negative(data, query, client, tcp, strict, mcs.templates)
+            return self._negative(data, query, client, tcp, mcs.templates)
         try:
             if rel.endswith(b"\x03svc"):
                 federation = self._mcs_federation()
@@ -276,10 +323,10 @@ class Responder:
             else:
                 node = self.index.lookup(rel)
         except NotAName:  # the common reader cut the name wrongly: read it strictly
-            return self._refuse(data, query, tcp) if strict else self._respond_strictly(data, client, tcp)
+            return self._reread(data, query, client, tcp)
         if node is None:
-            return self._negative(data, query, client, tcp, strict, mcs.templates)
-        return self._serve_node(mcs, node, data, query, client, tcp, strict)
+            return self._negative(data, query, client, tcp, mcs.templates)
+        return self._serve_node(mcs, node, data, query, client, tcp)
 
     def _mcs_federation(self) -> str | None:
         """The federation the MCS zone shows: ``--mcs-federation``, else the only one
@@ -297,8 +344,7 @@ class Responder:
                         ", ".join(sorted(federations)))
         return None
 
-    def _serve_node(self, zone: Zone, node: Node, data: bytes, query: Query, client: str, tcp: bool,
-                    strict: bool) -> bytes | None:
+    def _serve_node(self, zone: Zone, node: Node, data: bytes, query: Query, client: str, tcp: bool) -> bytes | None:
         """Answer ``query`` for ``node``, a name that exists in ``zone``."""
         name = query.name
         cluster = query.cluster
@@ -308,7 +354,7 @@ class Responder:
             # cluster known, as of the last change).
             found: Answer | None = self.cache.get((name, query.qtype, cluster))  # type: ignore[assignment]
             if found is not None:
-                return self._send(found, data, query, None, tcp, strict, False)
+                return self._send(found, data, query, None, tcp, False)
         templates = zone.templates
         try:
             cluster, ecs, by_address = policy.find_source(node.federation, query, client)
@@ -325,9 +371,9 @@ class Responder:
             if found is None:
                 return self._template(templates.nodata, data, query, ecs, tcp, cluster)
             self.cache.put(key, found)
-        return self._send(found, data, query, ecs, tcp, strict, by_address)
+        return self._send(found, data, query, ecs, tcp, by_address)
 
-    def _send(self, found: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool, strict: bool,
+    def _send(self, found: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool,
               by_address: bool) -> bytes:
         """The reply from an answer, kept in the reply cache when it may be.
 
@@ -344,7 +390,7 @@ class Responder:
         """
         found.hits += 1
         reply = found.reply(data[:2], query, ecs, tcp)
-        if tcp or strict or by_address:
+        if tcp or query.strict or by_address:
             return reply
         drawn = found.ordering if found.fixed is None and isinstance(found.ordering, weights.Draw) else None
         if found.fixed is None and drawn is None:
@@ -373,14 +419,13 @@ class Responder:
             return self.templates.badvers.reply(data[:2], query, None, tcp)
         return self._template(self.templates.refused, data, query, None, tcp, None)
 
-    def _negative(self, data: bytes, query: Query, client: str, tcp: bool, strict: bool,
-                  templates: Templates) -> bytes | None:
+    def _negative(self, data: bytes, query: Query, client: str, tcp: bool, templates: Templates) -> bytes | None:
         """NXDOMAIN for a name that does not exist, from the zone's template: the
         question is copied from the query and nothing is kept for the name.
         Before the first load, SERVFAIL instead (never NXDOMAIN), for a name that
         is made of labels (else it is read strictly)."""
         if not self.ready and not wire.is_labels(query.name[: len(query.name) - len(templates.zone)]):
-            return self._refuse(data, query, tcp) if strict else self._respond_strictly(data, client, tcp)
+            return self._reread(data, query, client, tcp)
         template = templates.nxdomain if self.ready else templates.servfail
         ecs = query.ecs
         if ecs is not None:
@@ -409,47 +454,56 @@ class Responder:
     def _answer(self, node: Node, qtype: int, asker: bytes | None, zone: Zone) -> Answer | None:
         """The answer of ``node`` to ``qtype`` for ``cluster`` in ``zone``, or ``None`` for
         the zone's NODATA (a name with no records of that type, whoever asks)."""
+        cluster = asker.decode() if asker is not None else None
+        found = self._records(node, qtype, cluster, zone)
+        if found is None:
+            return None
+        sections, ordering = found
+        labels = (qtype_label(qtype), "NOERROR", "cluster" if cluster else "none")
+        if not sections.tiers:  # the name has such records, but none for this asker now (e.g. every shard unready)
+            return Answer(Rcode.NOERROR, Sections(authority=[zone.templates.soa]), labels=labels, owner=node.service)
+        if ordering is None:
+            ordering = answer.FIXED if self.settings.stable else answer.Rotation()
+        built = Answer(Rcode.NOERROR, sections, ordering=ordering, labels=labels, owner=node.service)
+        if isinstance(ordering, weights.Draw):
+            built.size += ordering.size  # the orders it keeps, counted against --cache-size
+        return built
+
+    def _records(self, node: Node, qtype: int, cluster: str | None,
+                 zone: Zone) -> tuple[Sections, answer.Ordering | None] | None:
+        """The records of ``node`` for ``qtype`` asked from ``cluster``, and their
+        ordering when the policy decides it; ``None`` when the name has no such records."""
         ttl = self.settings.ttl
         kind = node.kind
-        cluster = asker.decode() if asker is not None else None
-        additional: list[bytes] = []
-        ordering: answer.Ordering | None = None
         if kind == NodeKind.APEX:
-            if qtype in (QType.SOA, QType.ANY):  # ANY: one RRset (RFC 8482 4.2)
-                s = self.settings
-                tiers: Tiers = ((answer.soa_rr(answer.POINTER_TO_QNAME, zone.name, s.serial, s.negative_ttl, ttl),),)
-            elif qtype == QType.NS:
-                tiers = ((answer.ns_rr(answer.POINTER_TO_QNAME, zone.name, ttl),),)
-                glue = answer.name_wire(answer.server_name(zone.name))
-                additional = [answer.address_rr(ip.packed, ttl, glue) for ip in self.settings.ns_addresses]
-            else:
-                return None
-        elif kind == NodeKind.NS_HOST:
+            return self._apex_records(qtype, zone)
+        if kind == NodeKind.NS_HOST:
             versions = _VERSIONS.get(qtype, ())
             records = tuple(answer.address_rr(ip.packed, ttl) for ip in self.settings.ns_addresses
                             if ip.version in versions)
-            if not records:
-                return None
-            tiers = (records,)
-        elif kind == NodeKind.SRV_NAME:
+            return (Sections((records,)), None) if records else None
+        if kind == NodeKind.SRV_NAME:
             if qtype not in (QType.SRV, QType.ANY):
                 return None
             assert node.service is not None
             tiers, ordering, additional = policy.srv_answer(node, cluster, zone.service_base(node.service), ttl)
-        elif kind in (NodeKind.SERVICE, NodeKind.SHARD, NodeKind.ENDPOINT) and qtype in _VERSIONS:
+            return Sections(tiers, additional=additional), ordering
+        if kind in _ADDRESS_KINDS and qtype in _VERSIONS:
             tiers, ordering, _ = policy.address_answer(node, cluster, _VERSIONS[qtype], ttl)
-        else:
-            return None
-        labels = (qtype_label(qtype), "NOERROR", "cluster" if cluster else "none")
-        if not tiers:  # the name has such records, but none for this asker now (e.g. every shard unready)
-            return Answer(Rcode.NOERROR, authority=[zone.templates.soa], labels=labels, owner=node.service)
-        if ordering is None:
-            ordering = answer.FIXED if self.settings.stable else answer.Rotation()
-        built = Answer(Rcode.NOERROR, tiers=tiers, additional=additional, ordering=ordering, labels=labels,
-                       owner=node.service)
-        if isinstance(ordering, weights.Draw):
-            built.size += ordering.size  # the orders it keeps, counted against --cache-size
-        return built
+            return Sections(tiers), ordering
+        return None
+
+    def _apex_records(self, qtype: int, zone: Zone) -> tuple[Sections, None] | None:
+        """The zone's SOA or NS records (ANY: one RRset, the SOA; RFC 8482 4.2)."""
+        s = self.settings
+        if qtype in (QType.SOA, QType.ANY):
+            soa = answer.soa_rr(answer.POINTER_TO_QNAME, zone.name, s.serial, s.negative_ttl, s.ttl)
+            return Sections(((soa,),)), None
+        if qtype == QType.NS:
+            glue = answer.name_wire(answer.server_name(zone.name))
+            additional = [answer.address_rr(ip.packed, s.ttl, glue) for ip in s.ns_addresses]
+            return Sections(((answer.ns_rr(answer.POINTER_TO_QNAME, zone.name, s.ttl),),), additional=additional), None
+        return None
 
     # -- changes --------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ What the common reader accepts, the strict parser accepts with the same result
 """
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 
@@ -58,8 +58,20 @@ EDNS_DO = 0x8000
 OPTION_ECS = 8
 """EDNS0 option code of Client Subnet (RFC 7871)."""
 
+HEADER_BYTES = 12  # RFC 1035 4.1.1
+IPV4_BYTES = 4  # a packed IPv4 address: an A record's RDATA (RFC 1035 3.4.1)
+IPV6_BYTES = 16  # a packed IPv6 address: an AAAA record's RDATA (RFC 3596 2.2)
+UDP_PLAIN_BYTES = 512  # the longest UDP message without EDNS (RFC 1035 4.2.1)
 MAX_NAME_BYTES = 255  # RFC 1035 3.1
+MAX_LABEL_BYTES = 63  # RFC 1035 2.3.4
 MAX_POINTER_JUMPS = 64
+POINTER = 0xC0
+"""The top two bits of a length byte that make it a compression pointer (RFC 1035 4.1.4)."""
+
+FIRST_ROOT = HEADER_BYTES + 1
+"""The offset of a shortest qname's root label (a name of at least one label)."""
+LAST_ROOT = HEADER_BYTES + MAX_NAME_BYTES - 1
+"""The offset of a longest qname's root label."""
 
 _HEADER = struct.Struct("!HHHHHH")
 _RR_FIXED = struct.Struct("!HHIH")
@@ -73,7 +85,6 @@ _QUESTION_OPT_OPTION = struct.Struct("!HHBHHHHHHH")  # ... and the first option'
 _FLAGS_COUNTS = struct.Struct("!HQ")  # the header's flags, then QD, AN, NS and AR counts as one number
 _QD1_AR0 = 0x0001_0000_0000_0000  # one question, nothing else
 _QD1_AR1 = 0x0001_0000_0000_0001  # ... and one additional record
-_LAST_ROOT = 12 + MAX_NAME_BYTES - 1  # the offset of a longest qname's root label
 _blank = object.__new__
 _ECS_CODE = b"\x00\x08"
 
@@ -99,7 +110,8 @@ class Query:
     (RFC 3225), ``cluster`` the data of the first cluster-name option (the
     ``option_code`` asked for) and ``ecs`` the data of the first Client Subnet
     option, each ``None`` when absent. Other options (cookies, padding, unknown
-    codes) are skipped: they do not change the answer.
+    codes) are skipped: they do not change the answer. ``strict`` says which
+    reader read it: :func:`parse_query` (True) or :func:`read_common`.
     """
 
     flags: int
@@ -113,13 +125,14 @@ class Query:
     cluster: bytes | None = None
     ecs: bytes | None = None
     version: int = 0
+    strict: bool = field(default=False, compare=False)
 
     @property
     def opcode(self) -> int:
         return (self.flags & OPCODE_MASK) >> 11
 
 
-def read_common(data: bytes, option_code: bytes) -> Query | None:
+def read_common(data: bytes, option_code: bytes) -> Query | None:  # noqa: C901, PLR0911, PLR0912 - hot path: one frame per query (docs/performance.md)
     """Read a query of the common shape with a few slices, or return ``None``.
 
     The common shape: QR clear, opcode QUERY, one question whose name holds no
@@ -137,7 +150,7 @@ def read_common(data: bytes, option_code: bytes) -> Query | None:
     :class:`Query` is filled in place (no ``__init__`` frame).
     """
     zero = data.find(0, 12)
-    if zero < 13 or zero > _LAST_ROOT:
+    if zero < FIRST_ROOT or zero > LAST_ROOT:
         return None
     flags, counts = _FLAGS_COUNTS.unpack_from(data, 2)
     if flags & 0xF800:  # QR or an opcode
@@ -176,11 +189,13 @@ def read_common(data: bytes, option_code: bytes) -> Query | None:
             if root or rtype != _TYPE_OPT or extended or rdlength or size != pos:
                 return None
         query.qtype, query.qclass = qtype, qclass
-        query.edns, query.payload, query.do, query.cluster, query.ecs = True, payload, ednsflags >= EDNS_DO, cluster, ecs
+        query.edns, query.payload, query.do = True, payload, ednsflags >= EDNS_DO
+        query.cluster, query.ecs = cluster, ecs
     query.flags = flags
     query.question = data[12:end]
     query.name = data[12 : zero + 1].lower()
     query.version = 0
+    query.strict = False
     return query
 
 
@@ -228,7 +243,8 @@ def letters_only_in_name(data: bytes, option_code: bytes) -> bool:
         return False
     while pos < len(data):
         code, length = _OPTION_RAW.unpack_from(data, pos)
-        if _has_letters(data[pos : pos + 4]) or (code != option_code and _has_letters(data[pos + 4 : pos + 4 + length])):
+        value = data[pos + 4 : pos + 4 + length]
+        if _has_letters(data[pos : pos + 4]) or (code != option_code and _has_letters(value)):
             return False
         pos += 4 + length
     return True
@@ -250,36 +266,46 @@ def read_name(data: bytes, pos: int) -> tuple[list[bytes], int]:
     end = -1
     total = 1
     jumps = 0
-    size = len(data)
     while True:
-        if pos >= size:
+        if pos >= len(data):
             raise FormError("name runs past the end of the packet")
         length = data[pos]
         if length == 0:
             return labels, (pos + 1 if end < 0 else end)
-        if length >= 0xC0:
-            if pos + 1 >= size:
-                raise FormError("compression pointer runs past the end of the packet")
-            target = ((length & 0x3F) << 8) | data[pos + 1]
-            if target >= pos:
-                raise FormError("compression pointer does not point backwards")
+        if length >= POINTER:
             jumps += 1
-            if jumps > MAX_POINTER_JUMPS:
-                raise FormError("too many compression pointers")
             if end < 0:
                 end = pos + 2
-            pos = target
+            pos = _pointer_target(data, pos, jumps)
             continue
-        if length > 63:
-            raise FormError(f"reserved label type 0x{length & 0xC0:02x}")
         total += length + 1
-        if total > MAX_NAME_BYTES:
-            raise FormError("name is longer than 255 bytes")
-        label = data[pos + 1 : pos + 1 + length]
-        if len(label) < length:
-            raise FormError("label runs past the end of the packet")
-        labels.append(label)
+        labels.append(_label_at(data, pos, total))
         pos += 1 + length
+
+
+def _pointer_target(data: bytes, pos: int, jumps: int) -> int:
+    """Where the compression pointer at ``pos``, the ``jumps``-th of its name, points."""
+    if pos + 1 >= len(data):
+        raise FormError("compression pointer runs past the end of the packet")
+    target = ((data[pos] & ~POINTER) << 8) | data[pos + 1]
+    if target >= pos:
+        raise FormError("compression pointer does not point backwards")
+    if jumps > MAX_POINTER_JUMPS:
+        raise FormError("too many compression pointers")
+    return target
+
+
+def _label_at(data: bytes, pos: int, total: int) -> bytes:
+    """The label whose length byte is at ``pos``, its name ``total`` bytes long so far."""
+    length = data[pos]
+    if length > MAX_LABEL_BYTES:
+        raise FormError(f"reserved label type 0x{length & POINTER:02x}")
+    if total > MAX_NAME_BYTES:
+        raise FormError("name is longer than 255 bytes")
+    label = data[pos + 1 : pos + 1 + length]
+    if len(label) < length:
+        raise FormError("label runs past the end of the packet")
+    return label
 
 
 def name_to_wire(labels: list[bytes] | tuple[bytes, ...]) -> bytes:
@@ -293,7 +319,7 @@ def is_labels(wire: bytes) -> bool:
     pos, size = 0, len(wire)
     while pos < size:
         length = wire[pos]
-        if length == 0 or length > 63:
+        if length == 0 or length > MAX_LABEL_BYTES:
             return False
         pos += length + 1
     return pos == size
@@ -301,7 +327,7 @@ def is_labels(wire: bytes) -> bool:
 
 def parse_header(data: bytes) -> tuple[int, int, int, int, int, int]:
     """``(id, flags, qdcount, ancount, nscount, arcount)``; raises :class:`ShortHeader`."""
-    if len(data) < 12:
+    if len(data) < HEADER_BYTES:
         raise ShortHeader()
     return _HEADER.unpack_from(data)
 
@@ -323,7 +349,8 @@ def parse_query(data: bytes, option_code: bytes) -> Query:
     qtc = data[pos : pos + 4]
     qtype, qclass = _QTYPE_QCLASS.unpack_from(qtc)
     pos += 4
-    query = Query(flags, name_to_wire(labels) + qtc, name_to_wire([label.lower() for label in labels]), qtype, qclass)
+    query = Query(flags, name_to_wire(labels) + qtc, name_to_wire([label.lower() for label in labels]), qtype, qclass,
+                  strict=True)
     seen_opt = False
     for index in range(ancount + nscount + arcount):
         rr_labels, pos = read_name(data, pos)

@@ -12,7 +12,7 @@ import dns.message
 import dns.rcode
 import pytest
 
-from feddns.dns.answer import Answer
+from feddns.dns.answer import Answer, Sections
 from feddns.dns.cache import Cache, Cached, Reply
 from feddns.dns.index import Index
 from feddns.dns.responder import Responder, Settings
@@ -102,8 +102,8 @@ def test_random_name_flood_adds_no_entry():
 
 
 def many_services(count: int) -> str:
-    return "".join(f"/fed/flood/s{i}/a: {{clusterIP: 10.8.{i // 250}.{i % 250 + 1}, externalIP: 9.8.{i // 250}.{i % 250 + 1}}}\n"
-                   for i in range(count))
+    return "".join(f"/fed/flood/s{i}/a: {{clusterIP: 10.8.{i // 250}.{i % 250 + 1}, "
+                   f"externalIP: 9.8.{i // 250}.{i % 250 + 1}}}\n" for i in range(count))
 
 
 def test_byte_bound_holds_under_a_flood_of_distinct_answers():
@@ -168,7 +168,7 @@ def test_answer_rotates_from_the_stored_records_without_copies():
     orders = [rotation.arrange(tiers) for _ in range(6)]
     assert orders[:3] == [b"A1A2B1B2B3", b"A2A1B2B3B1", b"A1A2B3B1B2"]
     assert len(set(orders)) == 6
-    answer = Answer(0, tiers=tiers, ordering=Rotation())
+    answer = Answer(0, Sections(tiers), ordering=Rotation())
     assert answer.fixed is None and answer.tiers is tiers
 
 

@@ -10,10 +10,12 @@ import struct
 
 import dns.edns
 import dns.message
+import dns.name
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from feddns.dns import wire
+from feddns.dns.cache import Envelopes
 from feddns.dns.index import Index
 from feddns.dns.responder import Responder, Settings
 from feddns.keys import Layout
@@ -26,8 +28,8 @@ WEB = "web.prod.fed.svc.federation."
 
 SEEDS = [
     dns.message.make_query(WEB, "A").to_wire(),
-    dns.message.make_query(WEB, "SRV", use_edns=0, payload=4096,
-                           options=[dns.edns.GenericOption(65245, b"a"), dns.edns.ECSOption("10.240.0.0", 16)]).to_wire(),
+    dns.message.make_query(WEB, "SRV", use_edns=0, payload=4096, options=[
+        dns.edns.GenericOption(65245, b"a"), dns.edns.ECSOption("10.240.0.0", 16)]).to_wire(),
     dns.message.make_query("_http._tcp." + WEB, "SRV", use_edns=0).to_wire(),
     dns.message.make_query("federation.", "SOA", use_edns=0).to_wire(),
     dns.message.make_query(WEB.upper(), "AAAA", use_edns=0,
@@ -55,10 +57,10 @@ def mutated(draw) -> bytes:
     return bytes(packet)
 
 
-def make_responder() -> Responder:
+def make_responder(settings: Settings | None = None) -> Responder:
     layout = Layout()
     index = Index(layout)
-    responder = Responder(index, Settings())
+    responder = Responder(index, settings or Settings())
     Feed(index, responder).replace(read_records_text(RECORDS, layout))
     return responder
 
@@ -105,6 +107,31 @@ def test_common_reader_agrees_with_the_strict_parser(packet):
 
 
 AGREED: list[bytes] = []
+
+
+def _primed() -> Responder:
+    """A responder that has answered NXDOMAIN in the envelope of every seed."""
+    responder = make_responder(Settings(stable=True))
+    for seed in SEEDS:
+        query = dns.message.from_wire(seed)
+        query.question[0].name = dns.name.from_text("nosuch.prod.fed.svc.federation.")
+        responder.respond(query.to_wire(), "127.0.0.1", False)
+    assert len(responder.nxdomain_envelopes) == len(SEEDS) - 1  # not the one with ECS
+    return responder
+
+
+PRIMED, LONG_WAY = _primed(), make_responder(Settings(stable=True))
+
+
+@settings(max_examples=3000, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_the_nxdomain_shortcut_answers_mutations_as_the_long_way(packet):
+    """A mutated packet whose envelope was answered NXDOMAIN before (its qname
+    mutated: bad labels, pointers, letter case) gets what the full read gives."""
+    for tcp in (False, True):
+        LONG_WAY.nxdomain_envelopes = Envelopes()
+        assert PRIMED.respond(packet, "127.0.0.1", tcp) == LONG_WAY.respond(packet, "127.0.0.1", tcp)
 
 
 def test_common_reader_took_many_mutations():

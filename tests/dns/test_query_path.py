@@ -15,7 +15,7 @@ import dns.rcode
 import pytest
 
 from feddns.dns import wire
-from feddns.dns.cache import Doorkeeper
+from feddns.dns.cache import Doorkeeper, Envelopes
 from feddns.dns.index import Index, NodeKind, NotAName
 from feddns.dns.metrics import ServeCollector
 from feddns.keys import Layout
@@ -102,9 +102,70 @@ def test_nxdomain_keeps_the_query_flags_and_edns():
     assert reply.rcode() == dns.rcode.NXDOMAIN and not reply.flags & dns.flags.RD and reply.edns == -1
 
 
+def _in_envelopes() -> list[tuple[str, str, list[dns.edns.Option] | None, int, int]]:
+    """Queries in several envelopes: (qtype, EDNS, options, added flags, payload)."""
+    cookie = dns.edns.GenericOption(10, b"\x01" * 8)
+    cluster = dns.edns.GenericOption(65245, b"a")
+    return [("A", -1, None, 0, 512), ("AAAA", 0, [cluster], 0, 1232), ("SRV", 0, [cookie, cluster], dns.flags.CD, 4096),
+            ("ANY", 0, [cluster], 0, 4096), ("MX", 0, [cookie], 0, 1232), ("A", 0, [], dns.flags.CD, 1232)]
+
+
+def _packet(qname: str, qtype: str, edns: int, options: list[dns.edns.Option] | None, flags: int, payload: int,
+            ident: int) -> bytes:
+    query = dns.message.make_query(qname, qtype, use_edns=edns, options=options, payload=payload)
+    query.flags |= flags
+    query.id = ident
+    return query.to_wire()
+
+
+@pytest.mark.parametrize("tcp", [False, True])
+def test_a_known_envelope_answers_what_the_long_way_answers(tcp):
+    """The NXDOMAIN shortcut for a query whose envelope was answered NXDOMAIN before
+    gives the bytes the full read gives, for names that exist, do not, are outside
+    the zone, are in any letter case or are not names at all (a pointer in the qname)."""
+    primed, long_way = responder(), responder()
+    envelopes = _in_envelopes()
+    for n, envelope in enumerate(envelopes):
+        primed.respond(_packet("nosuch.prod.fed.svc.federation.", *envelope, n), "192.0.2.1", tcp)
+    assert len(primed.nxdomain_envelopes) == len(envelopes)
+    rng = random.Random(11)
+    names = [WEB, "a." + WEB, "_http._tcp." + WEB, "_tcp." + WEB, "prod.fed.svc.federation.", "federation.",
+             "ns.dns.federation.", "x.y.prod.fed.svc.federation.", "a.b.web.prod.fed.svc.federation.",
+             "web.prod.fed.svc.other.", "nosuch.federation.", WEB.upper(), "NoSuch.Prod.fed.svc.federation."]
+    names += ["".join(rng.choices(string.ascii_letters + "-_", k=rng.randint(1, 63))) + ".prod.fed.svc.federation."
+              for _ in range(50)]
+    for n, envelope in enumerate(envelopes):
+        for qname in names:
+            packet = _packet(qname, *envelope, n)
+            long_way.nxdomain_envelopes = Envelopes()  # none known: every query is read in full
+            expected = long_way.respond(packet, "192.0.2.1", tcp)
+            assert primed.respond(packet, "192.0.2.1", tcp) == expected, (qname, envelope)
+        pointer = bytearray(_packet("xx.prod.fed.svc.federation.", *envelope, n))
+        pointer[13:15] = b"\xc0\x0c"  # "\x02xx" becomes a pointer to the qname: not a name
+        long_way.nxdomain_envelopes = Envelopes()
+        assert primed.respond(bytes(pointer), "192.0.2.1", tcp) == long_way.respond(bytes(pointer), "192.0.2.1", tcp)
+    assert len(primed.nxdomain_envelopes) == len(envelopes)
+
+
+def test_random_envelopes_are_kept_at_most_to_the_limit():
+    server = responder()
+    rng = random.Random(13)
+    for n in range(1000):
+        cookie = dns.edns.GenericOption(10, rng.randbytes(8))
+        assert ask(server, f"nosuch{n}.prod.fed.svc.federation.", options=[cookie]).rcode() == dns.rcode.NXDOMAIN
+    assert len(server.nxdomain_envelopes) == server.nxdomain_envelopes.limit
+    long_option = dns.edns.GenericOption(12, b"\0" * 600)  # padding: an envelope longer than any kept
+    assert ask(server, "nosuch.prod.fed.svc.federation.", options=[long_option]).rcode() == dns.rcode.NXDOMAIN
+    envelopes = Envelopes[int](limit=2, longest=10)
+    for key in (b"a", b"b", b"a", b"c", b"x" * 11):
+        envelopes.put(key, len(key))
+    assert [envelopes.get(key) for key in (b"a", b"b", b"c", b"x" * 11)] == [None, 1, 1, None]
+
+
 def test_index_finds_names_with_one_lookup_and_walks_up_otherwise():
     index = Index(Layout())
-    index.put("/fed/prod/web/a", b'{"clusterIP": "10.0.0.1", "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}')
+    index.put("/fed/prod/web/a",
+              b'{"clusterIP": "10.0.0.1", "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}')
     web = b"\x03web\x04prod\x03fed\x03svc"
     assert index.lookup(web).kind == NodeKind.SERVICE
     for ent in (b"\x04prod\x03fed\x03svc", b"\x03fed\x03svc", b"\x03svc", b"\x03dns"):
@@ -139,9 +200,10 @@ def _variants() -> list[bytes]:
     out = [dns.message.make_query(name, "A").to_wire(),
            dns.message.make_query(name, "AAAA", use_edns=0).to_wire(),
            dns.message.make_query(name, "SRV", use_edns=0, want_dnssec=True).to_wire()]
-    for options in ([cluster], [cookie], [ecs("10.240.0.0", 16)], [cookie, cluster], [cluster, ecs("10.0.0.0", 8)],
-                    [cluster, cluster], [dns.edns.GenericOption(65245, b"")]):
-        out.append(dns.message.make_query(name, "A", use_edns=0, payload=1232, options=options).to_wire())
+    option_sets = ([cluster], [cookie], [ecs("10.240.0.0", 16)], [cookie, cluster], [cluster, ecs("10.0.0.0", 8)],
+                   [cluster, cluster], [dns.edns.GenericOption(65245, b"")])
+    out.extend(dns.message.make_query(name, "A", use_edns=0, payload=1232, options=options).to_wire()
+               for options in option_sets)
     return out
 
 
@@ -158,8 +220,8 @@ def test_common_reader_reads_what_the_strict_parser_reads(packet):
 
 
 def test_a_weighted_reply_is_kept_once_and_drawn_for_every_letter_case():
-    extra = "".join(f"/fed/prod/w/{c}: {{clusterIP: 10.7.0.{n}, externalIP: 7.7.7.{n}, policy: weighted, weight: {n}}}\n"
-                    for n, c in enumerate("abc", start=1))
+    extra = "".join(f"/fed/prod/w/{c}: {{clusterIP: 10.7.0.{n}, externalIP: 7.7.7.{n}, "
+                    f"policy: weighted, weight: {n}}}\n" for n, c in enumerate("abc", start=1))
     server = responder(extra=extra)
     name = "w.prod.fed.svc.federation."
     ask(server, name, cluster=b"d")  # a known cluster with no shard here: the order is drawn by weight alone
