@@ -352,7 +352,8 @@ def spread(results: list[dict[str, dict[str, Figure]]]) -> None:
         print(f"  {name:30} {span([r[name] for r in all_ratios], '.2f')}")
     for text, name, goal in TARGETS:
         lowest = min(r[name] for r in all_ratios)
-        print(f"target {text:32} lowest {lowest:5.2f}  {'met every round' if lowest >= goal else 'NOT MET every round'}")
+        verdict = "met every round" if lowest >= goal else "NOT MET every round"
+        print(f"target {text:32} lowest {lowest:5.2f}  {verdict}")
 
 
 def main() -> None:

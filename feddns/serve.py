@@ -28,6 +28,7 @@ from feddns.dns import transport
 from feddns.dns.index import Index
 from feddns.dns.metrics import ServeCollector
 from feddns.dns.responder import Responder, Settings
+from feddns.dns.wire import OPTION_ECS
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.keys import Layout
@@ -38,6 +39,12 @@ from feddns.store import Feed
 from feddns.store.file import EXAMPLE, FileSource
 
 log = logging.getLogger("feddns.serve")
+
+RESERVED_OPTION_CODE = 65535
+"""EDNS0 option code 65535 is reserved for future expansion (RFC 6891 9)."""
+
+MAX_TCP_IDLE_SECONDS = 3600
+"""The longest ``--tcp-idle-timeout``: an hour."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +93,7 @@ def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> S
     for flag, value in (("--ttl", args.ttl), ("--negative-ttl", args.negative_ttl)):
         if not 0 <= value <= 2**31 - 1:
             raise ConfigError(f"{flag} {value} is not from 0 to 2147483647 seconds")
-    if not 0 < args.cluster_option_code < 65535 or args.cluster_option_code == 8:
+    if not 0 < args.cluster_option_code < RESERVED_OPTION_CODE or args.cluster_option_code == OPTION_ECS:
         raise ConfigError(f"--cluster-option-code {args.cluster_option_code} is not a usable EDNS0 option code")
     mcs_zone, mcs_federation = _mcs(args.mcs_zone, args.mcs_federation, zone)
     return Settings(
@@ -137,7 +144,7 @@ def tcp_limits_from(args: argparse.Namespace) -> transport.TcpLimits:
     """Check the TCP flags; raises :class:`ConfigError`."""
     if args.max_tcp_connections < 1:
         raise ConfigError(f"--max-tcp-connections {args.max_tcp_connections} is not at least 1")
-    if not 0 < args.tcp_idle_timeout <= 3600:
+    if not 0 < args.tcp_idle_timeout <= MAX_TCP_IDLE_SECONDS:
         raise ConfigError(f"--tcp-idle-timeout {args.tcp_idle_timeout} is not from 0 to 3600 seconds")
     return transport.TcpLimits(idle_timeout=args.tcp_idle_timeout, max_connections=args.max_tcp_connections)
 
@@ -191,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     feed = Feed(index, responder)
     access = feddns.etcd.access_from(args)
     if kind == "etcd":
-        from feddns.store.etcd import EtcdSource
+        from feddns.store.etcd import EtcdSource  # noqa: PLC0415 - aetcd and gRPC only with --etcd
 
         source: object = EtcdSource(feddns.etcd.Endpoints(args.etcd, access=access), layout, feed)
     elif access != feddns.etcd.Access():
@@ -213,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _install_uvloop() -> None:
     try:
-        import uvloop
+        import uvloop  # noqa: PLC0415 - optional: not installed on every platform (pyproject.toml)
     except ImportError:
         return
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())

@@ -26,13 +26,22 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, Final
 
+from feddns.dns.wire import IPV4_BYTES, IPV6_BYTES, MAX_LABEL_BYTES
 from feddns.errors import FeddnsError, RecordError
 from feddns.keys import Layout
 from feddns.records import DEFAULT_POLICY, ClusterRecord, PackedEndpoints, Policy, Port, decode_json, read_shard
 
 log = logging.getLogger(__name__)
+
+IPV4 = 4
+"""IP version 4 (``version`` arguments take 4 or 6)."""
+
+SHARD_KEY_PARTS: Final = 4
+"""The parts of a shard key as ``Layout.split`` gives them: federation, namespace, service, cluster."""
+
+_SRV_OR_ENDPOINT_DEPTH = 2  # labels below a service: _<port>._<proto> or <hostname>.<cluster>
 
 ServiceId = tuple[str, str, str]
 """``(federation, namespace, service)``."""
@@ -91,7 +100,7 @@ class Endpoints:
         for ip, hostname in endpoints:
             name = hostname or _dashed(ip)
             v4, v6 = names.get(name, (b"", b""))
-            names[name] = (v4 + ip, v6) if len(ip) == 4 else (v4, v6 + ip)
+            names[name] = (v4 + ip, v6) if len(ip) == IPV4_BYTES else (v4, v6 + ip)
         self.names = names
 
     def __eq__(self, other: object) -> bool:
@@ -101,7 +110,7 @@ class Endpoints:
 
 
 def _dashed(packed: bytes) -> str:
-    if len(packed) == 4:
+    if len(packed) == IPV4_BYTES:
         return "-".join(str(byte) for byte in packed)
     return "-".join(packed[i : i + 2].hex() for i in range(0, 16, 2))
 
@@ -153,16 +162,17 @@ class Shard:
         """The packed addresses an asker reaches this shard by: its clusterIPs from
         its own cluster, else its externalIPs; only those of IP ``version`` (4 or 6)."""
         if own:
-            return self.cluster_v4 if version == 4 else self.cluster_v6
-        return self.external_v4 if version == 4 else self.external_v6
+            return self.cluster_v4 if version == IPV4 else self.cluster_v6
+        return self.external_v4 if version == IPV4 else self.external_v6
 
 
 def _by_version(packed: tuple[bytes, ...]) -> tuple[bytes, bytes]:
     if len(packed) == 1:
-        return (packed[0], b"") if len(packed[0]) == 4 else (b"", packed[0])
+        return (packed[0], b"") if len(packed[0]) == IPV4_BYTES else (b"", packed[0])
     if not packed:
         return b"", b""
-    return b"".join(a for a in packed if len(a) == 4), b"".join(a for a in packed if len(a) == 16)
+    v4 = b"".join(a for a in packed if len(a) == IPV4_BYTES)
+    return v4, b"".join(a for a in packed if len(a) == IPV6_BYTES)
 
 
 class Federation:
@@ -214,7 +224,7 @@ class Federation:
         table = []
         for name, record in self.clusters.items():
             for net in record.cidrs:
-                size = 4 if net.version == 4 else 16
+                size = IPV4_BYTES if net.version == IPV4 else IPV6_BYTES
                 table.append((size, int(net.network_address), int(net.netmask), net.prefixlen, name.encode()))
         table.sort(key=lambda row: (-row[3], row[4]))
         self.cidr_table = table
@@ -320,7 +330,7 @@ class Index:
         if node is not None:
             return node
         first = rel[0]
-        if first < len(rel) and 0 < first < 64:  # the usual miss: one label below a name that exists
+        if first < len(rel) and 0 < first <= MAX_LABEL_BYTES:  # the usual miss: one label below a name that exists
             parent = names.get(rel[first + 1 :])
             if parent is not None:
                 return _below_service(parent, rel[1 : first + 1]) if parent.kind == _SERVICE else None
@@ -333,7 +343,7 @@ class Index:
         pos = depth = 0
         while True:
             length = rel[pos]
-            if length > 63 or not length:
+            if length > MAX_LABEL_BYTES or not length:
                 raise NotAName(rel)
             pos += length + 1
             if pos > size:
@@ -342,7 +352,7 @@ class Index:
             parent = names.get(rel[pos:])
             if parent is not None:
                 break
-        if parent.kind != _SERVICE or depth != 2:
+        if parent.kind != _SERVICE or depth != _SRV_OR_ENDPOINT_DEPTH:
             return None
         first = rel[0]
         label, second = rel[1 : first + 1], rel[first + 1]
@@ -361,7 +371,7 @@ class Index:
         try:
             parts = self.layout.split(key)
             obj = decode_json(value)
-            if len(parts) == 4:
+            if len(parts) == SHARD_KEY_PARTS:
                 return self._put_shard(parts, obj)
             return self._put_cluster(parts[0], parts[1], ClusterRecord.from_json(obj))
         except RecordError as exc:
@@ -383,7 +393,7 @@ class Index:
             parts = self.layout.split(key)
         except RecordError:
             return None
-        if len(parts) == 4:
+        if len(parts) == SHARD_KEY_PARTS:
             return self._delete_shard(parts)
         return self._delete_cluster(parts[0], parts[1])
 
@@ -568,7 +578,7 @@ def check_record(layout: Layout, key: str, value: bytes) -> None:
     try:
         parts = layout.split(key)
         obj = decode_json(value)
-        if len(parts) == 4:
+        if len(parts) == SHARD_KEY_PARTS:
             read_shard(obj)
         else:
             ClusterRecord.from_json(obj)

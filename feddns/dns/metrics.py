@@ -73,8 +73,8 @@ class ServeCollector(Collector):
         open_connections, refused = self.tcp()
         yield GaugeMetricFamily("feddns_dns_tcp_connections", "Open DNS-over-TCP connections",
                                 value=open_connections)
-        yield CounterMetricFamily("feddns_dns_tcp_refused", "TCP connections closed at once: over --max-tcp-connections",
-                                  value=refused)
+        yield CounterMetricFamily("feddns_dns_tcp_refused",
+                                  "TCP connections closed at once: over --max-tcp-connections", value=refused)
         yield GaugeMetricFamily("feddns_records_loaded", "Valid records in the index", value=len(responder.index))
         yield GaugeMetricFamily("feddns_records_invalid", "Keys whose key or value does not parse",
                                 value=len(responder.index.invalid))

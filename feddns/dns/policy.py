@@ -23,9 +23,9 @@ from enum import IntEnum
 
 from feddns.dns import answer
 from feddns.dns.answer import Tiers
-from feddns.dns.index import Federation, Node, NodeKind, ServiceId, Shard, pack_client
+from feddns.dns.index import IPV4, Federation, Node, NodeKind, ServiceId, Shard, pack_client
 from feddns.dns.weights import Draw
-from feddns.dns.wire import MAX_NAME_BYTES, FormError, Query
+from feddns.dns.wire import IPV4_BYTES, IPV6_BYTES, MAX_NAME_BYTES, FormError, Query
 from feddns.records import DEFAULT_POLICY, FAILOVER, LOCALITY_WEIGHTED, WEIGHTED, Policy
 
 Source = tuple[bytes | None, bytes | None, bool]
@@ -35,6 +35,8 @@ the query had none), and whether the query's source address decided (then
 another address may get another answer to the same bytes)."""
 
 NO_SOURCE: Source = (None, None, False)
+
+_ECS_FIXED_BYTES = 4  # FAMILY, SOURCE PREFIX-LENGTH, SCOPE PREFIX-LENGTH (RFC 7871 6)
 
 
 class Tier(IntEnum):
@@ -87,10 +89,10 @@ def parse_ecs(data: bytes) -> tuple[bytes, int, bytes]:
     the family allows, an address of the wrong length, or bits set beyond the
     prefix.
     """
-    if len(data) < 4:
+    if len(data) < _ECS_FIXED_BYTES:
         raise FormError("ECS option is shorter than 4 bytes")
     family, source_prefix, _scope = struct.unpack_from("!HBB", data)
-    width = {1: 4, 2: 16}.get(family)
+    width = {1: IPV4_BYTES, 2: IPV6_BYTES}.get(family)
     if width is None:
         raise FormError(f"ECS family {family} is not 1 (IPv4) or 2 (IPv6)")
     if source_prefix > width * 8:
@@ -122,10 +124,9 @@ def tier(fed: Federation, source: str | None, cluster: str) -> Tier | None:
     stale = _stale(fed, source, cluster)
     if stale is not None:
         return None if stale == "drop" else Tier.OTHER
-    if source is None:
-        return Tier.OTHER
-    mine, theirs = fed.clusters.get(source), fed.clusters.get(cluster)
-    if mine is None or theirs is None:
+    mine = None if source is None else fed.clusters.get(source)
+    theirs = fed.clusters.get(cluster)
+    if mine is None or theirs is None:  # an unknown asker, or either cluster without a record
         return Tier.OTHER
     if mine.zone and mine.zone == theirs.zone:
         return Tier.SAME_ZONE
@@ -218,7 +219,7 @@ def shard_addresses(fed: Federation, cluster: str, shard: Shard, own: bool, vers
         return shard.addresses(own, version)
     if not own and not routable(fed, cluster):
         return b""
-    return endpoints.v4 if version == 4 else endpoints.v6
+    return endpoints.v4 if version == IPV4 else endpoints.v6
 
 
 def routable(fed: Federation, cluster: str) -> bool:
@@ -245,7 +246,7 @@ def address_answer(node: Node, source: str | None, versions: tuple[int, ...], tt
             assert shard.endpoints is not None and node.hostname is not None
             reachable = own or routable(fed, node.cluster)
             v4, v6 = shard.endpoints.names[node.hostname] if reachable else (b"", b"")
-            packed = [v4 if version == 4 else v6 for version in versions]
+            packed = [v4 if version == IPV4 else v6 for version in versions]
         else:
             packed = [shard_addresses(fed, node.cluster, shard, own, version) for version in versions]
         found = tuple(r for block, version in zip(packed, versions, strict=True)
@@ -297,7 +298,7 @@ def _capped(units: list[list[Unit]], budget: int) -> list[list[Unit]]:
 
 def _address_records(packed: bytes, version: int, owner: bytes, ttl: int) -> list[bytes]:
     """One A (``version`` 4) or AAAA (6) record per address of ``packed``, owned by ``owner``."""
-    width = 4 if version == 4 else 16
+    width = IPV4_BYTES if version == IPV4 else IPV6_BYTES
     return [answer.address_rr(packed[i : i + width], ttl, owner) for i in range(0, len(packed), width)]
 
 

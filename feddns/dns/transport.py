@@ -32,6 +32,12 @@ from feddns.dns.responder import Responder
 
 log = logging.getLogger(__name__)
 
+LENGTH_BYTES = 2
+"""The length that frames each DNS message over TCP (RFC 1035 4.2.2, RFC 7766 8)."""
+
+BIND_ATTEMPTS = 20
+"""Ports the OS picks for UDP before one is free for TCP too (``listen`` with port 0)."""
+
 
 @dataclass(frozen=True, slots=True)
 class TcpLimits:
@@ -147,12 +153,12 @@ class TcpConnection(asyncio.Protocol):
         assert transport is not None
         buffer = self.buffer
         answered = False
-        while not self.paused and len(buffer) >= 2:
+        while not self.paused and len(buffer) >= LENGTH_BYTES:
             size = buffer[0] << 8 | buffer[1]
-            if len(buffer) < 2 + size:
+            if len(buffer) < LENGTH_BYTES + size:
                 break
-            message = bytes(buffer[2 : 2 + size])
-            del buffer[: 2 + size]
+            message = bytes(buffer[LENGTH_BYTES : LENGTH_BYTES + size])
+            del buffer[: LENGTH_BYTES + size]
             answered = True
             reply = self.server.responder.respond(message, self.client, True)
             if reply is None:  # unreadable: the stream cannot be trusted any more
@@ -195,7 +201,7 @@ async def listen(responder: Responder, host: str, port: int,
     loop = asyncio.get_running_loop()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     connections = TcpConnections(responder, limits)
-    for attempt in range(20 if port == 0 else 1):
+    for attempt in range(BIND_ATTEMPTS if port == 0 else 1):
         udp_sock = socket.socket(family, socket.SOCK_DGRAM)
         udp_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
         udp_sock.bind((host, port))
@@ -204,7 +210,7 @@ async def listen(responder: Responder, host: str, port: int,
             server = await loop.create_server(connections.protocol, host, bound, family=family, reuse_address=True)
         except OSError:
             udp_sock.close()
-            if attempt == 19 or port != 0:
+            if attempt == BIND_ATTEMPTS - 1 or port != 0:
                 raise
             continue
         udp, _ = await loop.create_datagram_endpoint(lambda: UdpServer(responder), sock=udp_sock)

@@ -37,6 +37,8 @@ SLOTS_BITS = 10
 SLOTS = 1 << SLOTS_BITS
 """Orders in each tier's table: a share is honoured to within 1/1024 (about 0.1%)."""
 
+_BYTE_VALUES = 256  # indexes below this fit one byte ("B" arrays); others take two ("H")
+
 JOINED_BYTES = 16 * 1024
 """Distinct orders are kept joined while they take at most this many bytes together."""
 
@@ -87,7 +89,7 @@ def _fill(out: list[tuple[tuple[int, ...], int]], prefix: tuple[int, ...], left:
     counts = apportion([weights[i] for i in left], slots)
     for item, count in zip(left, counts, strict=True):
         if count:
-            _fill(out, prefix + (item,), [i for i in left if i != item], weights, count)
+            _fill(out, (*prefix, item), [i for i in left if i != item], weights, count)
 
 
 class TierDraw:
@@ -101,7 +103,7 @@ class TierDraw:
         self.records = tuple(records for records, _ in units)
         table = order_table([weight for _, weight in units])
         length = sum(len(records) for records in self.records)
-        self.table = array("H" if len(table) > 255 else "B", [i for i, (_, count) in enumerate(table)
+        self.table = array("H" if len(table) >= _BYTE_VALUES else "B", [i for i, (_, count) in enumerate(table)
                                                             for _ in range(count)])
         self.bodies: tuple[bytes, ...] | None = None
         self.orders: tuple[bytes, ...] | None = None
@@ -109,7 +111,7 @@ class TierDraw:
             self.bodies = tuple(b"".join(self.records[i] for i in order) for order, _ in table)
             self.size = length * len(table) + BYTES_OVERHEAD * len(table)
         else:
-            self.orders = tuple(bytes(order) if len(units) < 256 else array("H", order).tobytes()
+            self.orders = tuple(bytes(order) if len(units) < _BYTE_VALUES else array("H", order).tobytes()
                                 for order, _ in table)
             self.size = length + sum(len(order) + BYTES_OVERHEAD for order in self.orders)
         self.size += len(self.table) * self.table.itemsize + 64
@@ -121,7 +123,7 @@ class TierDraw:
             return self.bodies[index]
         assert self.orders is not None
         order = self.orders[index]
-        if len(self.records) >= 256:
+        if len(self.records) >= _BYTE_VALUES:
             return b"".join(self.records[i] for i in array("H", order))
         return b"".join(self.records[i] for i in order)
 
@@ -141,7 +143,7 @@ class Draw:
             tier[0][0] if len(tier) == 1 else TierDraw(tier) for tier in tiers if tier
         )
         self.size = sum(part.size if isinstance(part, TierDraw) else 0 for part in self.parts)
-        self._variants: tuple[tuple[bytes, ...], array[int]] | None | bool = False
+        self._variants: tuple[tuple[bytes, ...], array[int]] | bool | None = False
 
     def arrange(self, tiers: Sequence[Sequence[bytes]]) -> bytes:
         """The answer records in an order drawn for this query."""

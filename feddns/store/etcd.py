@@ -28,6 +28,7 @@ import aetcd.exceptions
 from aetcd import rpc
 
 from feddns.dns.index import Index
+from feddns.errors import FeddnsError
 from feddns.etcd import Endpoints, close_quietly, describe, prefix_range_end, unless_stale
 from feddns.keys import Layout
 from feddns.store import Feed
@@ -38,6 +39,11 @@ PAGE_KEYS = 100_000
 """Keys read per range request of a full load (about 15 MB of records). etcd 3.4
 counts every key left in the range on each paged request, so fewer, larger pages
 read a million keys in a tenth of the time of 10,000-key pages."""
+
+
+_ETCD_FAILURES = (aetcd.exceptions.ClientError, rpc.AioRpcError, OSError, TimeoutError, FeddnsError)
+"""How talking to etcd fails: its refusals, gRPC errors, the network, timeouts, unreadable
+credentials files; anything else is a bug."""
 
 
 class Compacted(Exception):
@@ -79,7 +85,7 @@ class EtcdSource:
                 self.feed.restarts += 1
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # every etcd/gRPC failure: keep serving, retry later
+            except Exception as exc:  # noqa: BLE001 - whatever fails, the last records are served and etcd retried
                 self._lost(exc, delay)
                 self.endpoints.failover()
                 await asyncio.sleep(delay)
@@ -96,6 +102,8 @@ class EtcdSource:
                         self.endpoints.current, reason, self.backoff[1])
         else:
             log.debug("etcd %s: %s; retrying in %.1fs", self.endpoints.current, reason, delay)
+        if not isinstance(exc, _ETCD_FAILURES):  # not how etcd fails: a bug, shown with its traceback
+            log.error("following etcd failed unexpectedly; retrying", exc_info=exc)
 
     def _back(self) -> None:
         if self.lost_since is not None:

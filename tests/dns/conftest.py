@@ -30,8 +30,8 @@ RECORDS = """
 
 def big_records(count: int) -> str:
     """A service `big.prod` with ``count`` shards, to overflow a 512-byte UDP reply."""
-    lines = [f"/fed/prod/big/c{i}: {{clusterIP: 10.9.{i // 250}.{i % 250 + 1}, externalIP: 9.9.{i // 250}.{i % 250 + 1}}}"
-             for i in range(count)]
+    lines = [f"/fed/prod/big/c{i}: {{clusterIP: 10.9.{i // 250}.{i % 250 + 1}, "
+             f"externalIP: 9.9.{i // 250}.{i % 250 + 1}}}" for i in range(count)]
     return "\n".join(lines) + "\n"
 
 

@@ -18,10 +18,14 @@ LOC = """
 """
 
 FAILOVER = """
-/pol/prod/fo/a: {clusterIP: 10.2.0.1, externalIP: 2.2.0.1, policy: failover, failoverOrder: [c, a], ports: [{name: http, port: 80}]}
-/pol/prod/fo/b: {clusterIP: 10.2.0.2, externalIP: 2.2.0.2, policy: failover, failoverOrder: [c, a], ports: [{name: http, port: 80}]}
-/pol/prod/fo/c: {clusterIP: 10.2.0.3, externalIP: 2.2.0.3, policy: failover, failoverOrder: [c, a], ports: [{name: http, port: 80}], ready: 2}
-/pol/prod/fo/d: {clusterIP: 10.2.0.4, externalIP: 2.2.0.4, policy: failover, failoverOrder: [c, a], ports: [{name: http, port: 80}]}
+/pol/prod/fo/a: {clusterIP: 10.2.0.1, externalIP: 2.2.0.1, policy: failover, failoverOrder: [c, a], \
+ports: [{name: http, port: 80}]}
+/pol/prod/fo/b: {clusterIP: 10.2.0.2, externalIP: 2.2.0.2, policy: failover, failoverOrder: [c, a], \
+ports: [{name: http, port: 80}]}
+/pol/prod/fo/c: {clusterIP: 10.2.0.3, externalIP: 2.2.0.3, policy: failover, failoverOrder: [c, a], \
+ports: [{name: http, port: 80}], ready: 2}
+/pol/prod/fo/d: {clusterIP: 10.2.0.4, externalIP: 2.2.0.4, policy: failover, failoverOrder: [c, a], \
+ports: [{name: http, port: 80}]}
 /pol/prod/fo-down/a: {clusterIP: 10.2.1.1, externalIP: 2.2.1.1, policy: failover, failoverOrder: [c, a]}
 /pol/prod/fo-down/b: {clusterIP: 10.2.1.2, externalIP: 2.2.1.2, policy: failover, failoverOrder: [c, a]}
 /pol/prod/fo-down/c: {clusterIP: 10.2.1.3, externalIP: 2.2.1.3, policy: failover, failoverOrder: [c, a], ready: 0}
@@ -36,16 +40,23 @@ WEIGHTED = """
 /pol/prod/wt-down/a: {clusterIP: 10.3.1.1, externalIP: 3.3.1.1, policy: weighted, weight: 3, ready: 0}
 /pol/prod/wt-down/b: {clusterIP: 10.3.1.2, externalIP: 3.3.1.2, policy: weighted, weight: 1}
 /pol/prod/wt-down/d: {clusterIP: 10.3.1.4, externalIP: 3.3.1.4, policy: weighted, weight: 2}
-/pol/prod/wt6/a: {clusterIPs: [10.3.2.1, "fd00::3:1"], externalIPs: [3.3.2.1, "2001:db8::3:1"], policy: weighted, weight: 2}
-/pol/prod/wt6/b: {clusterIPs: [10.3.2.2, "fd00::3:2"], externalIPs: [3.3.2.2, "2001:db8::3:2"], policy: weighted, weight: 1}
+/pol/prod/wt6/a: {clusterIPs: [10.3.2.1, "fd00::3:1"], externalIPs: [3.3.2.1, "2001:db8::3:1"], policy: weighted, \
+weight: 2}
+/pol/prod/wt6/b: {clusterIPs: [10.3.2.2, "fd00::3:2"], externalIPs: [3.3.2.2, "2001:db8::3:2"], policy: weighted, \
+weight: 1}
 """
 
 LOCALITY_WEIGHTED = """
-/pol/prod/lw/a: {clusterIP: 10.4.0.1, externalIP: 4.4.0.1, policy: locality-weighted, weight: 1, ports: [{name: http, port: 80}]}
-/pol/prod/lw/b: {clusterIP: 10.4.0.2, externalIP: 4.4.0.2, policy: locality-weighted, weight: 3, ports: [{name: http, port: 80}]}
-/pol/prod/lw/c: {clusterIP: 10.4.0.3, externalIP: 4.4.0.3, policy: locality-weighted, weight: 1, ports: [{name: http, port: 80}]}
-/pol/prod/lw/d: {clusterIP: 10.4.0.4, externalIP: 4.4.0.4, policy: locality-weighted, weight: 1, ports: [{name: http, port: 80}]}
-/pol/prod/lw/e: {clusterIP: 10.4.0.5, externalIP: 4.4.0.5, policy: locality-weighted, weight: 2, ports: [{name: http, port: 80}]}
+/pol/prod/lw/a: {clusterIP: 10.4.0.1, externalIP: 4.4.0.1, policy: locality-weighted, weight: 1, \
+ports: [{name: http, port: 80}]}
+/pol/prod/lw/b: {clusterIP: 10.4.0.2, externalIP: 4.4.0.2, policy: locality-weighted, weight: 3, \
+ports: [{name: http, port: 80}]}
+/pol/prod/lw/c: {clusterIP: 10.4.0.3, externalIP: 4.4.0.3, policy: locality-weighted, weight: 1, \
+ports: [{name: http, port: 80}]}
+/pol/prod/lw/d: {clusterIP: 10.4.0.4, externalIP: 4.4.0.4, policy: locality-weighted, weight: 1, \
+ports: [{name: http, port: 80}]}
+/pol/prod/lw/e: {clusterIP: 10.4.0.5, externalIP: 4.4.0.5, policy: locality-weighted, weight: 2, \
+ports: [{name: http, port: 80}]}
 /pol/prod/lw-down/a: {clusterIP: 10.4.1.1, externalIP: 4.4.1.1, policy: locality-weighted, weight: 1}
 /pol/prod/lw-down/b: {clusterIP: 10.4.1.2, externalIP: 4.4.1.2, policy: locality-weighted, weight: 3}
 /pol/prod/lw-down/e: {clusterIP: 10.4.1.5, externalIP: 4.4.1.5, policy: locality-weighted, weight: 2, ready: 0}
@@ -61,7 +72,8 @@ FALLBACK = """
 """
 
 HEADLESS = """
-/pol/prod/hl/a: {endpoints: [{ip: 10.60.0.1, hostname: web-0}, {ip: 10.60.0.2, hostname: web-1}], ready: 2, ports: [{name: http, port: 8080}]}
+/pol/prod/hl/a: {endpoints: [{ip: 10.60.0.1, hostname: web-0}, {ip: 10.60.0.2, hostname: web-1}], ready: 2, \
+ports: [{name: http, port: 8080}]}
 /pol/prod/hl/b: {endpoints: [{ip: 10.61.0.1, hostname: web-0}], ready: 1, ports: [{name: http, port: 8080}]}
 /pol/prod/hl/c: {endpoints: [{ip: 10.62.0.1}, {ip: "fd00::62:1"}], ready: 1, ports: [{name: http, port: 8080}]}
 /pol/prod/hl/d: {endpoints: [{ip: 10.63.0.1, hostname: web-0}], ready: 1, ports: [{name: http, port: 8080}]}

@@ -97,7 +97,7 @@ def test_apex_soa(served):
 def test_question_echoed_in_the_case_asked(served):
     reply = served.query("WeB.PROD.fed.SVC.Federation.", "A", "a")
     assert str(reply.question[0].name) == "WeB.PROD.fed.SVC.Federation."
-    assert [rd.address for rd in reply.answer[0]][0] == "10.0.0.1"
+    assert next(rd.address for rd in reply.answer[0]) == "10.0.0.1"
     # asked again in another case: the cache must not replay the first case
     reply = served.query("web.prod.FED.svc.federation.", "A", "a")
     assert str(reply.question[0].name) == "web.prod.FED.svc.federation."

@@ -58,12 +58,17 @@ def test_external_client_gets_every_external_ip(design_server):
 
 
 def test_record_change_shows_within_a_second(design_server, etcd, etcd_prefix):
-    etcd.put(f"{etcd_prefix}/myfederation/myns/myservice/baz", {"externalIP": "108.120.45.99", "clusterIP": "10.56.62.6"})
-    wait_until(lambda: "108.120.45.99" in design_server.addresses(QNAME, cluster="foo"), timeout=1, what="new externalIP")
-    etcd.put(f"{etcd_prefix}/myfederation/myns/myservice/bar", {"externalIP": "104.32.64.130", "clusterIP": "10.0.4.20", "ready": 0})
-    wait_until(lambda: "104.32.64.130" not in design_server.addresses(QNAME, cluster="foo"), timeout=1, what="unready shard gone")
-    etcd.delete(f"{etcd_prefix}/myfederation/myns/myservice/foo")
-    wait_until(lambda: design_server.addresses(QNAME, cluster="foo") == ["108.120.45.99"], timeout=1, what="deleted shard gone")
+    service = f"{etcd_prefix}/myfederation/myns/myservice"
+
+    def asked() -> list[str]:
+        return design_server.addresses(QNAME, cluster="foo")
+
+    etcd.put(f"{service}/baz", {"externalIP": "108.120.45.99", "clusterIP": "10.56.62.6"})
+    wait_until(lambda: "108.120.45.99" in asked(), timeout=1, what="new externalIP")
+    etcd.put(f"{service}/bar", {"externalIP": "104.32.64.130", "clusterIP": "10.0.4.20", "ready": 0})
+    wait_until(lambda: "104.32.64.130" not in asked(), timeout=1, what="unready shard gone")
+    etcd.delete(f"{service}/foo")
+    wait_until(lambda: asked() == ["108.120.45.99"], timeout=1, what="deleted shard gone")
 
 
 def test_new_service_appears_and_deleted_service_is_nxdomain(design_server, etcd, etcd_prefix):
