@@ -7,8 +7,9 @@ Modules, from the clusters to etcd (docs/controller.md):
 - ``shards``: Kubernetes objects shrunk to shard records (pure functions);
 - ``view``: the in-memory view of one cluster, fed by its watches;
 - ``sync``: the writer: compare before put, resync, delete what is stale;
-- ``leader`` and ``store``: etcd lease election and leader-guarded transactions;
+- ``leader`` and ``etcdlink``: etcd lease election, and the connection per task with leader-guarded transactions;
 - ``app``: the wiring; ``cli``: ``feddns controller``; ``metrics``: Prometheus;
+- ``settings``: the time constants, grouped;
 - ``external``: publishing LoadBalancer IPs to an external DNS provider (docs/external-dns.md).
 
 ``controller`` imports from ``feddns``, never from ``stubzone``.

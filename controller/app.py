@@ -18,6 +18,7 @@ connection, so that a failure of one never cancels a call of another.
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -28,21 +29,18 @@ from prometheus_client import CollectorRegistry
 
 from controller import watch
 from controller.config import ClusterConfig, ControllerConfig
+from controller.etcdlink import EtcdLink
+from controller.external.dnsendpoint import DnsEndpointProvider
+from controller.external.provider import Provider
+from controller.external.publisher import ExternalPublisher
 from controller.leader import Elector, election_key
 from controller.metrics import Metrics
-from controller.store import EtcdLink
-from controller.sync import Publisher, Syncer, SyncTiming
+from controller.settings import Settings
+from controller.sync import ExternalSink, Syncer
 from controller.view import SERVICE_EXPORTS, SERVICES, ClusterView
 from feddns.etcd import Endpoints
 
 log = logging.getLogger(__name__)
-
-HEARTBEAT_SECONDS = 1.0
-HEALTHY_WITHIN = 10.0
-"""``/health`` fails when the event loop has not run for this long (seconds)."""
-STALE_CHECK_SECONDS = 1.0
-"""How often clusters' unreachable time is compared with their ``staleAfterSeconds``."""
-
 
 class _ClusterSink:
     """A :class:`watch.Sink` for one cluster: hops from the watch thread to the loop."""
@@ -51,10 +49,8 @@ class _ClusterSink:
         self._controller, self._cluster, self._loop = controller, cluster, loop
 
     def _hop(self, method: Callable[..., None], *args: Any) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the controller is stopping
             self._loop.call_soon_threadsafe(method, self._cluster, *args)
-        except RuntimeError:
-            pass  # the loop is closed: the controller is stopping
 
     def listed(self, resource: str, objects: list[Any]) -> None:
         self._hop(self._controller.on_listed, resource, objects)
@@ -69,10 +65,11 @@ class _ClusterSink:
 class Controller:
     """One replica. ``run(stop)`` until ``stop`` is set; ``healthy``/``ready`` for the probes.
 
-    ``connect`` builds a cluster's API client (tests and benchmarks keep the
-    default, :func:`controller.watch.api_client`, with kubeconfigs pointing at
-    fake API servers). ``publisher`` replaces the external DNS publisher that
-    the config's ``external`` section would create.
+    ``settings`` holds the time constants (tests pass faster ones). ``connect``
+    builds a cluster's API client (tests and benchmarks keep the default,
+    :func:`controller.watch.api_client`, with kubeconfigs pointing at fake API
+    servers). ``publisher`` replaces the external DNS publisher that the
+    config's ``external`` section would create.
     """
 
     def __init__(
@@ -80,13 +77,13 @@ class Controller:
         config: ControllerConfig,
         registry: CollectorRegistry,
         *,
-        watch_timing: watch.Timing = watch.Timing(),
-        sync_timing: SyncTiming = SyncTiming(),
+        settings: Settings | None = None,
         connect: Callable[[ClusterConfig], kubernetes.client.ApiClient] = watch.api_client,
         name: str | None = None,
-        publisher: Publisher | None = None,
+        publisher: ExternalSink | None = None,
     ) -> None:
         self.config = config
+        self.settings = settings = settings or Settings()
         self.registry = registry
         self.metrics = Metrics(registry)
         names = frozenset(c.name for c in config.clusters)
@@ -102,11 +99,9 @@ class Controller:
             name=name,
             on_confirm=self.metrics.lease_confirmed.set,
         )
-        self.syncer = Syncer(config, self.views, self._link(), self.elector, self.metrics,
-                             watch_link=self._link(), timing=sync_timing)
+        self.syncer = Syncer(config, self.views, self.elector, self.metrics, self._link, timing=settings.sync)
         self.syncer.unreachable = lambda: {cluster for cluster, broken in self._broken.items() if broken}
         self.metrics.lease_seconds.set(config.lease_seconds)
-        self._watch_timing = watch_timing
         self._connect = connect
         self._broken: dict[str, set[str]] = {c.name: set() for c in config.clusters}
         self._unreachable_since: dict[str, float | None] = {c.name: time.monotonic() for c in config.clusters}
@@ -126,8 +121,8 @@ class Controller:
         return EtcdLink(Endpoints(list(config.etcd_endpoints), config.etcd_timeout, config.etcd_access))
 
     def healthy(self) -> bool:
-        """The event loop ran within the last :data:`HEALTHY_WITHIN` seconds."""
-        return time.monotonic() - self._beat < HEALTHY_WITHIN
+        """The event loop ran within the last ``settings.probes.healthy_within`` seconds."""
+        return time.monotonic() - self._beat < self.settings.probes.healthy_within
 
     def ready(self) -> bool:
         """etcd answered, and as leader the first resync is done (a follower is ready at once)."""
@@ -160,21 +155,16 @@ class Controller:
             await self.syncer.close()
             await self.elector.link.close()
 
-    def _publisher(self) -> Publisher | None:
+    def _publisher(self) -> ExternalSink | None:
         if self._publisher_override is not None or self.config.external is None:
             return self._publisher_override
-        from controller import external  # imported only when configured
-
         config = self.config.external
-        provider: external.Provider | None = None
+        provider: Provider | None = None
         if config.provider == "dnsendpoint":
-            from controller.external_dnsendpoint import DnsEndpointProvider
-
             cluster = next(c for c in self.config.clusters if c.name == config.cluster)
             provider = DnsEndpointProvider(config, self.config.federation, lambda: self._connect(cluster))
-        publisher: Publisher = external.Publisher(config, self.config.federation, self.registry, provider=provider,
-                                                  may_write=self.elector.holds_lease)
-        return publisher
+        return ExternalPublisher(config, self.config.federation, self.registry, timing=self.settings.external,
+                                 provider=provider, may_write=self.elector.holds_lease)
 
     def _start_reflectors(self, loop: asyncio.AbstractEventLoop) -> None:
         selector = self.config.selector
@@ -182,15 +172,18 @@ class Controller:
         for cluster in self.config.clusters:
             sink = _ClusterSink(self, cluster.name, loop)
             for resource in self.views[cluster.name].resources:
-                reflector = watch.Reflector(
+                target = watch.Target(
                     cluster.name,
                     resource,
+                    label_selector=label_selector if resource == SERVICES else None,
+                    optional=resource == SERVICE_EXPORTS,
+                )
+                reflector = watch.Reflector(
+                    target,
                     lambda cluster=cluster: self._connect(cluster),  # type: ignore[misc]
                     sink,
                     self.metrics,
-                    label_selector=label_selector if resource == SERVICES else None,
-                    optional=resource == SERVICE_EXPORTS,
-                    timing=self._watch_timing,
+                    timing=self.settings.watch,
                     shrink=self.views[cluster.name].shrinker(resource),
                 )
                 reflector.start()
@@ -204,7 +197,7 @@ class Controller:
     async def _heartbeat(self) -> None:
         while True:
             self._beat = time.monotonic()
-            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await asyncio.sleep(self.settings.probes.heartbeat)
 
     async def _check_staleness(self) -> None:
         """Mark a cluster stale once it has been unreachable for its ``staleAfterSeconds``
@@ -216,7 +209,7 @@ class Controller:
                 stale = cluster.stale_after is not None and since is not None and now - since >= cluster.stale_after
                 if stale != self.syncer.stale[cluster.name]:
                     self._mark_stale(cluster, stale, now - since if since is not None else 0.0)
-            await asyncio.sleep(STALE_CHECK_SECONDS)
+            await asyncio.sleep(self.settings.probes.stale_check)
 
     def _mark_stale(self, cluster: ClusterConfig, stale: bool, unreachable_for: float) -> None:
         self.metrics.stale.labels(cluster.name).set(1 if stale else 0)

@@ -21,7 +21,9 @@ from typing import Any
 
 import yaml
 
+from controller.external.config import ExternalConfig, parse_external_config
 from feddns import names
+from feddns.configmapping import check_mapping
 from feddns.errors import ConfigError
 from feddns.etcd import Access, Endpoints, TLSFiles
 from feddns.keys import Layout
@@ -41,6 +43,8 @@ _TLS_KEYS = ("cacert", "cert", "key")
 # A Kubernetes label key: an optional DNS subdomain prefix and "/", then a name
 # of up to 63 characters (k8s.io/apimachinery validation.IsQualifiedName).
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+MAX_SUBDOMAIN_LENGTH = 253
+"""The longest DNS subdomain a Kubernetes label key prefix may be (RFC 1123)."""
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -91,7 +95,7 @@ class ControllerConfig:
 
     ``resync_seconds`` is the period of the full etcd comparison (seconds);
     ``lease_seconds`` the election lease TTL (seconds); ``external`` a
-    ``controller.external.ExternalConfig`` or ``None``; ``etcd_access`` the TLS
+    ``controller.external.config.ExternalConfig`` or ``None``; ``etcd_access`` the TLS
     files and user of ``etcd.tls``, ``etcd.user`` and ``etcd.passwordFile``.
     """
 
@@ -103,7 +107,7 @@ class ControllerConfig:
     selector: SelectorConfig = SelectorConfig()
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
     lease_seconds: int = DEFAULT_LEASE_SECONDS
-    external: Any = None
+    external: ExternalConfig | None = None
 
     @property
     def layout(self) -> Layout:
@@ -174,7 +178,7 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 def _load_yaml(text: str) -> object:
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # safe: a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError(f"not valid YAML: {' '.join(str(exc).split())}") from exc
 
@@ -184,12 +188,11 @@ def _where(parent: str, key: str) -> str:
 
 
 def _mapping(raw: object, where: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where or 'the file'}: must be a mapping, not {_kind(raw)}")
-    for key in raw:
-        if key not in allowed:
-            raise ConfigError(f"{_where(where, str(key))}: unknown key (known: {', '.join(allowed)})")
-    return raw
+    return check_mapping(
+        raw, allowed,
+        not_a_mapping=lambda value: f"{where or 'the file'}: must be a mapping, not {_kind(value)}",
+        unknown_key=lambda key: f"{_where(where, key)}: unknown key (known: {', '.join(allowed)})",
+    )
 
 
 def _required(raw: Mapping[str, Any], key: str, where: str) -> Any:
@@ -361,21 +364,17 @@ def _selector(raw: object) -> SelectorConfig:
 
 def _is_label_key(text: str) -> bool:
     prefix, _, name = text.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > MAX_SUBDOMAIN_LENGTH or not _DNS_SUBDOMAIN.match(prefix)):
         return False
     return bool(_LABEL_NAME.match(name))
 
 
-def _external(raw: object, clusters: Any) -> Any:
-    """Parse ``external`` with the publisher's own parser (controller.external); the
+def _external(raw: object, clusters: Any) -> ExternalConfig:
+    """Parse ``external`` with the publisher's own parser (controller.external.config); the
     dnsendpoint provider's ``cluster`` must be one of ``clusters``."""
-    try:
-        from controller import external
-    except ImportError as exc:
-        raise ConfigError("external: this installation has no external DNS publisher") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"external: must be a mapping, not {_kind(raw)}")
-    parsed = external.parse_external_config(raw)
+    parsed = parse_external_config(raw)
     names = [cluster.name for cluster in clusters]
     if parsed.cluster is not None and parsed.cluster not in names:
         raise ConfigError(f"external.cluster: {parsed.cluster!r} is not one of clusters[].name ({', '.join(names)})")

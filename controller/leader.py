@@ -5,7 +5,7 @@ A replica campaigns by creating the election key, attached to a lease of
 exist (``create_revision == 0``). The winner keeps the lease alive every
 ``ttl / 10`` seconds (so that an etcd stall shorter than the lease does not
 expire it); its leadership is the key's create revision
-(:class:`~controller.store.Guard`), which every write compares. A replica that
+(:class:`~controller.etcdlink.Guard`), which every write compares. A replica that
 loses the key (lease expired while cut off from etcd, or the key deleted) stops
 at its next write or keep-alive. The others watch the key and campaign as soon
 as it is deleted, so a crashed leader is replaced once its lease expires, at
@@ -18,6 +18,7 @@ with ``/``) so that ``feddns serve`` never sees it:
 """
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -30,7 +31,7 @@ import aetcd
 import aetcd.exceptions
 import aetcd.transactions
 
-from controller.store import EtcdLink, Guard, NotLeader
+from controller.etcdlink import EtcdLink, Guard, NotLeader
 from feddns.etcd import EtcdError, cancelled_by_client, describe
 from feddns.keys import Layout
 
@@ -200,10 +201,9 @@ class Elector:
         self._on_change(True)
 
     async def _wait_for_change(self, client: aetcd.Client, revision: int) -> None:
-        try:
+        # on a timeout look again: a watch can miss nothing, but a stuck one must not stall us
+        with contextlib.suppress(aetcd.exceptions.WatchTimeoutError):
             await client.watch_once(self.key, timeout=self.ttl, start_revision=revision + 1)
-        except aetcd.exceptions.WatchTimeoutError:
-            pass  # look again: a watch can miss nothing, but a stuck one must not stall us
 
     async def _hold(self, client: aetcd.Client) -> None:
         """Keep the lease alive until it is lost, the writer reports a lost guard, or the

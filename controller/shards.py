@@ -50,6 +50,11 @@ FAILOVER_ORDER_ANNOTATION = "federation.feddns.io/failover-order"
 WEIGHT_ANNOTATION = "federation.feddns.io/weight"
 """Annotations on a Service that set its answer policy (docs/reference.md section 2)."""
 
+IPV4_LENGTH = 4
+"""Bytes of a packed IPv4 address (an IPv6 one has 16)."""
+MAX_PORT = 65535
+"""The highest TCP or UDP port number."""
+
 
 class ShapeError(FeddnsError, ValueError):
     """An API object without the fields its kind must have (no name, a list
@@ -168,12 +173,9 @@ def read_annotations(annotations: object, clusters: frozenset[str]) -> tuple[Pol
         return DEFAULT_POLICY, f"{POLICY_ANNOTATION} {name!r} is not one of {', '.join(POLICIES)}"
     order: tuple[str, ...] = ()
     if name == FAILOVER:
-        order = tuple(dict.fromkeys(c.strip() for c in str(order_text or "").split(",") if c.strip()))
-        unknown = [c for c in order if c not in clusters]
-        if not order:
-            return DEFAULT_POLICY, f"policy failover needs {FAILOVER_ORDER_ANNOTATION} (cluster names, comma-separated)"
-        if unknown:
-            return DEFAULT_POLICY, f"{FAILOVER_ORDER_ANNOTATION} names unknown clusters: {', '.join(unknown)}"
+        order, problem = _failover_order(order_text, clusters)
+        if problem is not None:
+            return DEFAULT_POLICY, problem
     weight = None
     if name in (WEIGHTED, LOCALITY_WEIGHTED) and weight_text is not None:
         text = str(weight_text).strip()
@@ -181,6 +183,17 @@ def read_annotations(annotations: object, clusters: frozenset[str]) -> tuple[Pol
             return DEFAULT_POLICY, f"{WEIGHT_ANNOTATION} {weight_text!r} is not a whole number from 0 to {MAX_WEIGHT}"
         weight = int(text)
     return Policy(name, order, weight), None
+
+
+def _failover_order(order_text: object, clusters: frozenset[str]) -> tuple[tuple[str, ...], str | None]:
+    """The clusters named by :data:`FAILOVER_ORDER_ANNOTATION`, in order, or what is wrong with it."""
+    order = tuple(dict.fromkeys(c.strip() for c in str(order_text or "").split(",") if c.strip()))
+    unknown = [c for c in order if c not in clusters]
+    if not order:
+        return (), f"policy failover needs {FAILOVER_ORDER_ANNOTATION} (cluster names, comma-separated)"
+    if unknown:
+        return (), f"{FAILOVER_ORDER_ANNOTATION} names unknown clusters: {', '.join(unknown)}"
+    return order, None
 
 
 def _service_record(spec: Mapping[str, Any], ingress: list[Any]) -> tuple[ShardRecord | None, Skip | None]:
@@ -317,7 +330,7 @@ def headless_endpoints(slices: Iterable[SliceInfo]) -> tuple[Endpoint, ...]:
 
 
 def _packed_address(packed: bytes) -> IPAddress:
-    return ipaddress.IPv4Address(packed) if len(packed) == 4 else ipaddress.IPv6Address(packed)
+    return ipaddress.IPv4Address(packed) if len(packed) == IPV4_LENGTH else ipaddress.IPv6Address(packed)
 
 
 def _field(obj: object, key: str, kind: type, required: bool = True) -> Any:
@@ -362,7 +375,7 @@ def _ports(items: object, where: str = "spec.ports") -> tuple[Port, ...]:
             continue
         if not isinstance(name, str) or not names.is_label(name) or protocol not in PROTOCOLS:
             raise ShapeError(f"{where}[]: bad name or protocol {name!r}/{protocol!r}")
-        if type(number) is not int or not 1 <= number <= 65535:
+        if type(number) is not int or not 1 <= number <= MAX_PORT:
             raise ShapeError(f"{where}[{name}].port: {number!r} is not 1-65535")
         ports.append(Port(name, protocol, number))
     return _shared(tuple(ports))

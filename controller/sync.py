@@ -19,7 +19,7 @@ Three kinds of work, all only while this replica is the leader:
   a record someone else edits or deletes is compared again at once and put
   back (``feddns_controller_etcd_repairs_total``), not at the next resync.
 
-Writes go through guarded transactions (:mod:`controller.store`). An etcd
+Writes go through guarded transactions (:mod:`controller.etcdlink`). An etcd
 failure leaves the work queued and is retried with backoff; nothing is lost.
 The writer and the prefix watch each own their etcd connection.
 
@@ -31,6 +31,7 @@ a service's agreement changes, its shards in every cluster are looked at again.
 """
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -42,9 +43,10 @@ from typing import Any, Protocol
 import aetcd
 import aetcd.exceptions
 
-from controller import shards, store
+from controller import etcdlink, shards
 from controller.config import ControllerConfig
 from controller.metrics import Metrics
+from controller.settings import SyncSettings
 from controller.view import ClusterView, Key
 from feddns.errors import RecordError
 from feddns.etcd import EtcdError, cancelled_by_client, describe, prefix_range_end, unless_stale
@@ -53,6 +55,8 @@ from feddns.records import DEFAULT_POLICY, IPAddress, ShardRecord, decode_json, 
 
 log = logging.getLogger(__name__)
 
+DETAILED_WRITES = 3
+"""A write of at most this many keys names each in its info line; a larger one only counts them."""
 DELETE = object()
 """Verdict of :meth:`Syncer._stale`: the key is stale and is deleted."""
 
@@ -63,15 +67,16 @@ class Leadership(Protocol):
     @property
     def is_leader(self) -> bool: ...
 
-    def guard(self) -> store.Guard: ...
+    def guard(self) -> etcdlink.Guard: ...
 
     def lost(self) -> None: ...
 
     def holds_lease(self) -> bool: ...
 
 
-class Publisher(Protocol):
-    """The external DNS publisher (``controller.external.Publisher``): ``desired`` maps
+class ExternalSink(Protocol):
+    """Where the writer hands the external DNS state: the publisher
+    (:class:`controller.external.publisher.ExternalPublisher`): ``desired`` maps
     each service to its addresses, ``stale`` the services none of whose shards is ready.
 
     ``stop()`` is called when this replica stops leading: the publisher drops
@@ -87,25 +92,15 @@ class Publisher(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class SyncTiming:
-    """Time constants of the writer (seconds)."""
-
-    debounce: float = 0.02
-    """Wait after the first touch so that a burst of events is written together."""
-    retry_initial: float = 0.2
-    retry_max: float = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
+class KeyChange:
     """One key to write: ``new`` is ``None`` for a delete; ``old`` is what etcd held."""
 
     key: str
     old: bytes | None
     new: bytes | None
 
-    def op(self) -> store.Op:
-        return store.delete(self.key) if self.new is None else store.put(self.key, self.new)
+    def op(self) -> etcdlink.Op:
+        return etcdlink.delete(self.key) if self.new is None else etcdlink.put(self.key, self.new)
 
 
 class Syncer:
@@ -115,19 +110,20 @@ class Syncer:
         self,
         config: ControllerConfig,
         views: Mapping[str, ClusterView],
-        link: store.EtcdLink,
         leadership: Leadership,
         metrics: Metrics,
+        new_link: Callable[[], etcdlink.EtcdLink],
         *,
-        watch_link: store.EtcdLink | None = None,
-        publisher: Publisher | None = None,
-        timing: SyncTiming = SyncTiming(),
+        timing: SyncSettings | None = None,
     ) -> None:
-        self.config, self.views, self.link = config, views, link
-        self.watch_link = watch_link or store.EtcdLink(link.endpoints)
-        self.leadership, self.metrics, self.publisher = leadership, metrics, publisher
+        """``new_link`` makes an etcd connection: one for the writer, one for its prefix watch."""
+        self.config, self.views = config, views
+        self.link, self.watch_link = new_link(), new_link()
+        self.leadership, self.metrics = leadership, metrics
+        self.publisher: ExternalSink | None = None
+        """Set by the controller before ``run`` when external DNS is configured."""
         self.metrics.resync_period.set(config.resync_seconds)
-        self.timing = timing
+        self.timing = timing or SyncSettings()
         self.layout = config.layout
         self.prefix = self.layout.federation_prefix(config.federation)
         self.known: dict[str, bytes] | None = None
@@ -219,7 +215,7 @@ class Syncer:
                 self._summarize()
                 delay = self.timing.retry_initial
                 continue
-            except store.NotLeader as exc:
+            except etcdlink.NotLeader as exc:
                 log.warning("etcd refused a write: %s; stepping down", exc)
                 self.leadership.lost()
                 continue
@@ -243,10 +239,8 @@ class Syncer:
 
     async def _wait(self) -> None:
         timeout = max(0.0, self._next_resync - time.monotonic()) if self.known is not None else None
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
-        except TimeoutError:
-            pass
         self._wake.clear()
 
     async def _work(self, client: aetcd.Client) -> None:
@@ -261,8 +255,8 @@ class Syncer:
             return
         self.metrics.resyncs.inc()
         self._stop_watch()
-        known, revision = await store.read_prefix(client, self.prefix)
-        if not self.leadership.is_leader:
+        known, revision = await etcdlink.read_prefix(client, self.prefix)
+        if not self._leading():
             return  # stepped down during the read
         self.known = known
         self._next_resync = time.monotonic() + self.config.resync_seconds
@@ -276,6 +270,10 @@ class Syncer:
         self.metrics.last_resync.set(time.time())
         if self.publisher is not None:
             await self.publisher.resync(*self.external_desired())
+
+    def _leading(self) -> bool:
+        """``is_leader`` asked anew: a call, so that mypy does not keep its value across an await."""
+        return self.leadership.is_leader
 
     async def flush(self, client: aetcd.Client) -> None:
         """Write the touched shards, the changed cluster records, and reconcile the newly listed clusters."""
@@ -374,7 +372,7 @@ class Syncer:
 
     # -- planning --------------------------------------------------------------------
 
-    def _touched_changes(self, dirty: Iterable[tuple[str, str, str]]) -> list[Change]:
+    def _touched_changes(self, dirty: Iterable[tuple[str, str, str]]) -> list[KeyChange]:
         assert self.known is not None
         changes = []
         for cluster, namespace, service in dirty:
@@ -386,10 +384,10 @@ class Syncer:
             new = encode(record) if record is not None else None
             old = self.known.get(key)
             if new != old:
-                changes.append(Change(key, old, new))
+                changes.append(KeyChange(key, old, new))
         return changes
 
-    def _cluster_changes(self, clusters: Iterable[str]) -> list[Change]:
+    def _cluster_changes(self, clusters: Iterable[str]) -> list[KeyChange]:
         """The cluster records of ``clusters`` (configured ones) that differ from ``known``."""
         assert self.known is not None
         changes = []
@@ -398,10 +396,10 @@ class Syncer:
                 key = self.layout.cluster_key(ClusterKey(self.config.federation, cluster.name))
                 new, old = encode(cluster.record(self.stale[cluster.name])), self.known.get(key)
                 if new != old:
-                    changes.append(Change(key, old, new))
+                    changes.append(KeyChange(key, old, new))
         return changes
 
-    def _spread_flips(self, done: set[tuple[str, str, str]], reconciled: set[str]) -> list[Change]:
+    def _spread_flips(self, done: set[tuple[str, str, str]], reconciled: set[str]) -> list[KeyChange]:
         """The changes to the shards, in every other cluster, of the services whose
         policy agreement changed while planning (none were planned yet)."""
         flipped, self._flipped = self._flipped, set()
@@ -442,12 +440,12 @@ class Syncer:
                         "default policy (locality)", key[0], key[1], sides)
         return agreed
 
-    def _plan(self, scope: set[str] | None) -> list[Change]:
+    def _plan(self, scope: set[str] | None) -> list[KeyChange]:
         """The changes that make ``known`` equal to the views: all of it (``scope`` None,
         cluster records included) or the shards of the clusters in ``scope``."""
         assert self.known is not None
         wanted = self._wanted(scope)
-        changes = [Change(key, self.known.get(key), value) for key, value in wanted.items()
+        changes = [KeyChange(key, self.known.get(key), value) for key, value in wanted.items()
                    if self.known.get(key) != value]
         kept: dict[str, int] = {c.name: 0 for c in self.config.clusters}
         for key, old in self.known.items():
@@ -455,7 +453,7 @@ class Syncer:
                 continue
             verdict = self._stale(key, scope)
             if verdict is DELETE:
-                changes.append(Change(key, old, None))
+                changes.append(KeyChange(key, old, None))
             elif verdict is not None:
                 kept[str(verdict)] += 1
         if scope is None:
@@ -514,7 +512,7 @@ class Syncer:
 
     # -- writing ---------------------------------------------------------------------
 
-    async def _apply(self, client: aetcd.Client, changes: Sequence[Change]) -> None:
+    async def _apply(self, client: aetcd.Client, changes: Sequence[KeyChange]) -> None:
         """Write ``changes`` in guarded transactions, updating ``known`` batch by batch.
 
         ``known`` is taken once: if leadership changes during a transaction, the
@@ -522,12 +520,12 @@ class Syncer:
         known = self.known
         assert known is not None
         written: Counter[str] = Counter()
-        for start in range(0, len(changes), store.MAX_TXN_OPS):
-            batch = changes[start:start + store.MAX_TXN_OPS]
+        for start in range(0, len(changes), etcdlink.MAX_TXN_OPS):
+            batch = changes[start:start + etcdlink.MAX_TXN_OPS]
             # The prefix watch may see these before commit() returns: they are ours.
             self._in_flight.update((c.key, c.new) for c in batch)
             try:
-                await store.commit(client, self.leadership.guard(), [c.op() for c in batch])
+                await etcdlink.commit(client, self.leadership.guard(), [c.op() for c in batch])
             finally:
                 for change in batch:
                     self._in_flight.pop(change.key, None)
@@ -537,7 +535,7 @@ class Syncer:
             self._term[1].update(written)
             self._report(changes, written)
 
-    def _record(self, known: dict[str, bytes], change: Change) -> str:
+    def _record(self, known: dict[str, bytes], change: KeyChange) -> str:
         """Apply one committed change to ``known``; returns ``created``, ``changed`` or ``deleted``."""
         if change.new is None:
             known.pop(change.key, None)
@@ -553,11 +551,12 @@ class Syncer:
             log.debug("%s", self._describe(change))
         return "deleted" if change.new is None else "created" if change.old is None else "changed"
 
-    def _report(self, changes: Sequence[Change], written: Counter[str]) -> None:
+    def _report(self, changes: Sequence[KeyChange], written: Counter[str]) -> None:
         """One info line per write to etcd: the counts, and what changed when it is a few keys
         (every key is described at debug level)."""
         counts = ", ".join(f"{written[kind]} {kind}" for kind in ("created", "changed", "deleted") if written[kind])
-        detail = "; ".join(self._describe(c) for c in changes) if len(changes) <= 3 else "each key at debug level"
+        detailed = len(changes) <= DETAILED_WRITES
+        detail = "; ".join(self._describe(c) for c in changes) if detailed else "each key at debug level"
         log.info("etcd: %d key%s written (%s): %s", len(changes), "" if len(changes) == 1 else "s", counts, detail)
 
     def _summarize(self) -> None:
@@ -579,7 +578,7 @@ class Syncer:
                  len(self.config.clusters) - len(unlisted), len(self.config.clusters), missing, shards,
                  len(self.known) - shards, written["created"], written["changed"], written["deleted"], right)
 
-    def _describe(self, change: Change) -> str:
+    def _describe(self, change: KeyChange) -> str:
         """``shard myns/myservice in foo: externalIP 104.32.64.128 -> 104.32.64.130``."""
         parsed = self._parse(change.key)
         if isinstance(parsed, ClusterKey):

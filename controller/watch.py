@@ -27,6 +27,7 @@ authentication plugins, is used as is; the threads only hand decoded objects
 to the event loop (:class:`Sink`). docs/controller.md says more.
 """
 
+import contextlib
 import json
 import logging
 import random
@@ -34,6 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, Protocol
 
 import kubernetes.client
@@ -43,7 +45,9 @@ from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
 from controller.config import ClusterConfig
 from controller.metrics import Metrics
+from controller.settings import WatchSettings
 from controller.view import ENDPOINT_SLICES, SERVICE_EXPORTS, SERVICES
+from feddns.errors import FeddnsError
 from feddns.kubeapi import describe_failure, watch_lines
 
 log = logging.getLogger(__name__)
@@ -57,11 +61,11 @@ ListCall = Callable[..., Any]
 """A generated ``list_*`` method of the client, called with ``_preload_content=False``."""
 
 
-class Gone(Exception):
+class Gone(FeddnsError):
     """The resource version is too old (410): list again."""
 
 
-class WatchFailed(Exception):
+class WatchFailed(FeddnsError):
     """The server sent something other than events (an ``ERROR`` event, a bad line)."""
 
 
@@ -81,33 +85,18 @@ class Sink(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Timing:
-    """Time constants of the list/watch loops (seconds).
+class Target:
+    """What one reflector lists and watches: ``resource`` of ``cluster``.
 
-    An API server that stops answering without closing the connection (a
-    black hole: a firewall dropping packets, a hung proxy) is noticed after
-    :attr:`silence_limit` seconds at most (55 s with these defaults): the server
-    must end every watch by ``watch_timeout``, so a watch silent for
-    ``watch_timeout + read_slack`` is dead; a list page has ``list_timeout``.
-    TCP keep-alive (:data:`KEEPALIVE`) also ends connections whose peer is gone.
+    ``label_selector`` narrows the list and watch on the server; an ``optional``
+    resource (a CRD that a cluster may not have) that answers 404 counts as
+    listed and empty.
     """
 
-    watch_timeout: int = 45
-    """``timeoutSeconds`` asked of the server. client-go picks 5-10 minutes and
-    notices a dead connection by HTTP/2 pings, which this HTTP/1.1 client cannot send."""
-    connect_timeout: float = 10.0
-    read_slack: float = 10.0
-    """Added to ``watch_timeout`` for the client's read timeout (the longest silence
-    between two reads of a watch)."""
-    list_timeout: float = 30.0
-    """Read timeout of one list page."""
-    backoff_initial: float = 0.5
-    backoff_max: float = 30.0
-
-    @property
-    def silence_limit(self) -> float:
-        """The longest an unanswering API server goes unnoticed (seconds)."""
-        return max(self.watch_timeout + self.read_slack, self.list_timeout, self.connect_timeout)
+    cluster: str
+    resource: str
+    label_selector: str | None = None
+    optional: bool = False
 
 
 KEEPALIVE = (15, 5, 3)
@@ -153,11 +142,11 @@ class Reflector:
     """Keeps ``sink`` in step with one resource of one cluster, in a daemon thread.
 
     ``connect`` builds the API client (called in the thread, again after each
-    failure, so that credentials are re-read); ``label_selector`` narrows the
+    failure, so that credentials are re-read); ``target.label_selector`` narrows the
     list and watch on the server. ``shrink`` turns each decoded object into what
     the sink keeps, in this thread as each list page or event arrives, so that
     no more than one page of the API's JSON is alive at a time (a Service is a
-    few kilobytes of JSON and a hundred bytes shrunk). An ``optional`` resource (a CRD that a
+    few kilobytes of JSON and a hundred bytes shrunk). A ``target.optional`` resource (a CRD that a
     cluster may not have) that answers 404 counts as listed and empty, and is
     looked for again every ``backoff_max`` seconds. ``start()``/``stop()``; ``stop`` ends a
     blocked read at once by shutting its socket.
@@ -165,29 +154,26 @@ class Reflector:
 
     def __init__(
         self,
-        cluster: str,
-        resource: str,
+        target: Target,
         connect: Callable[[], kubernetes.client.ApiClient],
         sink: Sink,
         metrics: Metrics,
         *,
-        label_selector: str | None = None,
-        optional: bool = False,
-        timing: Timing = Timing(),
+        timing: WatchSettings | None = None,
         shrink: Callable[[Any], Any] = lambda obj: obj,
     ) -> None:
-        self.cluster, self.resource = cluster, resource
+        self.cluster, self.resource = target.cluster, target.resource
         self._connect, self._sink, self._metrics = connect, sink, metrics
         self._shrink = shrink
-        self._selector = label_selector
-        self._optional = optional
-        self._timing = timing
+        self._selector = target.label_selector
+        self._optional = target.optional
+        self._timing = timing = timing or WatchSettings()
         self._stop = threading.Event()
         self._delay = timing.backoff_initial
         self._just_listed = False
         """Listed, and no event or bookmark since: a 410 now means the server is confused."""
         self._response: urllib3.HTTPResponse | None = None
-        self._thread = threading.Thread(target=self._run, name=f"watch-{cluster}-{resource}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"watch-{self.cluster}-{self.resource}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -206,10 +192,8 @@ class Reflector:
     def _abort_read(self) -> None:
         response = self._response
         if response is not None:
-            try:
+            with contextlib.suppress(OSError, RuntimeError, ValueError):  # already released or closed
                 response.shutdown()
-            except (OSError, RuntimeError, ValueError):
-                pass  # already released or closed
 
     def _run(self) -> None:
         client: kubernetes.client.ApiClient | None = None
@@ -246,7 +230,8 @@ class Reflector:
 
     def _absent(self, exc: Exception) -> bool:
         """An optional resource the cluster does not serve (404): listed and empty."""
-        return self._optional and isinstance(exc, kubernetes.client.ApiException) and exc.status == 404
+        return (self._optional and isinstance(exc, kubernetes.client.ApiException)
+                and exc.status == HTTPStatus.NOT_FOUND)
 
     def _restarted(self, reason: str, quiet: bool = False) -> None:
         """Count a watch restart; a watch the server ended at ``timeoutSeconds`` (every
@@ -299,7 +284,7 @@ class Reflector:
                 _request_timeout=(self._timing.connect_timeout, read_timeout),
             )
         except kubernetes.client.ApiException as exc:
-            if exc.status == 410:
+            if exc.status == HTTPStatus.GONE:
                 raise Gone(str(exc.reason)) from exc
             raise
         self._response = response  # from here on stop() can end a blocked read
@@ -341,7 +326,7 @@ class Reflector:
             raise WatchFailed(f"watch sent a line that is not an event: {line[:200]!r}") from exc
         if event_type == "ERROR":
             code = obj.get("code") if isinstance(obj, dict) else None
-            if code == 410:
+            if code == HTTPStatus.GONE:
                 raise Gone(str(obj.get("message")))
             raise WatchFailed(f"watch error {code}: {obj.get('message') if isinstance(obj, dict) else obj}")
         meta = obj.get("metadata") if isinstance(obj, dict) else None

@@ -17,10 +17,9 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller import watch
 from controller.app import Controller
 from controller.config import ControllerConfig, parse_config
-from controller.sync import SyncTiming
+from controller.settings import Settings, SyncSettings, WatchSettings
 from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube
 from tests.support.ports import wait_until
@@ -30,9 +29,9 @@ LABEL = {"federation.feddns.io/name": FEDERATION}
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = str(Path(__file__).parents[2])
 
-FAST_WATCH = watch.Timing(watch_timeout=30, backoff_initial=0.05, backoff_max=0.5, read_slack=10)
+FAST_WATCH = WatchSettings(watch_timeout=30, backoff_initial=0.05, backoff_max=0.5, read_slack=10)
 """Short backoffs so that reconnect tests take a second, not half a minute."""
-FAST_SYNC = SyncTiming(debounce=0.01, retry_initial=0.05, retry_max=0.5)
+FAST_SYNC = SyncSettings(debounce=0.01, retry_initial=0.05, retry_max=0.5)
 
 
 def cluster_entry(fake: FakeKube, directory: Path, **extra: Any) -> dict[str, Any]:
@@ -61,12 +60,12 @@ class RunningController:
     """A :class:`Controller` run in a thread of its own with its own event loop."""
 
     def __init__(self, config: ControllerConfig | dict[str, Any], name: str | None = None,
-                 publisher: Any = None, watch_timing: watch.Timing = FAST_WATCH) -> None:
+                 publisher: Any = None, watch_timing: WatchSettings = FAST_WATCH) -> None:
         if isinstance(config, dict):
             config = parse_config(config)
         self.registry = CollectorRegistry()
         self.controller = Controller(
-            config, self.registry, watch_timing=watch_timing, sync_timing=FAST_SYNC, name=name,
+            config, self.registry, settings=Settings(watch=watch_timing, sync=FAST_SYNC), name=name,
             publisher=publisher,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -154,7 +153,7 @@ class ControllerProcess:
 
     def __init__(self, config_path: str, log_path: Path) -> None:
         self.config_path, self.log_path = config_path, log_path
-        self.proc: "subprocess.Popen[bytes] | None" = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
     def start(self) -> "ControllerProcess":

@@ -10,18 +10,21 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from controller.external import ExternalConfig, Provider, Publisher, Timing
+from controller.external.config import ExternalConfig
+from controller.external.provider import Provider
+from controller.external.publisher import ExternalPublisher
+from controller.settings import ExternalSettings
 
-FAST = Timing(timeout=2.0, first=0.05, maximum=0.4)
+FAST = ExternalSettings(timeout=2.0, first=0.05, maximum=0.4)
 """Short timeouts and backoff, so that retry tests take a second."""
 
 
 @contextlib.asynccontextmanager
 async def publishing(config: ExternalConfig, federation: str, provider: Provider | None = None
-                     ) -> AsyncIterator[tuple[Publisher, CollectorRegistry]]:
+                     ) -> AsyncIterator[tuple[ExternalPublisher, CollectorRegistry]]:
     """A publisher with a registry of its own (fast retries), closed on the way out."""
     registry = CollectorRegistry()
-    publisher = Publisher(config, federation, registry, timing=FAST, provider=provider)
+    publisher = ExternalPublisher(config, federation, registry, timing=FAST, provider=provider)
     try:
         yield publisher, registry
     finally:
@@ -32,15 +35,15 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(scenario(), timeout=60))
 
 
-async def eventually(condition: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
+async def eventually(condition: Callable[[], Any], what: str, within: float = 15.0) -> Any:
     """Poll ``condition`` (run in a thread: dig and the API client block) until it is truthy."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         value = await asyncio.to_thread(condition)
         if value:
             return value
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not reached within {timeout}s (last: {value!r})")
+            raise TimeoutError(f"{what} not reached within {within}s (last: {value!r})")
         await asyncio.sleep(0.02)
 
 

@@ -97,7 +97,7 @@ def test_create_update_delete_in_two_clusters(etcd, etcd_prefix, running, foo, b
     wait_records(etcd, etcd_prefix, expected)
     for line in ("shard shop/cart in bar: deleted",
                  "shard shop/pay in bar: created (clusterIP 10.0.4.50, externalIP none, ports http/TCP/80, ready 3)"):
-        wait_until(lambda: line in caplog.text, what=f"log line {line!r}")
+        wait_until(lambda line=line: line in caplog.text, what=f"log line {line!r}")
 
 
 def test_log_says_what_changed(etcd, etcd_prefix, running, foo, caplog):
@@ -147,7 +147,7 @@ def test_service_exports_select_services_without_the_label(etcd, etcd_prefix, fo
     foo.apply(service("shop", "exported", cluster_ip="10.0.3.31"))
     foo.apply(service_export("shop", "exported"))
     raw = two_clusters(etcd, etcd_prefix, foo, bar, tmp_path, selector={"serviceExports": True})
-    with RunningController(raw) as running:
+    with RunningController(raw):
         exported = {"clusterIP": "10.0.3.31", "clusterIPs": ["10.0.3.31"],
                     "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "ready": 0}
         wait_records(etcd, etcd_prefix, {**SYNCED, "shop/exported/foo": exported})
@@ -156,7 +156,7 @@ def test_service_exports_select_services_without_the_label(etcd, etcd_prefix, fo
 
 
 class RecordingPublisher:
-    """A Publisher (controller.sync.Publisher) that remembers the desired states it was handed."""
+    """A Publisher (a controller.sync.ExternalSink) that remembers the desired states it was handed."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict, list]] = []

@@ -1,4 +1,5 @@
-"""The ``external`` section of the controller config (docs/reference.md section 7), as parse_external_config reads it."""
+"""The ``external`` section of the controller config (docs/reference.md section 7), as
+parse_external_config reads it."""
 
 import base64
 import os
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from controller.external import ExternalConfig, parse_external_config
+from controller.external.config import ExternalConfig, parse_external_config
 from feddns.errors import ConfigError
 
 SECRET = b"0123456789abcdef0123456789abcdef"
@@ -53,7 +54,8 @@ def test_server_forms(server: str, host: str, port: int) -> None:
 
 
 def test_a_tsig_keygen_file_serves_both_named_and_feddns(tmp_path: Path) -> None:
-    key = subprocess.run([shutil.which("tsig-keygen") or "/usr/sbin/tsig-keygen", "-a", "hmac-sha384", "feddns."], capture_output=True, text=True, check=True)
+    keygen = shutil.which("tsig-keygen") or "/usr/sbin/tsig-keygen"
+    key = subprocess.run([keygen, "-a", "hmac-sha384", "feddns."], capture_output=True, text=True, check=True)
     (tmp_path / "feddns.key").write_text(key.stdout)
     config = parse_external_config(minimal(tsig={
         "name": "feddns.", "algorithm": "hmac-sha384", "secretFile": str(tmp_path / "feddns.key")}))

@@ -6,8 +6,9 @@ import os
 import signal
 import time
 
-from controller import store, watch
+from controller import etcdlink
 from controller.leader import Elector, election_key
+from controller.settings import WatchSettings
 from feddns.etcd import Endpoints
 from tests.controller.harness import LABEL, ControllerProcess, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
@@ -79,9 +80,9 @@ def test_a_record_changed_or_deleted_by_someone_else_is_put_back_within_a_second
 
 def test_a_black_holed_api_server_is_noticed_within_the_silence_limit(etcd, etcd_prefix, foo, bar, tmp_path):
     """bar keeps its connections open and answers nothing. The defaults notice that within
-    watch.Timing().silence_limit (55 s); the test runs the same mechanism 10 times faster."""
-    assert watch.Timing().silence_limit < 60
-    timing = watch.Timing(watch_timeout=4, read_slack=1.5, list_timeout=3, connect_timeout=1,
+    WatchSettings().silence_limit (55 s); the test runs the same mechanism 10 times faster."""
+    assert WatchSettings().silence_limit < 60
+    timing = WatchSettings(watch_timeout=4, read_slack=1.5, list_timeout=3, connect_timeout=1,
                           backoff_initial=0.05, backoff_max=0.5)
     with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path), watch_timing=timing) as running:
         wait_records(etcd, etcd_prefix, SYNCED)
@@ -107,7 +108,7 @@ def test_a_cancelled_error_from_a_closed_client_is_not_fatal_but_cancellation_is
     assert private_etcd.proc is not None
 
     async def scenario() -> None:
-        elector = Elector(store.EtcdLink(Endpoints([private_etcd.url])), key, 5, lambda _: None, name="a")
+        elector = Elector(etcdlink.EtcdLink(Endpoints([private_etcd.url])), key, 5, lambda _: None, name="a")
         task = asyncio.create_task(elector.run())
         try:
             await _until(lambda: elector.is_leader)
@@ -118,7 +119,7 @@ def test_a_cancelled_error_from_a_closed_client_is_not_fatal_but_cancellation_is
                 private_etcd.proc.send_signal(signal.SIGCONT)
                 await asyncio.sleep(0.2)
                 assert not task.done(), task
-            await _until(lambda: elector.holds_lease())
+            await _until(elector.holds_lease)
         finally:
             private_etcd.proc.send_signal(signal.SIGCONT)
             task.cancel()
@@ -138,10 +139,10 @@ def test_the_lease_check_is_false_after_a_pause_before_the_elector_notices(etcd,
     key = election_key(etcd_prefix, "myfederation")
 
     async def scenario() -> None:
-        elector = Elector(store.EtcdLink(Endpoints([etcd.url])), key, 2, lambda _: None, name="a")
+        elector = Elector(etcdlink.EtcdLink(Endpoints([etcd.url])), key, 2, lambda _: None, name="a")
         task = asyncio.create_task(elector.run())
         try:
-            await _until(lambda: elector.holds_lease())
+            await _until(elector.holds_lease)
             time.sleep(2.0)  # noqa: ASYNC251 - the whole event loop frozen for the lease TTL, as by SIGSTOP
             assert elector.is_leader and not elector.holds_lease()
             await _until(lambda: not elector.is_leader)  # then it notices, and steps down
@@ -153,8 +154,8 @@ def test_the_lease_check_is_false_after_a_pause_before_the_elector_notices(etcd,
     asyncio.run(scenario())
 
 
-async def _until(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
+async def _until(condition, within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         await asyncio.sleep(0.02)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from controller import store
+from controller import etcdlink
 from controller.leader import Elector, election_key
 from feddns.etcd import Endpoints
 from tests.controller.harness import LABEL, ControllerProcess, RunningController, records, write_config
@@ -22,19 +22,19 @@ def test_a_deposed_leader_cannot_write(etcd, etcd_prefix):
     target = f"{etcd_prefix}/myfederation/myns/myservice/foo"
 
     async def scenario() -> None:
-        first = Elector(store.EtcdLink(Endpoints([etcd.url])), key, 5, lambda _: None, name="first")
-        second = Elector(store.EtcdLink(Endpoints([etcd.url])), key, 5, lambda _: None, name="second")
+        first = Elector(etcdlink.EtcdLink(Endpoints([etcd.url])), key, 5, lambda _: None, name="first")
+        second = Elector(etcdlink.EtcdLink(Endpoints([etcd.url])), key, 5, lambda _: None, name="second")
         first_task = asyncio.create_task(first.run())
         try:
             await _until(lambda: first.is_leader)
             old_guard = first.guard()
-            await store.commit(first.link.client, old_guard, [store.put(target, b'{"ready":1}')])
+            await etcdlink.commit(first.link.client, old_guard, [etcdlink.put(target, b'{"ready":1}')])
             etcd.delete(key.decode())  # first's key is gone (as when its lease expired)
             second_task = asyncio.create_task(second.run())
             await _until(lambda: second.is_leader)
-            with pytest.raises(store.NotLeader):
-                await store.commit(first.link.client, old_guard, [store.put(target, b'{"ready":9}')])
-            await store.commit(second.link.client, second.guard(), [store.put(target, b'{"ready":2}')])
+            with pytest.raises(etcdlink.NotLeader):
+                await etcdlink.commit(first.link.client, old_guard, [etcdlink.put(target, b'{"ready":9}')])
+            await etcdlink.commit(second.link.client, second.guard(), [etcdlink.put(target, b'{"ready":2}')])
             await _until(lambda: not first.is_leader)  # it notices at its next keep-alive
             second_task.cancel()
             await second.resign()
@@ -47,8 +47,8 @@ def test_a_deposed_leader_cannot_write(etcd, etcd_prefix):
     assert etcd.get_prefix(target) == {target: '{"ready":2}'}
 
 
-async def _until(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
+async def _until(condition, within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         await asyncio.sleep(0.02)

@@ -50,8 +50,8 @@ def reflect(fake: FakeKube, tmp_path: Path) -> Iterator[Any]:
     def make(resource: str = "services", **kwargs: Any) -> tuple[watch.Reflector, Recorder, Any]:
         sink, metrics = Recorder(), Metrics(registry)
         cluster = ClusterConfig("t", kubeconfig=kubeconfig)
-        reflector = watch.Reflector("t", resource, lambda: watch.api_client(cluster), sink, metrics,
-                                    timing=FAST_WATCH, **kwargs)
+        target = watch.Target("t", resource, **kwargs)
+        reflector = watch.Reflector(target, lambda: watch.api_client(cluster), sink, metrics, timing=FAST_WATCH)
         reflector.start()
         started.append(reflector)
         return reflector, sink, lambda name, **labels: registry.get_sample_value(name, labels) or 0

@@ -6,7 +6,7 @@ large RRset is never truncated and a stopped server shows at once as a refused
 connection. dnspython builds and signs the messages (``dns.update``,
 ``dns.tsig``); this module only decides what goes into them:
 
-- a change (``external.Change``) is one UPDATE message (RFC 2136 section 2):
+- a change (``provider.NameChange``) is one UPDATE message (RFC 2136 section 2):
   the prerequisite (name not in use, section 2.4.5; or the TXT RRset exactly as
   last seen, section 2.4.2), then "delete RRset" of A and AAAA and "add" of the
   new rdata and the ownership TXT (sections 2.5.2 and 2.5.1), and "add" or
@@ -19,14 +19,13 @@ connection. dnspython builds and signs the messages (``dns.update``,
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from typing import TypeVar
 
 import dns.asyncquery
 import dns.exception
 import dns.message
 import dns.name
-import dns.node
 import dns.rcode
 import dns.rdataclass
 import dns.rdataset
@@ -37,10 +36,10 @@ import dns.update
 import dns.xfr
 import dns.zone
 
-from controller.external import (
+from controller.external.config import ExternalConfig
+from controller.external.provider import (
     STALE_MARK,
-    Change,
-    ExternalConfig,
+    NameChange,
     NameState,
     PrerequisiteFailed,
     ProviderError,
@@ -49,6 +48,8 @@ from controller.external import (
 from feddns.records import IPAddress
 
 _T = TypeVar("_T")
+IPV4 = 4
+"""``ipaddress`` version number of an A record's address (6 for AAAA)."""
 
 # RFC 2136 section 3.2.5: the rcodes of a prerequisite that does not hold.
 _PREREQUISITE_RCODES = (dns.rcode.YXDOMAIN, dns.rcode.NXRRSET, dns.rcode.NXDOMAIN, dns.rcode.YXRRSET)
@@ -60,7 +61,7 @@ class Rfc2136Provider:
     """Talks RFC 2136 to ``config.server``:``config.port`` for ``config.zone``.
 
     ``timeout`` (seconds) bounds each request and each message of a zone transfer.
-    Implements ``controller.external.Provider``; every method raises
+    Implements ``controller.external.provider.Provider``; every method raises
     ``ProviderError`` (reason ``timeout``, ``unreachable``, ``badkey``, ``badsig``,
     ``badtime``, ``tsig``, an rcode in lower case, or ``badresponse``).
     """
@@ -75,7 +76,7 @@ class Rfc2136Provider:
 
     # -- Provider --
 
-    async def apply(self, change: Change) -> None:
+    async def apply(self, change: NameChange) -> None:
         """Send ``change`` as one UPDATE; raises ``PrerequisiteFailed`` when the name is not as expected."""
         response = await self._exchange(self._update(change), f"update of {change.name}")
         rcode = response.rcode()
@@ -88,7 +89,7 @@ class Rfc2136Provider:
 
     async def lookup(self, name: dns.name.Name) -> NameState | None:
         """The A, AAAA and TXT RRsets at ``name`` (three signed queries); ``None`` on NXDOMAIN."""
-        node = dns.node.Node()
+        found: dict[dns.rdatatype.RdataType, dns.rdataset.Rdataset] = {}
         for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA, dns.rdatatype.TXT):
             query = dns.message.make_query(name, rdtype)
             if self._key is not None:
@@ -101,8 +102,8 @@ class Rfc2136Provider:
                 raise ProviderError(f"lookup of {name}: {text}", text.lower(), whole_server=False)
             for rrset in response.answer:
                 if rrset.name == name and rrset.rdtype == rdtype:
-                    node.replace_rdataset(rrset)
-        return _state(node)
+                    found[rdtype] = rrset  # the last one wins, as in a node
+        return _state(found.values())
 
     async def read_names(self, suffix: dns.name.Name) -> dict[dns.name.Name, NameState]:
         """AXFR the zone (signed) and return the names strictly below ``suffix``.
@@ -120,12 +121,12 @@ class Rfc2136Provider:
             if exc.rcode in (dns.rcode.REFUSED, dns.rcode.NOTAUTH):
                 raise TransferRefused(f"the server refused the zone transfer (AXFR) of {self._zone}: {text}") from None
             raise ProviderError(f"zone transfer of {self._zone}: {text}", text.lower(), whole_server=False) from None
-        return {name: _state(node) for name, node in zone.nodes.items()
+        return {name: _state(node.rdatasets) for name, node in zone.nodes.items()
                 if name.is_subdomain(suffix) and name != suffix}
 
     # -- messages --
 
-    def _update(self, change: Change) -> dns.update.UpdateMessage:
+    def _update(self, change: NameChange) -> dns.update.UpdateMessage:
         """The UPDATE of ``change``: its prerequisite, then the RRset changes (RFC 2136 2.4, 2.5)."""
         update = dns.update.UpdateMessage(self._zone, keyring=self._key)
         _prerequisite(update, change)
@@ -179,7 +180,8 @@ class Rfc2136Provider:
         except dns.tsig.PeerBadKey:
             message, reason = f"{server} does not know TSIG key {key} (BADKEY)", "badkey"
         except dns.tsig.PeerBadSignature:
-            message, reason = f"{server} rejected the signature of TSIG key {key} (BADSIG: wrong secret or algorithm?)", "badsig"
+            message = f"{server} rejected the signature of TSIG key {key} (BADSIG: wrong secret or algorithm?)"
+            reason = "badsig"
         except dns.tsig.PeerBadTime:
             message, reason = f"{server} rejected the time of the TSIG signature (BADTIME: clocks apart?)", "badtime"
         except (dns.tsig.PeerError, dns.tsig.BadSignature, dns.tsig.BadKey, dns.tsig.BadTime) as exc:
@@ -189,11 +191,12 @@ class Rfc2136Provider:
         except (OSError, EOFError) as exc:
             message, reason = f"cannot reach {server}: {exc or exc.__class__.__name__}", "unreachable"
         except dns.exception.DNSException as exc:
-            raise ProviderError(f"{what}: bad response from {server}: {exc}", "badresponse", whole_server=False) from None
+            message = f"{what}: bad response from {server}: {exc}"
+            raise ProviderError(message, "badresponse", whole_server=False) from None
         raise ProviderError(f"{what}: {message}", reason, whole_server=True)
 
 
-def _prerequisite(update: dns.update.UpdateMessage, change: Change) -> None:
+def _prerequisite(update: dns.update.UpdateMessage, change: NameChange) -> None:
     """Name not in use (RFC 2136 2.4.5), or the TXT RRset exactly as last seen (2.4.2)."""
     if change.prior is None:
         update.absent(change.name)
@@ -203,12 +206,12 @@ def _prerequisite(update: dns.update.UpdateMessage, change: Change) -> None:
         update.present(change.name)
 
 
-def _state(node: dns.node.Node) -> NameState:
-    """The addresses, their TTL and the TXT strings held by ``node``."""
+def _state(rdatasets: Iterable[dns.rdataset.Rdataset]) -> NameState:
+    """The addresses, their TTL and the TXT strings held by the ``rdatasets`` of one name."""
     addresses: set[IPAddress] = set()
     ttls = []
     txt: set[tuple[str, ...]] = set()
-    for rdataset in node.rdatasets:
+    for rdataset in rdatasets:
         if rdataset.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
             addresses.update(ipaddress.ip_address(rdata.address) for rdata in rdataset)
             ttls.append(rdataset.ttl)
@@ -224,4 +227,4 @@ def _txt(*texts: str) -> dns.rdtypes.ANY.TXT.TXT:
 
 
 def _rdtype(address: IPAddress) -> dns.rdatatype.RdataType:
-    return dns.rdatatype.A if address.version == 4 else dns.rdatatype.AAAA
+    return dns.rdatatype.A if address.version == IPV4 else dns.rdatatype.AAAA

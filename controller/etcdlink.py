@@ -18,6 +18,7 @@ from typing import Any, TypeAlias
 import aetcd
 import aetcd.transactions
 
+from feddns.errors import FeddnsError
 from feddns.etcd import Endpoints, close_quietly, prefix_range_end
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ MAX_TXN_OPS = 100
 Op: TypeAlias = "aetcd.transactions.Put | aetcd.transactions.Delete"
 
 
-class NotLeader(Exception):
+class NotLeader(FeddnsError):
     """A guarded transaction failed its compare: this replica is not the leader."""
 
 

@@ -1,0 +1,104 @@
+"""The controller's time constants, grouped by the part that uses them, under one root.
+
+As kopf's ``_cogs/configs/configuration.py`` does: one frozen dataclass per part
+(:class:`WatchSettings` for the list/watch threads, :class:`SyncSettings` for the
+etcd writer, :class:`ExternalSettings` for the external DNS publisher,
+:class:`ProbeSettings` for the controller's own loops), each field with a
+docstring, all under :class:`Settings`. Every value is in seconds unless its
+docstring says otherwise. Tests and benchmarks build a faster :class:`Settings`;
+the command line uses the defaults, which are not configurable by users.
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """The list/watch loops of :class:`controller.watch.Reflector`.
+
+    An API server that stops answering without closing the connection (a
+    black hole: a firewall dropping packets, a hung proxy) is noticed after
+    :attr:`silence_limit` seconds at most (55 s with these defaults): the server
+    must end every watch by ``watch_timeout``, so a watch silent for
+    ``watch_timeout + read_slack`` is dead; a list page has ``list_timeout``.
+    TCP keep-alive (:data:`controller.watch.KEEPALIVE`) also ends connections whose peer is gone.
+    """
+
+    watch_timeout: int = 45
+    """``timeoutSeconds`` asked of the server. client-go picks 5-10 minutes and
+    notices a dead connection by HTTP/2 pings, which this HTTP/1.1 client cannot send."""
+    connect_timeout: float = 10.0
+    """Connect timeout of every request to the API server."""
+    read_slack: float = 10.0
+    """Added to ``watch_timeout`` for the client's read timeout (the longest silence
+    between two reads of a watch)."""
+    list_timeout: float = 30.0
+    """Read timeout of one list page."""
+    backoff_initial: float = 0.5
+    """First wait after a failure; doubled after each further failure (with jitter)."""
+    backoff_max: float = 30.0
+    """Longest wait between two attempts; also how often an absent optional resource is looked for."""
+
+    @property
+    def silence_limit(self) -> float:
+        """The longest an unanswering API server goes unnoticed (seconds)."""
+        return max(self.watch_timeout + self.read_slack, self.list_timeout, self.connect_timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncSettings:
+    """The etcd writer, :class:`controller.sync.Syncer`."""
+
+    debounce: float = 0.02
+    """Wait after the first touch so that a burst of events is written together."""
+    retry_initial: float = 0.2
+    """First wait after a failed etcd call; doubled after each further failure (with jitter)."""
+    retry_max: float = 5.0
+    """Longest wait between two attempts of the writer."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalSettings:
+    """Timeouts and retry backoff of :class:`controller.external.publisher.ExternalPublisher`.
+
+    After a failed pass the publisher waits ``first`` seconds, doubling up to
+    ``maximum`` (each wait +-10% jitter), until a pass succeeds.
+    """
+
+    timeout: float = 5.0
+    """Per request (one update, one lookup, or each message of a zone transfer)."""
+    first: float = 1.0
+    """First wait after a failed pass."""
+    maximum: float = 60.0
+    """Longest wait between two passes."""
+    hold_back: float = 0.5
+    """How often a publisher that may not write looks again whether it may."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSettings:
+    """The controller's own loops (:mod:`controller.app`): the heartbeat behind
+    ``/health``, and the check that marks a cluster stale."""
+
+    heartbeat: float = 1.0
+    """How often the event loop notes that it runs."""
+    healthy_within: float = 10.0
+    """``/health`` fails when the event loop has not run for this long: a loop
+    blocked by a bug or a stuck call."""
+    stale_check: float = 1.0
+    """How often clusters' unreachable time is compared with their
+    ``staleAfterSeconds`` (docs/reference.md section 7)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every time constant of one controller replica, by the part that uses it."""
+
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    """The list/watch threads, one per cluster and resource."""
+    sync: SyncSettings = field(default_factory=SyncSettings)
+    """The etcd writer."""
+    external: ExternalSettings = field(default_factory=ExternalSettings)
+    """The external DNS publisher (used when the config has an ``external`` section)."""
+    probes: ProbeSettings = field(default_factory=ProbeSettings)
+    """The heartbeat and the staleness check."""
