@@ -107,10 +107,10 @@ def measure(code: Path, label: str, fakes: list[FakeKube], etcd: EtcdServer, wor
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     env["PYTHONPATH"] = str(code)
     started = time.monotonic()
-    controller = subprocess.Popen(
-        [sys.executable, "-m", "feddns", "controller", "--config", str(workdir / f"{label}.yaml"),
-         "--log-level", args.log_level], cwd=code, env=env,
-        stdout=subprocess.DEVNULL, stderr=open(workdir / f"{label}.log", "wb"))
+    with open(workdir / f"{label}.log", "wb") as log:
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "feddns", "controller", "--config", str(workdir / f"{label}.yaml"),
+             "--log-level", args.log_level], cwd=code, env=env, stdout=subprocess.DEVNULL, stderr=log)
     try:
         wait_until(lambda: count(etcd, f"{prefix}/{FEDERATION}/") >= expected, timeout=900, interval=0.02,
                    what=f"{expected} keys in etcd")

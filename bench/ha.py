@@ -68,7 +68,7 @@ class Churn:
         self.fakes, self.rng, self.lock = fakes, random.Random(7), threading.Lock()
         self.state: dict[tuple[str, str], tuple[str, str, int]] = {}  # (cluster, name) -> (clusterIP, LB IP, ready)
         self.changes = 0
-        for index, fake in enumerate(fakes):
+        for index in range(len(fakes)):
             for i in range(services):
                 self._put(index, f"svc{i}", f"10.{index}.{i // 250}.{i % 250 + 1}",
                           f"198.{18 + index}.{i // 250}.{i % 250 + 1}", 2)
@@ -156,63 +156,87 @@ def leader_of(members: list[EtcdServer]) -> EtcdServer:
     raise RuntimeError("no etcd leader")
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, default=3)
     parser.add_argument("--services", type=int, default=300, help="federated Services per cluster")
     parser.add_argument("--qps", type=int, default=500, help="queries a second sent to each serve replica")
     parser.add_argument("--churn", type=float, default=0.2, help="seconds between two changes in the clusters")
-    args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="feddns-ha-"))
-    members = etcd_cluster(3)
-    urls = [m.url for m in members]
-    fakes = [FakeKube(f"c{i}", bookmark_interval=5) for i in range(args.clusters)]
-    started: list[Any] = []
-    stop_churn = threading.Event()
-    try:
-        for fake in fakes:
+    return parser.parse_args()
+
+
+class HaRun:
+    """One run of the benchmark: the processes it started, and the phases in order."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.workdir = Path(tempfile.mkdtemp(prefix="feddns-ha-"))
+        self.members = etcd_cluster(3)
+        self.fakes = [FakeKube(f"c{i}", bookmark_interval=5) for i in range(args.clusters)]
+        self.started: list[Any] = []
+        self.controllers: list[ControllerProcess] = []
+        self.serves: list[ServeProcess] = []
+        self.stop_churn = threading.Event()
+        self.churner: threading.Thread | None = None
+        self.began = time.monotonic()
+
+    def start(self) -> Churn:
+        """The fake clusters, two controllers (after their first sync) and two serve replicas."""
+        urls = [m.url for m in self.members]
+        for fake in self.fakes:
             fake.start()
-        churn = Churn(fakes, args.services)
+        churn = Churn(self.fakes, self.args.services)
+        workdir = self.workdir
         config = {"federation": FEDERATION, "etcd": {"endpoints": urls, "prefix": PREFIX},
                   "clusters": [{"name": f.name, "kubeconfig": f.write_kubeconfig(str(workdir / f"{f.name}.kubeconfig")),
-                                "zone": f"zone-{f.name}", "region": "region"} for f in fakes]}
+                                "zone": f"zone-{f.name}", "region": "region"} for f in self.fakes]}
         (workdir / "controller.yaml").write_text(yaml.safe_dump(config))
-        controllers = [ControllerProcess(str(workdir / "controller.yaml"), workdir / f"controller{i}.log").start()
-                       for i in range(2)]
-        started.extend(controllers)
-        wait_until(lambda: etcd_records(members[0]) == churn.expected(), timeout=120, what="the first sync")
-        serves = [ServeProcess(etcd_url=urls[0], prefix=PREFIX, extra_args=["--etcd", urls[1], "--etcd", urls[2]])
-                  for _ in range(2)]
-        for serve in serves:
+        self.controllers = [ControllerProcess(str(workdir / "controller.yaml"), workdir / f"controller{i}.log").start()
+                            for i in range(2)]
+        self.started.extend(self.controllers)
+        wait_until(lambda: etcd_records(self.members[0]) == churn.expected(), timeout=120, what="the first sync")
+        self.serves = [ServeProcess(etcd_url=urls[0], prefix=PREFIX, extra_args=["--etcd", urls[1], "--etcd", urls[2]])
+                       for _ in range(2)]
+        for serve in self.serves:
             serve.start()
-            started.append(serve)
-        names = workdir / "names.txt"
-        names.write_text("".join(f"svc{i}.app.{FEDERATION}.svc.federation. A\n" for i in range(args.services)))
-        for serve in serves:
+            self.started.append(serve)
+        for serve in self.serves:
             wait_until(lambda serve=serve: serve.addresses(f"svc0.app.{FEDERATION}.svc.federation."), timeout=30,
                        what="serve answering")
+        return churn
+
+    def load(self, churn: Churn) -> list[subprocess.Popen[bytes]]:
+        """Start the churn thread and one dnsperf per serve replica."""
+        names = self.workdir / "names.txt"
+        names.write_text("".join(f"svc{i}.app.{FEDERATION}.svc.federation. A\n" for i in range(self.args.services)))
 
         def churning() -> None:
-            while not stop_churn.wait(args.churn):
+            while not self.stop_churn.wait(self.args.churn):
                 churn.step()
 
-        churner = threading.Thread(target=churning, daemon=True)
-        churner.start()
-        load = [dnsperf(s.port, names, args.qps, 3600, workdir / f"dnsperf{i}.txt") for i, s in enumerate(serves)]
-        began = time.monotonic()
+        self.churner = threading.Thread(target=churning, daemon=True)
+        self.churner.start()
+        load = [dnsperf(s.port, names, self.args.qps, 3600, self.workdir / f"dnsperf{i}.txt")
+                for i, s in enumerate(self.serves)]
+        self.began = time.monotonic()
+        return load
 
-        def settle(what: str) -> None:
-            time.sleep(3)  # a steady stretch between faults (a benchmark's pacing, not a wait for a condition)
-            print(f"{time.monotonic() - began:6.1f} s  {what}", flush=True)
+    def settle(self, what: str) -> None:
+        time.sleep(3)  # a steady stretch between faults (a benchmark's pacing, not a wait for a condition)
+        print(f"{time.monotonic() - self.began:6.1f} s  {what}", flush=True)
 
-        settle("load running")
+    def faults(self, churn: Churn) -> float:
+        """Kill an etcd member and the leading controller, then freeze the etcd leader;
+        returns the seconds the other controller took to write."""
+        members = self.members
+        self.settle("load running")
         killed = members[0]
         assert killed.proc is not None
         killed.proc.kill()
         killed.proc.wait()
-        settle("etcd member m0 killed")
+        self.settle("etcd member m0 killed")
 
-        leader = next(c for c in controllers if c.metric("feddns_controller_leader") == 1)
+        leader = next(c for c in self.controllers if c.metric("feddns_controller_leader") == 1)
         leader.kill()
         killed_at = time.monotonic()
         key = churn.step()  # a change only the other controller can write
@@ -220,55 +244,71 @@ def main() -> None:
         wait_until(lambda: etcd_records(members[1]).get(key) == wanted, timeout=60, interval=0.05,
                    what="the other controller writing")
         takeover = time.monotonic() - killed_at
-        settle(f"leading controller killed; the other wrote after {takeover:.1f} s")
+        self.settle(f"leading controller killed; the other wrote after {takeover:.1f} s")
 
         killed.start()
         leader.start()
-        settle("etcd member m0 and the killed controller restarted")
+        self.settle("etcd member m0 and the killed controller restarted")
 
         stalled = leader_of(members)
         assert stalled.proc is not None
         stalled.proc.send_signal(signal.SIGSTOP)
         time.sleep(10)  # the fault itself: the etcd leader frozen for 10 s
         stalled.proc.send_signal(signal.SIGCONT)
-        settle(f"etcd leader {stalled.name} stopped for 10 s and resumed")
+        self.settle(f"etcd leader {stalled.name} stopped for 10 s and resumed")
+        return takeover
 
+    def report(self, churn: Churn, load: list[subprocess.Popen[bytes]], takeover: float) -> None:
+        """Stop the load and the churn, wait for etcd to match, and print the figures."""
         for process in load:  # stopped by SIGINT: it reports queries still in flight as interrupted
             process.send_signal(signal.SIGINT)
             process.wait(timeout=30)
-        stop_churn.set()
-        churner.join()
+        self.stop_churn.set()
+        if self.churner is not None:
+            self.churner.join()
         matched = True
         try:
-            wait_until(lambda: etcd_records(members[1]) == churn.expected(), timeout=60, interval=0.2,
+            wait_until(lambda: etcd_records(self.members[1]) == churn.expected(), timeout=60, interval=0.2,
                        what="etcd equal to the clusters")
         except TimeoutError:
             matched = False
-        figures = [dnsperf_figures((workdir / f"dnsperf{i}.txt").read_text()) for i in range(len(serves))]
-        exits = [c.proc.returncode for c in controllers if c.proc is not None and c.proc.poll() is not None]
+        figures = [dnsperf_figures((self.workdir / f"dnsperf{i}.txt").read_text()) for i in range(len(self.serves))]
+        exits = [c.proc.returncode for c in self.controllers if c.proc is not None and c.proc.poll() is not None]
         print()
-        print(f"DNS queries over {time.monotonic() - began:.0f} s: {sum(f['sent'] for f in figures)} sent, "
+        print(f"DNS queries over {time.monotonic() - self.began:.0f} s: {sum(f['sent'] for f in figures)} sent, "
               f"{sum(f['lost'] for f in figures)} lost, {sum(f['not_noerror'] for f in figures)} answered other "
               f"than NOERROR (target 0 failed); {sum(f['interrupted'] for f in figures)} still in flight when "
               "the load was stopped")
         print(f"leading controller killed: the other wrote after {takeover:.1f} s (target {LEASE + 1} s)")
         print(f"changes made in the clusters: {churn.changes}; etcd equal to the clusters at the end: "
               f"{'yes' if matched else 'NO'} (target: exactly)")
-        print(f"controllers that exited on their own: {len(exits)}; files in {workdir}")
-    finally:
-        stop_churn.set()
-        for process in started:
+        print(f"controllers that exited on their own: {len(exits)}; files in {self.workdir}")
+
+    def close(self) -> None:
+        self.stop_churn.set()
+        for process in self.started:
             if isinstance(process, ControllerProcess):
                 if process.proc is not None and process.proc.poll() is None:
                     process.terminate()
             else:
                 process.stop()
-        for member in members:
+        for member in self.members:
             if member.proc is not None:
                 member.proc.send_signal(signal.SIGCONT)
             member.destroy()
-        for fake in fakes:
+        for fake in self.fakes:
             fake.close()
+
+
+def main() -> None:
+    run = HaRun(_arguments())
+    try:
+        churn = run.start()
+        load = run.load(churn)
+        takeover = run.faults(churn)
+        run.report(churn, load, takeover)
+    finally:
+        run.close()
 
 
 if __name__ == "__main__":

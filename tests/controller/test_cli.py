@@ -30,8 +30,9 @@ def test_metrics_probes_and_a_clean_stop(etcd, etcd_prefix, foo, bar, tmp_path):
             assert re.search(rf"cluster {cluster}: listed {services} services in \d+\.\d s", log), log
         assert re.search(r"etcd: 4 keys written \(4 created\): each key at debug level", log), log
         wait_until(lambda: "first sync done in" in process.log(), what="the summary")
-        assert re.search(r"first sync done in \d+\.\d s: 2 of 2 clusters listed; etcd holds 4 shards and 2 cluster "
-                         r"records: 6 keys created, 0 changed, 0 deleted, 0 already right", process.log()), process.log()
+        summary = (r"first sync done in \d+\.\d s: 2 of 2 clusters listed; etcd holds 4 shards and 2 cluster "
+                   r"records: 6 keys created, 0 changed, 0 deleted, 0 already right")
+        assert re.search(summary, process.log()), process.log()
         assert process.log().count("first sync done") == 1
         assert "shard myns/myservice in foo: created" not in log
     finally:

@@ -158,7 +158,7 @@ def test_label_selector_turns_leaving_into_deleted(fake):
     fake.apply({**labelled, "metadata": {**labelled["metadata"], "labels": LABEL}})
     events = watch(fake, f"resourceVersion={version}&labelSelector=federation.feddns.io/name%3Dmyfederation", 2)
     assert [e["type"] for e in events] == ["DELETED", "ADDED"]
-    status, body = get(fake, f"{SERVICES}?labelSelector=federation.feddns.io/name%3Dmyfederation")
+    _, body = get(fake, f"{SERVICES}?labelSelector=federation.feddns.io/name%3Dmyfederation")
     assert [i["metadata"]["name"] for i in body["items"]] == ["a"]
 
 

@@ -113,7 +113,7 @@ def test_stale_records_of_removed_clusters_are_deleted(etcd, etcd_prefix, foo, b
     etcd.put(f"{root}/myns/myservice/gone", {"clusterIP": "10.9.9.9"})
     etcd.put(f"{root}/_clusters/gone", {"zone": "z"})
     etcd.put(f"{root}/not/a/valid/key/at/all", "kept: not ours")
-    with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)) as running:
+    with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)):
         wait_until(lambda: set(etcd.get_prefix(root + "/")) == {f"{root}/{k}" for k in SYNCED}
                    | {f"{root}/not/a/valid/key/at/all"}, what="stale keys deleted, foreign key kept")
 
