@@ -63,6 +63,7 @@ Fixture objects are YAML (``load()``).
 
 import asyncio
 import base64
+import contextlib
 import copy
 import ipaddress
 import json
@@ -440,24 +441,28 @@ class FakeKube:
         query = dict(request.query)
         self.requests.append((request.path, query))
         single = _object_route(request.path)
-        if single is not None and single[0].plural in self.without:
-            single = None
-        if single is not None and single[0].plural in WRITABLE:
+        if single is not None and self._serves(single[0]) and single[0].plural in WRITABLE:
             return await self._object(request, *single)
         route = _route(request.path)
-        if route is not None and route[0].plural in self.without:
-            route = None
-        if route is None:
+        if route is None or not self._serves(route[0]):
             return _status(404, "NotFound", f"the server could not find the requested resource ({request.path})")
         if request.method == "POST" and route[0].plural in WRITABLE and route[1] is not None:
             return await self._object(request, route[0], route[1], None)
+        return await self._read(request, *route, query)
+
+    def _serves(self, kind: Kind) -> bool:
+        """Whether this server has ``kind`` (not one of the ``without``, which answer 404)."""
+        return kind.plural not in self.without
+
+    async def _read(self, request: web.Request, kind: Kind, namespace: str | None,
+                    query: dict[str, str]) -> web.StreamResponse:
+        """A request to a collection other than a create: a list, or a watch with ``?watch=true``."""
         if request.method != "GET":
             return _status(405, "MethodNotAllowed", "the fake serves list and watch only")
         with self._lock:
             error = self._errors.popleft() if self._errors else None
         if error is not None:
             return _status(error, "InternalError", "injected failure")
-        kind, namespace = route
         try:
             selector = parse_selector(query.get("labelSelector"))
         except ValueError as exc:
@@ -474,11 +479,7 @@ class FakeKube:
                                         or request.method not in ("GET", "PUT")):
             return _status(404, "NotFound", f"the server could not find the requested resource ({request.path})")
         if request.method == "GET" and name is not None:
-            with self._lock:
-                obj = self._objects[kind.plural].get((namespace, name))
-            if obj is None:
-                return _status(404, "NotFound", f'{kind.plural} "{name}" not found')
-            return web.json_response(_as_event_object(kind, obj))
+            return self._get(kind, namespace, name)
         if request.method not in ("PUT", "POST", "DELETE"):
             return _status(405, "MethodNotAllowed", f"{request.method} is not allowed on one {kind.kind}")
         body: dict[str, Any] = {}
@@ -495,6 +496,13 @@ class FakeKube:
             request.transport.abort()
         return response
 
+    def _get(self, kind: Kind, namespace: str, name: str) -> web.Response:
+        with self._lock:
+            obj = self._objects[kind.plural].get((namespace, name))
+        if obj is None:
+            return _status(404, "NotFound", f'{kind.plural} "{name}" not found')
+        return web.json_response(_as_event_object(kind, obj))
+
     def _next_write_action(self) -> tuple[str, int]:
         """Run the queued hook of this write: a callable runs now; a ("fail"|"drop", status) is returned."""
         with self._lock:
@@ -509,31 +517,17 @@ class FakeKube:
         """Check and store one write, as the real API server would answer it."""
         if method == "DELETE":
             return self._delete(kind, namespace, name, body)
+        refusal = _refuse_body(kind, namespace, name, body)
+        if refusal is not None:
+            return refusal
         meta = body.get("metadata") or {}
-        mismatch = (meta.get("namespace", namespace) != namespace or body.get("kind", kind.kind) != kind.kind
-                    or not meta.get("name") or (name is not None and meta["name"] != name))
-        if method != "DELETE" and mismatch:
-            return _status(400, "BadRequest", "the name, namespace or kind of the body does not match the URL")
-        if method != "DELETE" and not all(isinstance(v, str) for v in (body.get("data") or {}).values()):
-            return _status(422, "Invalid", f'{kind.kind} "{meta.get("name")}" is invalid: data values must be strings')
-        invalid = _invalid(kind, body)
-        if invalid is not None:
-            return _status(422, "Invalid", f'{kind.kind} "{meta.get("name")}" is invalid: {invalid}')
         key = (namespace, name or meta["name"])
         with self._lock:
             stored = self._objects[kind.plural].get(key)
             self.writes.append((method, key[1], self._version))
-            if method == "POST" and stored is not None:
-                return _status(409, "AlreadyExists", f'{kind.plural} "{key[1]}" already exists')
-            if method != "POST" and stored is None:
-                return _status(404, "NotFound", f'{kind.plural} "{key[1]}" not found')
-            if method == "POST" and meta.get("resourceVersion"):
-                return _status(400, "BadRequest", "resourceVersion should not be set on objects to be created")
-            wanted = meta.get("resourceVersion")
-            if method == "PUT" and wanted and stored is not None and wanted != stored["metadata"]["resourceVersion"]:
-                return _status(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural} "{key[1]}": '
-                               "the object has been modified; please apply your changes to the latest version "
-                               "and try again")
+            refusal = _refuse_against_stored(method, kind, key[1], meta, stored)
+            if refusal is not None:
+                return refusal
             self._version += 1
             new = copy.deepcopy(body)
             new["kind"] = kind.kind
@@ -657,22 +651,11 @@ class FakeKube:
             timeout = min(self.bookmark_interval, deadline - self._loop.time())
             if timeout <= 0 or request.transport is None or request.transport.is_closing():
                 return
-            try:
-                await asyncio.wait_for(watcher.wake.wait(), timeout)
-            except TimeoutError:
-                pass
-            if not self._answering.is_set():
-                await self._answering.wait()  # black-holed: silent, and never ended
-                deadline = max(deadline, self._loop.time() + self.bookmark_interval)
-            watcher.wake.clear()
-            with self._lock:
-                if watcher.end is not None:
-                    watcher.pending.clear()
-                if self._held and watcher.end is None:
-                    continue
-                events = list(watcher.pending)
-                watcher.pending.clear()
-                version = self._version  # everything up to here is in `events` or sent
+            deadline = await self._wait_for_wake(watcher, timeout, deadline)
+            taken = self._take_pending(watcher)
+            if taken is None:
+                continue
+            events, version = taken
             for event in events:
                 if (shown := _for_watcher(kind, watcher, event)) is not None:
                     await _send(response, shown)
@@ -685,6 +668,29 @@ class FakeKube:
                     "kind": kind.kind, "apiVersion": kind.api_version,
                     "metadata": {"resourceVersion": str(version)},
                 }})
+
+    async def _wait_for_wake(self, watcher: _Watcher, seconds: float, deadline: float) -> float:
+        """Wait up to ``seconds`` for an event for ``watcher``; while black-holed, wait for the
+        server to answer again. Returns the stream's deadline, moved past a black-holed spell."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(watcher.wake.wait(), seconds)
+        if not self._answering.is_set():
+            await self._answering.wait()  # black-holed: silent, and never ended
+            deadline = max(deadline, self._loop.time() + self.bookmark_interval)
+        watcher.wake.clear()
+        return deadline
+
+    def _take_pending(self, watcher: _Watcher) -> tuple[list[_Event], int] | None:
+        """The events queued for ``watcher`` and the version the stream has then reached, or
+        ``None`` while events are held; a watch being ended gets no more events."""
+        with self._lock:
+            if watcher.end is not None:
+                watcher.pending.clear()
+            if self._held and watcher.end is None:
+                return None
+            events = list(watcher.pending)
+            watcher.pending.clear()
+            return events, self._version  # everything up to here is in `events` or sent
 
 
 def _route(path: str) -> tuple[Kind, str | None] | None:
@@ -763,7 +769,13 @@ def _invalid(kind: Kind, body: dict[str, Any]) -> str | None:
     not a DNS subdomain, a label value that is not valid, and for DNSEndpoint what its
     CRD's schema says (``spec.endpoints[]`` of ``dnsName``, ``recordType``, ``targets``,
     ``recordTTL``, ``labels``, ``setIdentifier``, ``providerSpecific``)."""
-    meta = body.get("metadata") or {}
+    invalid = _invalid_metadata(body.get("metadata") or {})
+    if invalid is None and kind.kind == "DNSEndpoint":
+        invalid = _invalid_endpoints((body.get("spec") or {}).get("endpoints") or [])
+    return invalid
+
+
+def _invalid_metadata(meta: dict[str, Any]) -> str | None:
     name = meta.get("name", "")
     if not isinstance(name, str) or len(name) > 253 or not _SUBDOMAIN.fullmatch(name):
         return f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 subdomain must consist of lower case " \
@@ -771,24 +783,69 @@ def _invalid(kind: Kind, body: dict[str, Any]) -> str | None:
     for value in (meta.get("labels") or {}).values():
         if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
             return f"metadata.labels: Invalid value: {value!r}: a valid label must be 63 characters or less"
-    if kind.kind != "DNSEndpoint":
-        return None
-    endpoints = (body.get("spec") or {}).get("endpoints") or []
-    fields = {"dnsName": str, "recordType": str, "targets": list, "recordTTL": int, "labels": dict,
-              "setIdentifier": str, "providerSpecific": list}
+    return None
+
+
+_ENDPOINT_FIELDS: dict[str, type] = {"dnsName": str, "recordType": str, "targets": list, "recordTTL": int,
+                                     "labels": dict, "setIdentifier": str, "providerSpecific": list}
+"""The fields of a DNSEndpoint's ``spec.endpoints[]`` in its CRD's schema, and their types."""
+
+
+def _invalid_endpoints(endpoints: Any) -> str | None:
     if not isinstance(endpoints, list):
         return "spec.endpoints: Invalid value: must be of type array"
     for i, endpoint in enumerate(endpoints):
-        if not isinstance(endpoint, dict):
-            return f"spec.endpoints[{i}]: Invalid value: must be of type object"
-        for field_name, value in endpoint.items():
-            wanted = fields.get(field_name)
-            if wanted is None:
-                return f'spec.endpoints[{i}]: unknown field "{field_name}"'
-            if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
-                return f"spec.endpoints[{i}].{field_name}: Invalid value: must be of type {wanted.__name__}"
-        if not all(isinstance(t, str) for t in endpoint.get("targets") or []):
-            return f"spec.endpoints[{i}].targets: Invalid value: must be strings"
+        invalid = _invalid_endpoint(f"spec.endpoints[{i}]", endpoint)
+        if invalid is not None:
+            return invalid
+    return None
+
+
+def _invalid_endpoint(path: str, endpoint: Any) -> str | None:
+    """What the schema refuses in one endpoint, the one at ``path``, or ``None``."""
+    if not isinstance(endpoint, dict):
+        return f"{path}: Invalid value: must be of type object"
+    for field_name, value in endpoint.items():
+        wanted = _ENDPOINT_FIELDS.get(field_name)
+        if wanted is None:
+            return f'{path}: unknown field "{field_name}"'
+        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
+            return f"{path}.{field_name}: Invalid value: must be of type {wanted.__name__}"
+    if not all(isinstance(t, str) for t in endpoint.get("targets") or []):
+        return f"{path}.targets: Invalid value: must be strings"
+    return None
+
+
+def _refuse_body(kind: Kind, namespace: str, name: str | None, body: dict[str, Any]) -> web.Response | None:
+    """The answer to a create or replace whose body alone is wrong (400, 422), or ``None``."""
+    meta = body.get("metadata") or {}
+    mismatch = (meta.get("namespace", namespace) != namespace or body.get("kind", kind.kind) != kind.kind
+                or not meta.get("name") or (name is not None and meta["name"] != name))
+    if mismatch:
+        return _status(400, "BadRequest", "the name, namespace or kind of the body does not match the URL")
+    if not all(isinstance(v, str) for v in (body.get("data") or {}).values()):
+        return _status(422, "Invalid", f'{kind.kind} "{meta.get("name")}" is invalid: data values must be strings')
+    invalid = _invalid(kind, body)
+    if invalid is not None:
+        return _status(422, "Invalid", f'{kind.kind} "{meta.get("name")}" is invalid: {invalid}')
+    return None
+
+
+def _refuse_against_stored(method: str, kind: Kind, name: str, meta: dict[str, Any],
+                           stored: dict[str, Any] | None) -> web.Response | None:
+    """The answer to a create (POST) or replace (PUT) that the stored object ``stored`` refuses
+    (409 exists or conflict, 404, 400), or ``None``."""
+    if method == "POST" and stored is not None:
+        return _status(409, "AlreadyExists", f'{kind.plural} "{name}" already exists')
+    if method != "POST" and stored is None:
+        return _status(404, "NotFound", f'{kind.plural} "{name}" not found')
+    if method == "POST" and meta.get("resourceVersion"):
+        return _status(400, "BadRequest", "resourceVersion should not be set on objects to be created")
+    wanted = meta.get("resourceVersion")
+    if method == "PUT" and wanted and stored is not None and wanted != stored["metadata"]["resourceVersion"]:
+        return _status(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural} "{name}": '
+                       "the object has been modified; please apply your changes to the latest version "
+                       "and try again")
     return None
 
 
