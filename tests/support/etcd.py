@@ -90,19 +90,19 @@ class EtcdServer:
             cert, key = self.pki.server_cert
             tls = ["--cert-file", str(cert), "--key-file", str(key),
                    "--client-cert-auth", "--trusted-ca-file", str(self.pki.trusted)]
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [
-                binary, "--name", self.name, "--data-dir", os.path.join(self.data_dir, "data"),
-                "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
-                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", self.initial_cluster, "--logger", "zap",
-                "--log-level", os.environ.get("FEDDNS_TEST_ETCD_LOG", "error"),
-                *(["--enable-v2"] if self.enable_v2 else []), *tls,
-            ],
-            stdout=log, stderr=log,
-        )
-        log.close()
+        # etcd keeps its own copy of the log's descriptor, so ours closes at once.
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    binary, "--name", self.name, "--data-dir", os.path.join(self.data_dir, "data"),
+                    "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+                    "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                    "--initial-cluster", self.initial_cluster, "--logger", "zap",
+                    "--log-level", os.environ.get("FEDDNS_TEST_ETCD_LOG", "error"),
+                    *(["--enable-v2"] if self.enable_v2 else []), *tls,
+                ],
+                stdout=log, stderr=log,
+            )
         if wait:
             self.wait_healthy()
 

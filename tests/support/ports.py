@@ -29,9 +29,9 @@ def wait_for_port(host: str, port: int, timeout: float = 10.0) -> None:
         try:
             with socket.create_connection((host, port), timeout=0.2):
                 return
-        except OSError:
+        except OSError as err:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
+                raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s") from err
             time.sleep(0.02)
 
 

@@ -11,6 +11,7 @@ the client gave up on it. ``sent`` counts bytes forwarded from clients;
 whose held bytes it got at the thaw (so what they asked for is done).
 """
 
+import contextlib
 import selectors
 import socket
 import threading
@@ -154,10 +155,8 @@ class StallProxy:
                 with self._lock:
                     pipe.awaiting = True
                 pipe.client.close()
-                try:
+                with contextlib.suppress(OSError):  # the server already left
                     pipe.server.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
                 self._watch(pipe.server, pipe)
                 pipe.closing = False
 
@@ -172,10 +171,8 @@ class StallProxy:
             self._registered.discard(sock)
 
     def _send(self, target: socket.socket, data: bytes) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the other end is gone; its own read will close the pipe
             target.sendall(data)
-        except OSError:
-            pass  # the other end is gone; its own read will close the pipe
 
     def _close(self, pipe: _Pipe) -> None:
         """One side closed: deliver what it sent first (unless frozen, then it waits), then close both."""
