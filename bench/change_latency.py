@@ -20,21 +20,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import dns.edns  # noqa: E402
-import dns.exception  # noqa: E402
-import dns.message  # noqa: E402
-import dns.query  # noqa: E402
+import dns.edns
+import dns.exception
+import dns.message
+import dns.query
 
-from tests.support.etcd import EtcdServer  # noqa: E402  (the test suite's etcd runner)
-from tests.support.ports import wait_until  # noqa: E402
-from tests.support.serve import ServeProcess  # noqa: E402
+from tests.support.etcd import EtcdServer  # the test suite's etcd runner
+from tests.support.ports import wait_until
+from tests.support.serve import ServeProcess
 
 QNAME = "myservice.myns.myfederation.svc.federation."
 
 
 def fill(etcd: EtcdServer, services: int) -> None:
-    etcd.put_many({f"/myfederation/filler/svc{i}/foo": {"clusterIP": f"10.{1 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}",
-                                                         "externalIP": "192.0.2.1"} for i in range(services)})
+    etcd.put_many({f"/myfederation/filler/svc{i}/foo": {"clusterIP": filler_ip(i), "externalIP": "192.0.2.1"}
+                   for i in range(services)})
+
+
+def filler_ip(i: int) -> str:
+    """The i-th filler service's clusterIP, one per service: 250 to a /24, 62,500 to a /16."""
+    return f"10.{1 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}"
 
 
 def answers(server: ServeProcess) -> bool:

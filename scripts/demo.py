@@ -13,6 +13,7 @@ wrong would), and prints the answers before and after: they move to bar.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -92,10 +93,8 @@ def demo(args: argparse.Namespace) -> int:
             print("\nTry the lines above in another shell; `bash scripts/demo.sh fail foo` takes foo's shard to "
                   "0 ready and shows the answers move to bar (`recover foo` undoes it).\nStop with Ctrl-C.",
                   flush=True)
-            try:
+            with contextlib.suppress(KeyboardInterrupt):
                 signal.pause()
-            except KeyboardInterrupt:
-                pass
     finally:
         print("stopping the demo and removing its files ...", flush=True)
         STATE.unlink(missing_ok=True)
