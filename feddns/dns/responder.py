@@ -10,10 +10,14 @@ A query goes:
 
 1. (UDP) the reply cache: the packet's bytes after the ID, seen before, give the
    finished reply;
-2. :func:`wire.read_common` reads the common shape with a few slices; anything
+2. a query whose envelope (its bytes but the ID and qname) was answered
+   NXDOMAIN before: its qname alone is read and looked up, and a name that does
+   not exist gets the envelope's NXDOMAIN parts around its question
+   (``cache.Envelopes``; nothing is kept per name);
+3. :func:`wire.read_common` reads the common shape with a few slices; anything
    else goes to :func:`wire.parse_query`, which drops short packets and
    responses and answers FORMERR or NOTIMP;
-3. :meth:`Responder.serve`: REFUSED outside the zone or class IN, SERVFAIL
+4. :meth:`Responder.serve`: REFUSED outside the zone or class IN, SERVFAIL
    until the first load, NXDOMAIN from the zone's template when the name does
    not exist; else the source cluster (``policy.find_source``), then the answer
    cache under ``(qname lowercased, QTYPE+QCLASS, source cluster)``, building
