@@ -20,7 +20,8 @@ def test_prefix_round_trip():
     assert layout.cluster_key(ClusterKey("f", "c")) == "/feddns/f/_clusters/c"
 
 
-@pytest.mark.parametrize("key", ["/f/ns/svc", "/f/ns/svc/c/extra", "/F/ns/svc/c", "/f/ns/-svc/c", "/other/x", "f/ns/svc/c"])
+@pytest.mark.parametrize("key", ["/f/ns/svc", "/f/ns/svc/c/extra", "/F/ns/svc/c", "/f/ns/-svc/c", "/other/x",
+                                 "f/ns/svc/c"])
 def test_bad_keys_name_the_problem(key):
     with pytest.raises(RecordError) as info:
         Layout().parse(key)

@@ -19,8 +19,8 @@ from tests.support.serve import ServeProcess
 
 
 def feddns(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "feddns", *args], capture_output=True, text=True, timeout=60, check=False,
-                          env=env_without_kubernetes())
+    return subprocess.run([sys.executable, "-m", "feddns", *args], capture_output=True, text=True, timeout=60,
+                          check=False, env=env_without_kubernetes())
 
 
 @pytest.fixture

@@ -118,7 +118,8 @@ class Container:
 
     @property
     def where(self) -> str:
-        return f"{self.workload['kind']} {namespace(self.workload)}/{self.workload['metadata']['name']} container {self.spec['name']}"
+        workload = self.workload
+        return f"{workload['kind']} {namespace(workload)}/{workload['metadata']['name']} container {self.spec['name']}"
 
     @property
     def is_feddns(self) -> bool:

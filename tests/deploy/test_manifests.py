@@ -189,7 +189,8 @@ def test_files_named_in_arguments_are_mounted(container: Container):
 
 def _controller_config(tmp_path: Path) -> dict:
     """The ConfigMap's controller config, its kubeconfig paths moved to copies of the Secret's."""
-    raw = yaml.safe_load(find(OBJECTS, "ConfigMap", "feddns-myfederation", "feddns-controller")["data"]["controller.yaml"])
+    config_map = find(OBJECTS, "ConfigMap", "feddns-myfederation", "feddns-controller")
+    raw = yaml.safe_load(config_map["data"]["controller.yaml"])
     secret = find(OBJECTS, "Secret", "feddns-myfederation", "feddns-clusters")["stringData"]
     for cluster in raw["clusters"]:
         key = Path(cluster["kubeconfig"]).name

@@ -82,7 +82,8 @@ def test_key_of_another_certificate_exits_2(pki: Pki, kubeconfig: str, tmp_path:
     (("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: A, service: a.b.c}]}\n"
      "  - {name: p, namespace: t, selector: {}, links: [{prefix: A, service: a.b.c}]}\n"),
      "policies[1]: name 'p' is used twice"),
-    ("policies:\n  - {name: p, namespace: s, selector: {matchLabels: {a: b c}}, links: [{prefix: A, service: a.b.c}]}\n",
+    ("policies:\n"
+     "  - {name: p, namespace: s, selector: {matchLabels: {a: b c}}, links: [{prefix: A, service: a.b.c}]}\n",
      "policies[0].selector.matchLabels.a: 'b c' is not a label value"),
 ])
 def test_bad_policy_file_exits_2_naming_the_entry(pki: Pki, kubeconfig: str, tmp_path: Path, text, words):

@@ -41,7 +41,7 @@ def kubelet_environment(container: dict) -> list[str]:
     for entry in container["env"]:
         values[entry["name"]] = expand(entry["value"], lambda name, seen=dict(values): seen.get(name))
         lines.append(f"{entry['name']}={values[entry['name']]}")
-    return lines + ["args: " + " ".join(expand(arg, values.get) for arg in container.get("args", []))]
+    return [*lines, "args: " + " ".join(expand(arg, values.get) for arg in container.get("args", []))]
 
 
 def test_walkthrough_is_the_webhooks_output(pki: Pki, doc_cluster: str, cluster_dns: UnboundResolver):

@@ -54,7 +54,8 @@ def test_existing_or_optional_links_admit_the_pod(webhook: LinksProcess, link):
 
 
 def test_missing_service_created_later_is_admitted_then(webhook: LinksProcess, federated_dns: ServeProcess):
-    """Existence is asked each time: once the service appears (and unbound's 1 s negative cache expires), the pod goes in."""
+    """Existence is asked each time: once the service appears (and unbound's 1 s negative cache expires),
+    the pod goes in."""
     submitted = pod(annotations={LINKS: "LATE=late.data.myfederation"})
     assert not webhook.review(submitted).allowed
     records = Path(federated_dns.args[federated_dns.args.index("--records") + 1])

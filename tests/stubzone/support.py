@@ -1,6 +1,7 @@
 """Helpers of the stub-zone tests: certificates made by ``feddns certs``, the real
 ``feddns stubzone`` process, and an HTTPS client with a client certificate."""
 
+import contextlib
 import http.client
 import json
 import os
@@ -109,10 +110,8 @@ def connect(port: int, count: int, opened: list[socket.socket], first: bytes = b
         sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         opened.append(sock)
         if first:
-            try:
+            with contextlib.suppress(OSError):  # closed by the server at once: over --max-connections
                 sock.sendall(first)
-            except OSError:
-                pass  # closed by the server at once: over --max-connections
 
 
 def close_all(opened: list[socket.socket]) -> None:

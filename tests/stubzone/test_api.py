@@ -109,7 +109,8 @@ def test_concurrent_posts_never_mix_two_lists(stubzone: StubzoneProcess, etcd, s
             thread.start()
         for thread in threads:
             thread.join()
-        stored = [value["host"] for _, value in sorted(stub_keys(etcd, base).items(), key=lambda kv: int(kv[0][len(base) + 2:]))]
+        by_index = sorted(stub_keys(etcd, base).items(), key=lambda kv: int(kv[0][len(base) + 2:]))
+        stored = [value["host"] for _, value in by_index]
         assert stored in lists
     assert set(answers) == {200}
 

@@ -27,8 +27,10 @@ def test_init_and_issue_write_pem_files_with_private_keys_at_0600(tmp_path):
     result = subprocess.run([sys.executable, "-m", "feddns", "certs", "init", "--dir", str(tmp_path)],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"wrote {tmp_path}/ca.crt and {tmp_path}/ca.key (key mode 0600): CN=feddns stub-zone CA")
-    certs("issue-server", "--dir", str(tmp_path), "--dns", "stubzone.example", "--ip", "203.0.113.10", "--ip", "2001:db8::10")
+    assert result.stdout.startswith(
+        f"wrote {tmp_path}/ca.crt and {tmp_path}/ca.key (key mode 0600): CN=feddns stub-zone CA")
+    certs("issue-server", "--dir", str(tmp_path), "--dns", "stubzone.example",
+          "--ip", "203.0.113.10", "--ip", "2001:db8::10")
     certs("issue-client", "--dir", str(tmp_path), "--cn", "feddns-controller", "--uri", "spiffe://fed/ctl")
     for name in ("ca", "server", "client"):
         assert mode(tmp_path / f"{name}.key") == 0o600
@@ -56,12 +58,14 @@ def test_profiles(tmp_path):
     sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == ["stubzone.example"]
     assert sans.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("203.0.113.10")]
-    assert list(server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    server_usage = server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(server_usage) == [ExtendedKeyUsageOID.SERVER_AUTH]
     assert not server.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     assert server.not_valid_after_utc - server.not_valid_before_utc == datetime.timedelta(days=7)
     server.verify_directly_issued_by(ca)
 
-    assert list(client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    client_usage = client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(client_usage) == [ExtendedKeyUsageOID.CLIENT_AUTH]
     client.verify_directly_issued_by(ca)
 
 
@@ -88,7 +92,8 @@ BAD = {
     "server without names": (["issue-server"], "issue-server needs at least one --dns or --ip"),
     "bad --ip": (["issue-server", "--ip", "10.0.0.300"], "--ip '10.0.0.300' is not an IP address"),
     "zero days": (["issue-client", "--cn", "c", "--days", "0"], "--days must be more than 0"),
-    "CA expired before the start": (["issue-client", "--cn", "c", "--not-before", "2999-01-01"], "before the certificate"),
+    "CA expired before the start": (["issue-client", "--cn", "c", "--not-before", "2999-01-01"],
+                                    "before the certificate"),
     "missing CA": (["issue-client", "--cn", "c", "--ca-cert", "/nonexistent/ca.crt"], "cannot load the CA"),
     "leaf as CA": (["issue-client", "--cn", "c", "--ca-cert", "{dir}/leaf.crt", "--ca-key", "{dir}/leaf.key"],
                    "is not a CA certificate"),

@@ -19,7 +19,8 @@ CHECKS = ",".join([
 
 def test_spec_documents_every_route_of_the_server():
     spec = yaml.safe_load(SPEC.read_text())
-    operations = {(method.upper(), path) for path, item in spec["paths"].items() for method in item if method != "parameters"}
+    operations = {(method.upper(), path) for path, item in spec["paths"].items()
+                  for method in item if method != "parameters"}
     assert operations == {
         ("GET", "/federations"), ("GET", "/federations/{federation}"), ("POST", "/federations/{federation}"),
         ("DELETE", "/federations/{federation}"), ("GET", "/healthz"),

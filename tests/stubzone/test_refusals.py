@@ -18,12 +18,14 @@ def body(nameservers: object) -> bytes:
 
 # (id, method, path, raw body or None, content type, status, words the reason must contain)
 CASES = [
-    ("malformed JSON", "POST", "/federations/fed", b'{"nameservers": ["192.0.2.1"', "application/json", 400, "not JSON"),
+    ("malformed JSON", "POST", "/federations/fed", b'{"nameservers": ["192.0.2.1"',
+     "application/json", 400, "not JSON"),
     ("not UTF-8", "POST", "/federations/fed", b'{"nameservers": ["\xff"]}', "application/json", 400, "not JSON"),
     ("JSON but not an object", "POST", "/federations/fed", b'["192.0.2.1"]', "application/json", 400, "JSON object"),
     ("unknown field", "POST", "/federations/fed", b'{"nameservers": ["192.0.2.1"], "ttl": 30}',
      "application/json", 400, "unknown field(s): 'ttl'"),
-    ("no nameservers field", "POST", "/federations/fed", b"{}", "application/json", 400, "'nameservers' must be a list"),
+    ("no nameservers field", "POST", "/federations/fed", b"{}",
+     "application/json", 400, "'nameservers' must be a list"),
     ("nameservers not a list", "POST", "/federations/fed", b'{"nameservers": "192.0.2.1"}',
      "application/json", 400, "'nameservers' must be a list"),
     ("empty list", "POST", "/federations/fed", body([]), "application/json", 400, "has 0 entries; 1 to 16"),
