@@ -88,6 +88,8 @@ def test_add_publishes_a_aaaa_and_the_ownership_txt(bind: BindServer) -> None:
             assert sorted(bind.dig(WEB_NAME).answers) == [(60, "198.51.100.1"), (60, "198.51.100.2")]
             assert bind.dig(WEB_NAME, "AAAA").answers == ((60, "2001:db8::1"),)
             assert bind.dig(WEB_NAME, "TXT").rdata == [f'"{marker(FEDERATION, "myns", "web")}"']
+            # counted once BIND's answer arrives, a moment after dig sees the change: wait for the pass to end
+            await eventually(lambda: settled(registry), "nothing pending")
             assert sample(registry, "updates_total") == 1
             assert sample(registry, "owned_names") == 1
             assert sample(registry, "zone_reads_total") == 1
@@ -106,6 +108,7 @@ def test_a_change_is_one_update_and_no_change_sends_nothing(bind: BindServer) ->
             await wait_published(bind, WEB_NAME, ["198.51.100.7", "198.51.100.8"])
             assert bind.dig(WEB_NAME, "AAAA").rdata == ["2001:db8::7"]
             assert bind.serial() == serial + 1
+            await eventually(lambda: settled(registry), "nothing pending")
             assert sample(registry, "updates_total") == 2
             # The same state again (in another order) sends nothing; the next real change
             # proves the publisher has run since.
@@ -114,6 +117,7 @@ def test_a_change_is_one_update_and_no_change_sends_nothing(bind: BindServer) ->
                                      ("myns", "api"): [ip("198.51.100.9")]})
             await wait_published(bind, API_NAME, ["198.51.100.9"])
             assert bind.serial() == serial + 2
+            await eventually(lambda: settled(registry), "nothing pending")
             assert sample(registry, "updates_total") == 3
             assert bind.dig(WEB_NAME).rdata == ["198.51.100.7", "198.51.100.8"]
     run(scenario)
@@ -137,6 +141,7 @@ def test_no_ready_shard_keeps_the_addresses_marked_stale_and_a_gone_service_is_d
             assert sorted(bind.dig(WEB_NAME, "TXT").rdata) == sorted(
                 [f'"{marker(FEDERATION, "myns", "web")}"', f'"{STALE_MARK}"'])
             assert bind.dig(API_NAME, "TXT").status == "NXDOMAIN"
+            await eventually(lambda: settled(registry), "nothing pending")  # the gauges are set as the pass ends
             assert sample(registry, "owned_names") == 1
             assert sample(registry, "stale_names") == 1
             foreign_untouched(bind)
@@ -182,6 +187,7 @@ def test_a_new_ttl_in_the_config_is_applied_at_resync(bind: BindServer) -> None:
         async with publishing(longer) as (second, registry):
             await second.resync({WEB: [ip("198.51.100.1")]})
             await eventually(lambda: bind.dig(WEB_NAME).answers == ((300, "198.51.100.1"),), "TTL 300")
+            await eventually(lambda: settled(registry), "nothing pending")
             assert sample(registry, "updates_total") == 1
     run(scenario)
 
