@@ -37,19 +37,11 @@ Federated-DNS answers NODATA. A name goes only when its service is gone.
 from controller.external.config import ExternalConfig, parse_external_config
 from controller.external.provider import STALE_MARK, marker
 from controller.external.publisher import ExternalPublisher
-from controller.settings import ExternalSettings
-
-# tests/controller/test_external.py and test_external_dnsendpoint.py still import these
-# names from the package; Publisher and Timing are their former names.
-Publisher = ExternalPublisher
-Timing = ExternalSettings
 
 __all__ = [
     "STALE_MARK",
     "ExternalConfig",
     "ExternalPublisher",
-    "Publisher",
-    "Timing",
     "marker",
     "parse_external_config",
 ]

@@ -1,7 +1,7 @@
 """The external-DNS publisher against a real BIND 9, checked with dig (docs/external-dns.md).
 
 Each test starts its own ``named`` with a dynamic zone ``example.com.`` and a
-TSIG key, drives ``Publisher`` with the desired mapping (what the controller
+TSIG key, drives ``ExternalPublisher`` with the desired mapping (what the controller
 computes from the healthy LoadBalancer shards), and reads the zone back with
 ``dig`` as an external client would.
 """
@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.external import STALE_MARK, ExternalConfig, Publisher, Timing, marker, parse_external_config
+from controller.external import STALE_MARK, ExternalConfig, ExternalPublisher, marker, parse_external_config
+from controller.settings import ExternalSettings
 from tests.controller.publishing import FAST, eventually, run, sample, settled
 from tests.controller.publishing import publishing as publishing_to
 from tests.support.bind import BindServer
@@ -63,7 +64,7 @@ def config_for(bind: BindServer, **tsig: str) -> ExternalConfig:
 
 
 @contextlib.asynccontextmanager
-async def publishing(config: ExternalConfig) -> AsyncIterator[tuple[Publisher, CollectorRegistry]]:
+async def publishing(config: ExternalConfig) -> AsyncIterator[tuple[ExternalPublisher, CollectorRegistry]]:
     """A publisher to BIND with a registry of its own (fast retries), closed on the way out."""
     async with publishing_to(config, FEDERATION) as running:
         yield running
@@ -289,7 +290,8 @@ def test_a_provider_that_never_answers_does_not_block_the_caller() -> None:
 
         async def scenario() -> None:
             registry = CollectorRegistry()
-            publisher = Publisher(config, FEDERATION, registry, timing=Timing(timeout=1.0, first=0.05, maximum=0.1))
+            timing = ExternalSettings(timeout=1.0, first=0.05, maximum=0.1)
+            publisher = ExternalPublisher(config, FEDERATION, registry, timing=timing)
             try:
                 started = time.monotonic()
                 await publisher.resync({WEB: [ip("198.51.100.1")]})
@@ -324,7 +326,7 @@ def test_a_refused_zone_transfer_still_publishes(caplog: pytest.LogCaptureFixtur
 
 def test_close_leaves_no_task_behind(bind: BindServer) -> None:
     async def scenario() -> None:
-        publisher = Publisher(config_for(bind), FEDERATION, CollectorRegistry(), timing=FAST)
+        publisher = ExternalPublisher(config_for(bind), FEDERATION, CollectorRegistry(), timing=FAST)
         await publisher.publish({WEB: [ip("198.51.100.1")]})
         await publisher.close()
         assert asyncio.all_tasks() == {asyncio.current_task()}

@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry
 
 from controller import watch
 from controller.config import ClusterConfig
-from controller.external import ExternalConfig, Publisher, parse_external_config
-from controller.external_dnsendpoint import DnsEndpointProvider
+from controller.external import ExternalConfig, ExternalPublisher, parse_external_config
+from controller.external.dnsendpoint import DnsEndpointProvider
 from tests.controller.harness import LABEL, RunningController, cluster_entry, config_raw
 from tests.controller.publishing import FAST, eventually, run, sample
 from tests.controller.publishing import publishing as publishing_to
@@ -54,7 +54,7 @@ def connect_to(fake: FakeKube, directory: Path) -> Callable[[], kubernetes.clien
 
 
 @contextlib.asynccontextmanager
-async def publishing(fake: FakeKube, directory: Path) -> AsyncIterator[tuple[Publisher, CollectorRegistry]]:
+async def publishing(fake: FakeKube, directory: Path) -> AsyncIterator[tuple[ExternalPublisher, CollectorRegistry]]:
     """A publisher writing DNSEndpoints in ``fake``."""
     provider = DnsEndpointProvider(config(fake.name), FEDERATION, connect_to(fake, directory), timeout=FAST.timeout)
     async with publishing_to(config(fake.name), FEDERATION, provider) as running:
