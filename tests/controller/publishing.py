@@ -20,11 +20,13 @@ FAST = ExternalSettings(timeout=2.0, first=0.05, maximum=0.4)
 
 
 @contextlib.asynccontextmanager
-async def publishing(config: ExternalConfig, federation: str, provider: Provider | None = None
+async def publishing(config: ExternalConfig, federation: str, provider: Provider | None = None,
+                     may_write: Callable[[], bool] = lambda: True,
                      ) -> AsyncIterator[tuple[ExternalPublisher, CollectorRegistry]]:
-    """A publisher with a registry of its own (fast retries), closed on the way out."""
+    """A publisher with a registry of its own (fast retries), closed on the way out;
+    ``may_write`` stands for the leader's lease check."""
     registry = CollectorRegistry()
-    publisher = ExternalPublisher(config, federation, registry, timing=FAST, provider=provider)
+    publisher = ExternalPublisher(config, federation, registry, timing=FAST, provider=provider, may_write=may_write)
     try:
         yield publisher, registry
     finally:

@@ -54,10 +54,11 @@ def connect_to(fake: FakeKube, directory: Path) -> Callable[[], kubernetes.clien
 
 
 @contextlib.asynccontextmanager
-async def publishing(fake: FakeKube, directory: Path) -> AsyncIterator[tuple[ExternalPublisher, CollectorRegistry]]:
-    """A publisher writing DNSEndpoints in ``fake``."""
+async def publishing(fake: FakeKube, directory: Path, may_write: Callable[[], bool] = lambda: True,
+                     ) -> AsyncIterator[tuple[ExternalPublisher, CollectorRegistry]]:
+    """A publisher writing DNSEndpoints in ``fake``; ``may_write`` is the lease check."""
     provider = DnsEndpointProvider(config(fake.name), FEDERATION, connect_to(fake, directory), timeout=FAST.timeout)
-    async with publishing_to(config(fake.name), FEDERATION, provider) as running:
+    async with publishing_to(config(fake.name), FEDERATION, provider, may_write) as running:
         yield running
 
 
@@ -134,6 +135,32 @@ def test_a_change_is_one_replace_and_no_change_writes_nothing(cluster: FakeKube,
             await eventually(lambda: sample(registry, "pending_names") == 0, "nothing pending")
             assert writes_to(cluster, WEB_OBJECT) == ["POST", "PUT"]
             assert sample(registry, "updates_total") == 3
+    run(scenario)
+
+
+def test_without_the_lease_nothing_is_written_and_with_it_again_the_change_goes_out(
+        cluster: FakeKube, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Every DNSEndpoint write is guarded by the leader's lease, as RFC 2136 updates are
+    (tests/controller/test_faults.py pauses a real leader past its lease for those)."""
+    lease = {"held": True}
+
+    async def scenario() -> None:
+        async with publishing(cluster, tmp_path, may_write=lambda: lease["held"]) as (publisher, registry):
+            await publisher.resync({WEB: [ip("198.51.100.1")]})
+            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            await eventually(lambda: sample(registry, "pending_names") == 0, "nothing pending")
+            lease["held"] = False
+            with caplog.at_level(logging.WARNING, logger="controller.external"):
+                await publisher.publish({WEB: [ip("198.51.100.7")], API: [ip("198.51.100.9")]})
+                await eventually(lambda: "lease is not confirmed" in caplog.text, "the publisher holding back")
+                await asyncio.sleep(3 * FAST.maximum)  # retries would have gone out by now
+            assert writes_to(cluster, WEB_OBJECT) == ["POST"]
+            assert f"api.myns.{FEDERATION}" not in objects(cluster)
+            assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["198.51.100.1"], 60)}
+            lease["held"] = True
+            await eventually(lambda: f"api.myns.{FEDERATION}" in objects(cluster), "api created with the lease")
+            await eventually(lambda: endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["198.51.100.7"], 60)},
+                             "web changed with the lease")
     run(scenario)
 
 
