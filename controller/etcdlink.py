@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import aetcd
 import aetcd.transactions
@@ -56,7 +56,7 @@ class EtcdLink:
 
     def __init__(self, endpoints: Endpoints) -> None:
         self.endpoints = endpoints
-        self._client: Any = None
+        self._client: aetcd.Client | None = None
 
     @property
     def client(self) -> aetcd.Client:

@@ -27,3 +27,27 @@ class RecordError(FeddnsError, ValueError):
     def __init__(self, message: str, key: str | None = None) -> None:
         super().__init__(f"{key}: {message}" if key else message)
         self.key = key
+
+
+class EtcdError(FeddnsError):
+    """An etcd call failed: etcd refused it (credentials, permissions, a bad request),
+    could not be reached, or did not answer in time.
+
+    Raised from aetcd's or gRPC's error (``__cause__``), whose words the message
+    repeats; :func:`feddns.etcd.describe` says which kind of failure it is.
+    """
+
+
+class EtcdCompacted(EtcdError):
+    """The revision a watch starts from was compacted away: read everything again.
+
+    ``revision`` is etcd's compaction revision (the oldest it still has).
+    """
+
+    def __init__(self, message: str, revision: int) -> None:
+        super().__init__(message)
+        self.revision = revision
+
+
+class EtcdTimeout(EtcdError):
+    """An etcd call did not complete within its timeout (etcd may still have applied it)."""

@@ -2,8 +2,7 @@
 
 ``etcd3`` (named in the design card) no longer imports with current protobuf and
 has had no release since 2020; ``aetcd`` keeps its API (docs/choices.md).
-The gRPC receive limit is raised from the 4 MiB default: a range read of
-100,000 shard records is larger than that.
+The client itself, aetcd's with TLS and feddns's errors, is in :mod:`feddns.etcdclient`.
 
 Security, the same in every component (docs/reference.md section 6, "Reaching
 etcd"), with etcdctl's names:
@@ -30,7 +29,6 @@ does); the etcd v2 HTTP client of the SkyDNS backend takes
 
 import argparse
 import asyncio
-import functools
 import logging
 import os
 import ssl
@@ -38,46 +36,24 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from feddns.errors import ConfigError
+from feddns.errors import EtcdError as EtcdError  # noqa: PLC0414 - what etcd calls raise, named here for their callers
 from feddns.hostport import parse_hostport
 
+if TYPE_CHECKING:
+    import aetcd
+    import grpc
+
+    from feddns import etcdclient
+
 # aetcd and gRPC (about 70 ms to import) are imported when the first client is
-# made, not here: `feddns stubzone --backend skydns` speaks etcd's v2 HTTP API with
-# the flags and files of this module and never needs them.
+# made (feddns.etcdclient), not here: `feddns stubzone --backend skydns` speaks
+# etcd's v2 HTTP API with the flags and files of this module and never needs them.
 
 log = logging.getLogger(__name__)
-
-MAX_MESSAGE_BYTES = 512 * 1024 * 1024
-"""gRPC send and receive limit (bytes) for etcd calls."""
-
-
-def grpc_options(timeout: float) -> dict[str, int]:
-    """gRPC channel options for calls that time out after ``timeout`` seconds.
-
-    A dead etcd or a cut connection is noticed within seconds, not minutes: a
-    keep-alive ping every 10 s that must be answered within ``timeout`` (at
-    most 5 s). Pings never come more often: etcd closes a connection that pings
-    more often than its ``--grpc-keepalive-min-time`` (5 s by default).
-
-    An etcd that is frozen (SIGSTOP, a stalled VM) keeps its socket open and
-    answers nothing: only an unanswered ping tells. With the keep-alive options
-    alone, grpcio 1.85 left a watch on a frozen etcd hanging for over 45 s; it
-    closes the connection for an unanswered ping after ``ping_timeout_ms``, so
-    that is set to the same time (tests/dns/test_etcd.py freezes etcd).
-    """
-    return {
-        "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
-        "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
-        "grpc.keepalive_time_ms": 10_000,
-        "grpc.keepalive_timeout_ms": int(1000 * min(timeout, 5.0)),
-        "grpc.keepalive_permit_without_calls": 1,
-        "grpc.http2.max_pings_without_data": 0,
-        "grpc.http2.ping_timeout_ms": int(1000 * min(timeout, 5.0)),
-    }
-
 
 PASSWORD_ENV = "FEDDNS_ETCD_PASSWORD"
 """The environment variable holding the etcd user's password when no password file is given."""
@@ -88,26 +64,11 @@ FILES_CHECK_SECONDS = 1.0
 """How often (at most) the certificate and password files are looked at again (a ``stat`` each)."""
 
 
-def __getattr__(name: str) -> Any:
-    """``EtcdError``: ``aetcd.exceptions.ClientError``, what every failed etcd call raises
-    (connection failures, timeouts, compaction, refusals); imported on first use."""
-    if name == "EtcdError":
-        return _aetcd().exceptions.ClientError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-@functools.cache
-def _aetcd() -> Any:
-    # gRPC core writes its own lines to stderr for every failed TLS handshake; the
-    # callers log each state change once (describe()), so quiet it unless asked for.
-    # Set before gRPC is imported: it reads the variable then.
+def _grpc_quiet() -> None:
+    """gRPC core writes its own lines to stderr for every failed TLS handshake; the callers
+    log each state change once (:func:`describe`), so quiet it unless asked for. Called
+    before gRPC is imported: it reads the variable then."""
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    import aetcd
-    import aetcd.exceptions
-    import aetcd.rpc
-    import aetcd.watcher
-
-    return aetcd
 
 
 # -- what a failure means ----------------------------------------------------------------------
@@ -204,10 +165,10 @@ class TLSFiles:
     def signature(self) -> tuple[object, ...]:
         return tuple(_signature(p) for p in (self.cacert, self.cert, self.key))
 
-    def grpc_credentials(self) -> Any:
-        """``grpc.ChannelCredentials`` from the files as they are now; raises :class:`ConfigError`."""
-        _aetcd()
-        import grpc
+    def grpc_credentials(self) -> "grpc.ChannelCredentials":
+        """gRPC's credentials from the files as they are now; raises :class:`ConfigError`."""
+        _grpc_quiet()
+        import grpc  # noqa: PLC0415 - gRPC only once a client is made (see the imports)
 
         return grpc.ssl_channel_credentials(
             root_certificates=_read(self.cacert, "--etcd-cacert") if self.cacert else None,
@@ -351,7 +312,7 @@ class Endpoints:
     """The etcd client URLs of one cluster (``--etcd``, repeatable), tried in turn, and how to log in.
 
     ``urls`` are ``http://`` or ``https://`` URLs (all the same scheme); ``timeout``
-    bounds each call (seconds) and sets the gRPC keep-alive (:func:`grpc_options`);
+    bounds each call (seconds) and sets the gRPC keep-alive (:func:`feddns.etcdclient.grpc_options`);
     ``access`` carries TLS files and the user.
     Raises :class:`ConfigError` when the list is empty, a URL is bad, the schemes
     are mixed, TLS files are given for ``http://``, or a file cannot be read.
@@ -386,15 +347,18 @@ class Endpoints:
     def current(self) -> str:
         return str(self.urls[self._current])
 
-    def client(self) -> Any:
+    def client(self) -> "etcdclient.Client":
         """A client for the current endpoint, with the certificate and password as the files
         hold them now (it connects lazily, on the first call). Raises :class:`ConfigError`
         when a file has become unreadable."""
         url = self.urls[self._current]
         signature = self.signature()
         credentials = self.access.tls.grpc_credentials() if self.access.tls is not None else None
-        return _client_class()(url, credentials=credentials, user=self.access.user, password=self.access.password(),
-                      timeout=self.timeout, signature=signature)
+        _grpc_quiet()
+        from feddns import etcdclient  # noqa: PLC0415 - aetcd and gRPC only once a client is made (see the imports)
+
+        return etcdclient.Client(url, credentials=credentials, user=self.access.user, password=self.access.password(),
+                                 timeout=self.timeout, signature=signature)
 
     def failover(self) -> None:
         """Move to the next endpoint (wrapping round)."""
@@ -410,20 +374,21 @@ class Endpoints:
             self._signature = self.access.signature()
         return self._signature
 
-    def stale(self, client: Any) -> bool:
+    def stale(self, client: "aetcd.Client") -> bool:
         """True when a certificate, key or password file changed since ``client`` was made."""
         made_from: tuple[object, ...] = getattr(client, "signature", ())
         return made_from != self.signature()
 
 
-async def until_stale(endpoints: Endpoints, client: Any) -> None:
+async def until_stale(endpoints: Endpoints, client: "aetcd.Client") -> None:
     """Return once ``client``'s certificate or password files have changed (polls ``stat``)."""
-    while not endpoints.stale(client):
+    # A replaced file (kubelet swaps a Secret's symlink) sets no event to wait on: poll.
+    while not endpoints.stale(client):  # noqa: ASYNC110 - polling stat() is the only way to know
         await asyncio.sleep(FILES_CHECK_SECONDS)
     log.info("etcd: the client certificate or password files changed; reconnecting with the new ones")
 
 
-async def unless_stale(endpoints: Endpoints, client: Any, work: Coroutine[Any, Any, None]) -> bool:
+async def unless_stale(endpoints: Endpoints, client: "aetcd.Client", work: Coroutine[Any, Any, None]) -> bool:
     """Run ``work`` (a long watch on ``client``) until it ends, or cancel it when the
     certificate or password files change first; True in that case: reconnect then, so
     that a rotated client certificate is in use before the old one expires.
@@ -444,67 +409,7 @@ async def unless_stale(endpoints: Endpoints, client: Any, work: Coroutine[Any, A
     return True
 
 
-@functools.cache
-def _client_class() -> Any:
-    """The :class:`Client` class, made on first use (it subclasses ``aetcd.Client``)."""
-    aetcd = _aetcd()
-
-    class Client(aetcd.Client):  # type: ignore[misc,name-defined]  # aetcd has no type hints
-        """An ``aetcd.Client`` that can also speak TLS.
-
-        aetcd 1.0 makes plain channels only; :meth:`connect` makes a TLS channel
-        when ``credentials`` are given and otherwise does what aetcd does
-        (authenticate when a user is set, then the stubs and the watcher).
-        ``signature`` records the files it was made from (:meth:`Endpoints.stale`).
-        """
-
-        def __init__(self, url: EtcdURL, *, credentials: Any, user: str | None,
-                     password: str | None, timeout: float, signature: tuple[object, ...] = ()) -> None:
-            super().__init__(host=url.host, port=url.port, username=user, password=password,
-                             timeout=timeout, options=grpc_options(timeout))
-            self._credentials = credentials
-            self.url = url
-            self.signature = signature
-
-        async def connect(self) -> None:
-            if self._credentials is None:
-                await super().connect()
-                return
-            try:
-                await self._connect_tls(self._credentials)
-            except aetcd.rpc.AioRpcError as exc:
-                aetcd.exceptions._handle_exception(exc)  # raises the matching aetcd error
-
-        async def _connect_tls(self, credentials: Any) -> None:
-            if self._connected.is_set():
-                return
-            if getattr(self, "_is_connecting", False):
-                await asyncio.wait_for(self._connected.wait(), self._connect_wait_timeout)
-                return
-            self._is_connecting = True
-            try:
-                channel = aetcd.rpc.secure_channel(self.url.target, credentials, options=list(self._options.items()))
-                self.channel = channel
-                if self._username is not None and self._password is not None:
-                    self.auth_stub = aetcd.rpc.AuthStub(channel)
-                    reply = await self.auth_stub.Authenticate(
-                        aetcd.rpc.AuthenticateRequest(name=self._username, password=self._password),
-                        timeout=self._timeout)
-                    self.metadata = (("token", reply.token),)
-                self.kvstub = aetcd.rpc.KVStub(channel)
-                self.clusterstub = aetcd.rpc.ClusterStub(channel)
-                self.leasestub = aetcd.rpc.LeaseStub(channel)
-                self.maintenancestub = aetcd.rpc.MaintenanceStub(channel)
-                self._watcher = aetcd.watcher.Watcher(aetcd.rpc.WatchStub(channel), timeout=self._timeout,
-                                                      metadata=self.metadata)
-                self._connected.set()
-            finally:
-                self._is_connecting = False
-
-    return Client
-
-
-async def close_quietly(client: Any) -> None:
+async def close_quietly(client: "aetcd.Client") -> None:
     """Close ``client``, within 2 s, whatever state its channel is in."""
     try:
         await asyncio.wait_for(client.close(), 2)
@@ -529,11 +434,14 @@ def cancelled_by_client(exc: asyncio.CancelledError) -> bool:
     return not _cancelling()
 
 
+MAX_BYTE = 0xFF
+
+
 def prefix_range_end(prefix: bytes) -> bytes:
     """The ``range_end`` that makes ``[prefix, range_end)`` every key under ``prefix``."""
     end = bytearray(prefix)
     for i in reversed(range(len(end))):
-        if end[i] < 0xFF:
+        if end[i] < MAX_BYTE:
             end[i] += 1
             return bytes(end[: i + 1])
     return b"\0"

@@ -7,6 +7,7 @@ from . import rpc as rpc
 from . import transactions as transactions
 from . import watcher as watcher
 from .client import Client as Client
+from .client import Status as Status
 from .leases import Lease as Lease
 from .rtypes import Event as Event
 from .rtypes import EventKind as EventKind
