@@ -79,15 +79,19 @@ def pre_socket_checks(args: argparse.Namespace) -> None:
         from stubzone.cli import check_flags
 
         check_flags(args)
-    elif args.command == "controller" and args.metrics:
+    elif args.command in ("controller", "links") and args.metrics:
         parse_hostport(args.metrics)
+    if args.command == "links":
+        parse_hostport(args.listen)
+        if args.resolver:
+            parse_hostport(args.resolver)
 
 
 COMMANDS = list(documented_commands())
 
 
 def test_the_docs_show_commands_of_every_subcommand() -> None:
-    assert {c.argv[0] for c in COMMANDS} >= {"serve", "controller", "stubzone", "certs"}
+    assert {c.argv[0] for c in COMMANDS} >= {"serve", "controller", "stubzone", "certs", "links"}
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"{c.where} {' '.join(c.argv)[:60]}")
