@@ -3,7 +3,7 @@
 import ipaddress
 
 from feddns.errors import ConfigError
-from feddns.records import IPAddress
+from feddns.records import MAX_PORT, IPAddress
 
 
 def parse_hostport(text: str, default_port: int | None = None) -> tuple[str, int]:
@@ -27,8 +27,8 @@ def parse_hostport(text: str, default_port: int | None = None) -> tuple[str, int
         if default_port is None:
             raise ConfigError(f"{text!r} has no port (expected HOST:PORT)")
         return host, default_port
-    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
-        raise ConfigError(f"{text!r}: port {port_text!r} is not a number from 0 to 65535")
+    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > MAX_PORT:
+        raise ConfigError(f"{text!r}: port {port_text!r} is not a number from 0 to {MAX_PORT}")
     return host, int(port_text)
 
 
@@ -44,6 +44,6 @@ def parse_ip_port(text: str, default_port: int) -> tuple[IPAddress, int]:
     except ValueError as exc:
         raise ConfigError(f"{text!r} is not an IP address (hostnames are not accepted)") from exc
     if port == 0:
-        raise ConfigError(f"{text!r}: port must be from 1 to 65535")
+        raise ConfigError(f"{text!r}: port must be from 1 to {MAX_PORT}")
     return address, port
 

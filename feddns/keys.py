@@ -20,6 +20,11 @@ CLUSTERS = "_clusters"
 """The reserved namespace slot of cluster records (``_`` keeps it apart from
 every Kubernetes namespace name)."""
 
+CLUSTER_KEY_PARTS = 3
+"""``F/_clusters/C``: the parts of a cluster key below the prefix."""
+SHARD_KEY_PARTS = 4
+"""``F/<ns>/<svc>/C``: the parts of a shard key below the prefix."""
+
 
 @dataclass(frozen=True, slots=True)
 class ShardKey:
@@ -112,12 +117,12 @@ class Layout:
             raise RecordError(f"key is outside prefix {self.root!r}", key)
         parts = key[len(self.root):].split("/")
         try:
-            if len(parts) == 3 and parts[1] == CLUSTERS:
+            if len(parts) == CLUSTER_KEY_PARTS and parts[1] == CLUSTERS:
                 return ClusterKey(
                     names.check_label(parts[0], "federation name"),
                     names.check_label(parts[2], "cluster name"),
                 )
-            if len(parts) == 4:
+            if len(parts) == SHARD_KEY_PARTS:
                 return ShardKey(
                     names.check_label(parts[0], "federation name"),
                     names.check_label(parts[1], "namespace"),

@@ -43,6 +43,9 @@ POLICIES = (LOCALITY, FAILOVER, WEIGHTED, LOCALITY_WEIGHTED)
 MAX_WEIGHT = 65535
 """The largest ``weight``: what an SRV record's weight field holds (RFC 2782)."""
 
+MAX_PORT = 65535
+"""The largest TCP or UDP port number."""
+
 MAX_ENDPOINTS = 1000
 """The most ``endpoints`` a shard record may hold (the controller trims to this)."""
 
@@ -361,8 +364,12 @@ def _addresses(value: dict[str, Any], plural: str, singular: str) -> tuple[bytes
     return tuple(dict.fromkeys(out)) if len(out) > 1 else tuple(out)
 
 
+IPV4_PACKED_BYTES = 4
+"""Length of a packed IPv4 address (an IPv6 one has 16 bytes)."""
+
+
 def _address(packed: bytes) -> IPAddress:
-    return ipaddress.IPv4Address(packed) if len(packed) == 4 else ipaddress.IPv6Address(packed)
+    return ipaddress.IPv4Address(packed) if len(packed) == IPV4_PACKED_BYTES else ipaddress.IPv6Address(packed)
 
 
 def pack_ip(text: object) -> bytes | None:
@@ -420,6 +427,6 @@ def _port(item: Any) -> Port:
         raise RecordError(f"ports: name {name!r} is not a lowercase DNS label")
     if protocol not in PROTOCOLS:
         raise RecordError(f"ports: protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
-    if type(number) is not int or not 1 <= number <= 65535:
-        raise RecordError(f"ports: port {number!r} is not an integer from 1 to 65535")
+    if type(number) is not int or not 1 <= number <= MAX_PORT:
+        raise RecordError(f"ports: port {number!r} is not an integer from 1 to {MAX_PORT}")
     return Port(name, protocol, number)
