@@ -2,12 +2,13 @@
 against a real etcd with ``--client-cert-auth`` and a real etcd with authentication on."""
 
 import asyncio
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from feddns.errors import ConfigError
+from feddns.errors import ConfigError, EtcdCompacted, FeddnsError
 from feddns.etcd import Access, Endpoints, EtcdError, EtcdURL, TLSFiles, describe, failure_kind, parse_etcd_url
 from tests.support.etcd import EtcdServer
 from tests.support.etcdpki import EtcdPki
@@ -149,3 +150,44 @@ def test_user_and_password(auth_etcd: EtcdServer, tmp_path: Path) -> None:
                 b"/allowed/key").startswith("auth: authentication failed (wrong user or password)")
     assert read_once(Endpoints([auth_etcd.url]), b"/allowed/key").startswith(
         "no-user: etcd requires authentication and no user was given")
+
+
+def test_a_failed_call_raises_etcd_error_from_the_library_error() -> None:
+    """EtcdError is feddns's own (a FeddnsError); aetcd's or gRPC's error is its cause."""
+    with socket.socket() as probe:  # a port the OS just gave out, closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def read() -> EtcdError:
+        client = Endpoints([f"http://127.0.0.1:{port}"], timeout=3).client()
+        try:
+            with pytest.raises(EtcdError) as error:
+                await client.get(b"/key")
+        finally:
+            await client.close()
+        return error.value
+
+    error = asyncio.run(read())
+    assert isinstance(error, FeddnsError)
+    assert type(error.__cause__).__module__.split(".")[0] in ("aetcd", "grpc"), repr(error.__cause__)
+    assert failure_kind(error) == "unreachable"
+
+
+def test_a_watch_from_a_compacted_revision_raises_etcd_compacted(private_etcd: EtcdServer) -> None:
+    first = private_etcd.put("/compacted/key", "a")
+    private_etcd.put("/compacted/key", "b")
+    private_etcd.compact(private_etcd.revision())
+
+    async def watch() -> EtcdCompacted:
+        client = Endpoints([private_etcd.url]).client()
+        try:
+            with pytest.raises(EtcdCompacted) as error:
+                async for _ in await client.watch(b"/compacted/", b"/compacted0", start_revision=first):
+                    pass
+        finally:
+            await client.close()
+        return error.value
+
+    error = asyncio.run(watch())
+    assert error.revision == private_etcd.revision()
+    assert isinstance(error.__cause__, Exception)
