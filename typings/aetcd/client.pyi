@@ -10,12 +10,13 @@ from types import TracebackType
 from typing import Any, Self
 
 from . import rpc, transactions
-from .transactions import BaseCompare
 from .leases import Lease
 from .rtypes import Event, EventKind, Get, GetRange, Watch
+from .transactions import BaseCompare
 from .watcher import Watcher
 
 _Operation = transactions.Put | transactions.Delete
+_Response = rpc.ResponseOp | list[tuple[bytes, Get]]
 
 class Transactions:
     create: type[transactions.Create]
@@ -63,7 +64,7 @@ class Client:
     # aetcd defaults success and failure to None, which fails in the call: always give both.
     # The responses are protobuf ResponseOps, and for a Get a list of (value, Get) pairs.
     async def transaction(self, compare: Sequence[BaseCompare], success: Sequence[_Operation],
-                          failure: Sequence[_Operation]) -> tuple[bool, list[rpc.ResponseOp | list[tuple[bytes, Get]]]]: ...
+                          failure: Sequence[_Operation]) -> tuple[bool, list[_Response]]: ...
     async def lease(self, ttl: int, lease_id: int | None = None) -> Lease: ...
     async def revoke_lease(self, lease_id: int) -> None: ...
     # The first keep-alive reply; None when etcd ends the stream without one.
@@ -74,7 +75,7 @@ class Client:
                     watch_id: int | None = None, fragment: bool = False) -> Watch: ...
     # The first event; or the error that ended the stream, returned, not raised (None when
     # the client was closed). WatchTimeoutError when nothing came within ``timeout``.
-    async def watch_once(self, key: bytes, timeout: float | None = None, range_end: bytes | None = None,
+    async def watch_once(self, key: bytes, timeout: float | None = None, range_end: bytes | None = None,  # noqa: ASYNC109
                          start_revision: int | None = None, progress_notify: bool = False,
                          kind: EventKind | None = None, prev_kv: bool = False, watch_id: int | None = None,
                          fragment: bool = False) -> Event | Exception | None: ...

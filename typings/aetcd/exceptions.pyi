@@ -1,7 +1,8 @@
 # aetcd.exceptions: the errors feddns tells apart (aetcd/exceptions.py).
 
-from grpc.aio import AioRpcError
 from typing import NoReturn
+
+from grpc.aio import AioRpcError
 
 class ClientError(Exception): ...
 class ConnectionFailedError(ClientError): ...

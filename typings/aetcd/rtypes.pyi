@@ -46,7 +46,7 @@ class Delete:
     deleted: int
     prev_kv: KeyValue | None
 
-class EventKind(str, enum.Enum):
+class EventKind(str, enum.Enum):  # noqa: UP042 - as aetcd defines it
     PUT = "PUT"
     DELETE = "DELETE"
 
