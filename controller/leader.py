@@ -28,10 +28,10 @@ from collections.abc import Callable
 from typing import Any
 
 import aetcd
-import aetcd.exceptions
 import aetcd.transactions
 
 from controller.etcdlink import EtcdLink, Guard, NotLeader
+from feddns.errors import EtcdTimeout
 from feddns.etcd import EtcdError, cancelled_by_client, describe
 from feddns.keys import Layout
 
@@ -202,7 +202,7 @@ class Elector:
 
     async def _wait_for_change(self, client: aetcd.Client, revision: int) -> None:
         # on a timeout look again: a watch can miss nothing, but a stuck one must not stall us
-        with contextlib.suppress(aetcd.exceptions.WatchTimeoutError):
+        with contextlib.suppress(EtcdTimeout):
             await client.watch_once(self.key, timeout=self.ttl, start_revision=revision + 1)
 
     async def _hold(self, client: aetcd.Client) -> None:
@@ -229,7 +229,7 @@ class Elector:
                     log.warning("leader election: keep-alive failed (%s); retrying while the lease lasts",
                                 describe(exc))
                 failing = True
-                if not isinstance(exc, TimeoutError | aetcd.exceptions.ConnectionTimeoutError):
+                if not isinstance(exc, TimeoutError | EtcdTimeout):
                     await self.link.failed(client)  # a timed-out call keeps its channel: etcd may be slow
                     client = self.link.client
                 pause = RETRY_PAUSE

@@ -41,14 +41,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import aetcd
-import aetcd.exceptions
 
 from controller import etcdlink, shards
 from controller.config import ControllerConfig
 from controller.metrics import Metrics
 from controller.settings import SyncSettings
 from controller.view import ClusterView, Key
-from feddns.errors import RecordError
+from feddns.errors import EtcdCompacted, RecordError
 from feddns.etcd import EtcdError, cancelled_by_client, describe, prefix_range_end, unless_stale
 from feddns.keys import ClusterKey, ShardKey
 from feddns.records import DEFAULT_POLICY, IPAddress, ShardRecord, decode_json, encode
@@ -324,7 +323,7 @@ class Syncer:
                 failing = False
                 await unless_stale(self.watch_link.endpoints, client, self._follow(known, watch, position))
                 continue
-            except aetcd.exceptions.RevisionCompactedError:
+            except EtcdCompacted:
                 log.info("etcd: revision %d of %s is compacted; resyncing", position[0], self.prefix)
                 self.known = None
                 self._wake.set()

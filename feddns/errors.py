@@ -39,12 +39,13 @@ class EtcdError(FeddnsError):
 
 
 class EtcdCompacted(EtcdError):
-    """The revision a watch starts from was compacted away: read everything again.
+    """The revision a read or watch needs was compacted away: read everything again.
 
-    ``revision`` is etcd's compaction revision (the oldest it still has).
+    ``revision`` is etcd's compaction revision (the oldest it still has) when etcd says
+    it (a watch's cancellation does; a range read's error does not: ``None``).
     """
 
-    def __init__(self, message: str, revision: int) -> None:
+    def __init__(self, message: str, revision: int | None = None) -> None:
         super().__init__(message)
         self.revision = revision
 

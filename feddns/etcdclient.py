@@ -187,31 +187,10 @@ def _etcd_errors() -> Iterator[None]:
 def _wrapped(exc: aetcd.exceptions.ClientError | aetcd.rpc.AioRpcError) -> EtcdError:
     if isinstance(exc, aetcd.rpc.AioRpcError):
         message = exc.details() or exc.code().name
-        return _Timeout(message) if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED else EtcdError(message)
+        return EtcdTimeout(message) if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED else EtcdError(message)
     message = str(exc) or type(exc).__name__
     if isinstance(exc, aetcd.exceptions.RevisionCompactedError):
-        return _Compacted(message, exc.compacted_revision)
-    if isinstance(exc, aetcd.exceptions.WatchTimeoutError):
-        return _WatchTimeout(message)
-    if isinstance(exc, aetcd.exceptions.ConnectionTimeoutError):
-        return _Timeout(message)
+        return EtcdCompacted(message, exc.compacted_revision)
+    if isinstance(exc, aetcd.exceptions.WatchTimeoutError | aetcd.exceptions.ConnectionTimeoutError):
+        return EtcdTimeout(message)
     return EtcdError(message)
-
-
-# Until controller/sync.py, controller/leader.py and feddns/store/etcd.py catch EtcdCompacted
-# and EtcdTimeout instead of aetcd's classes (their owners are switching), these errors are
-# also instances of the aetcd class they replace, so that those except clauses still match.
-# Then EtcdCompacted and EtcdTimeout are raised themselves and these three go.
-
-class _Compacted(EtcdCompacted, aetcd.exceptions.RevisionCompactedError):
-    def __init__(self, message: str, revision: int) -> None:
-        Exception.__init__(self, message)  # neither base's __init__: each would reword the message
-        self.revision = self.compacted_revision = revision
-
-
-class _Timeout(EtcdTimeout, aetcd.exceptions.ConnectionTimeoutError):
-    pass
-
-
-class _WatchTimeout(EtcdTimeout, aetcd.exceptions.WatchTimeoutError):
-    pass

@@ -21,6 +21,8 @@ import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from feddns.errors import FeddnsError
+
 
 class QType(IntEnum):
     """The RR types Federated-DNS knows (RFC 1035 3.2.2, RFC 3596, RFC 2782, RFC 6891, RFC 1995)."""
@@ -89,11 +91,11 @@ _blank = object.__new__
 _ECS_CODE = b"\x00\x08"
 
 
-class ShortHeader(Exception):
+class ShortHeader(FeddnsError):
     """The packet is shorter than a DNS header: there is nothing to answer."""
 
 
-class FormError(Exception):
+class FormError(FeddnsError):
     """The packet is not a well-formed query (answered FORMERR); the message says why."""
 
 

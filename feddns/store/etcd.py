@@ -28,7 +28,7 @@ import aetcd.exceptions
 from aetcd import rpc
 
 from feddns.dns.index import Index
-from feddns.errors import FeddnsError
+from feddns.errors import EtcdCompacted, FeddnsError
 from feddns.etcd import Endpoints, close_quietly, describe, prefix_range_end, unless_stale
 from feddns.keys import Layout
 from feddns.store import Feed
@@ -44,10 +44,6 @@ read a million keys in a tenth of the time of 10,000-key pages."""
 _ETCD_FAILURES = (aetcd.exceptions.ClientError, rpc.AioRpcError, OSError, TimeoutError, FeddnsError)
 """How talking to etcd fails: its refusals, gRPC errors, the network, timeouts, unreadable
 credentials files; anything else is a bug."""
-
-
-class Compacted(Exception):
-    """The revision a read or watch needs was compacted away: list again."""
 
 
 class EtcdSource:
@@ -79,7 +75,7 @@ class EtcdSource:
                 delay = self.backoff[0]
                 if await unless_stale(self.endpoints, client, self._watch(client)):
                     continue  # new certificate or password files: reconnect, resume from the revision
-            except (aetcd.exceptions.RevisionCompactedError, Compacted) as exc:
+            except EtcdCompacted as exc:
                 log.warning("etcd: revision %s is compacted (%s); listing again", self.revision, exc)
                 self.revision = None
                 self.feed.restarts += 1
@@ -122,7 +118,7 @@ class EtcdSource:
                 response = await client.kvstub.Range(request, timeout=client._timeout, metadata=client.metadata)
             except rpc.AioRpcError as exc:
                 if "compacted" in (exc.details() or ""):
-                    raise Compacted(exc.details()) from exc
+                    raise EtcdCompacted(exc.details() or "compacted") from exc
                 raise
             if revision == 0:
                 revision = response.header.revision
