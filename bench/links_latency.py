@@ -28,6 +28,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import socket
 import ssl
 import statistics
@@ -211,6 +212,7 @@ def main() -> None:
             child.wait(10)
         fake.close()
         silent.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
