@@ -17,8 +17,6 @@ one either: the Service is a shard with the default policy, and ``policy_problem
 says what was wrong.
 """
 
-import ipaddress
-import socket
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -40,6 +38,9 @@ from feddns.records import (
     Policy,
     Port,
     ShardRecord,
+    pack_ip,
+    parse_ip,
+    unpack_ip,
 )
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -50,8 +51,8 @@ FAILOVER_ORDER_ANNOTATION = "federation.feddns.io/failover-order"
 WEIGHT_ANNOTATION = "federation.feddns.io/weight"
 """Annotations on a Service that set its answer policy (docs/reference.md section 2)."""
 
-IPV4_LENGTH = 4
-"""Bytes of a packed IPv4 address (an IPv6 one has 16)."""
+PACKED_BYTES = {"IPv4": 4, "IPv6": 16}
+"""Bytes of a packed address of an EndpointSlice's ``addressType`` (FQDN slices carry none)."""
 MAX_PORT = 65535
 """The highest TCP or UDP port number."""
 
@@ -259,18 +260,18 @@ def slice_info(obj: object) -> SliceInfo:
 
 
 def _ready_addresses(ready: list[dict[str, Any]], address_type: str) -> tuple[bytes, tuple[str | None, ...] | None]:
-    family = {"IPv4": socket.AF_INET, "IPv6": socket.AF_INET6}.get(address_type)
-    if family is None:
+    size = PACKED_BYTES.get(address_type)
+    if size is None:
         return b"", None
     packed, hostnames = [], []
     for endpoint in ready:
         found = endpoint.get("addresses") or []
         if not isinstance(found, list) or not found:
             raise ShapeError("endpoints[].addresses: not a non-empty list")
-        try:
-            packed.append(socket.inet_pton(family, found[0]))
-        except (OSError, TypeError, ValueError) as exc:
-            raise ShapeError(f"endpoints[].addresses: {found[0]!r} is not an {address_type} address") from exc
+        address = pack_ip(found[0])
+        if address is None or len(address) != size:
+            raise ShapeError(f"endpoints[].addresses: {found[0]!r} is not an {address_type} address")
+        packed.append(address)
         hostname = endpoint.get("hostname")
         hostnames.append(hostname if isinstance(hostname, str) and names.is_label(hostname) else None)
     return b"".join(packed), tuple(hostnames) if any(hostnames) else None
@@ -321,16 +322,14 @@ def headless_endpoints(slices: Iterable[SliceInfo]) -> tuple[Endpoint, ...]:
     by address (IPv4 first) so that the record does not change with the slices' order."""
     found: dict[tuple[bytes, str | None], None] = {}
     for info in slices:
-        width = 4 if info.address_type == "IPv4" else 16
+        if not info.addresses:
+            continue  # no ready endpoint, or an FQDN slice
+        width = PACKED_BYTES[info.address_type]
         for i in range(0, len(info.addresses), width):
             hostname = info.hostnames[i // width] if info.hostnames is not None else None
             found[(info.addresses[i : i + width], hostname)] = None
     ordered = sorted(found, key=lambda item: (len(item[0]), item[0], item[1] or ""))
-    return tuple(Endpoint(_packed_address(ip), hostname) for ip, hostname in ordered)
-
-
-def _packed_address(packed: bytes) -> IPAddress:
-    return ipaddress.IPv4Address(packed) if len(packed) == IPV4_LENGTH else ipaddress.IPv6Address(packed)
+    return tuple(Endpoint(unpack_ip(ip), hostname) for ip, hostname in ordered)
 
 
 def _field(obj: object, key: str, kind: type, required: bool = True) -> Any:
@@ -349,16 +348,12 @@ def _addresses(items: object, where: str) -> tuple[IPAddress, ...]:
 
 
 def _address(text: object, where: str) -> IPAddress:
-    """Parse with ``inet_pton`` (strict dotted quad or RFC 4291 text), several times
-    faster than ``ipaddress.ip_address`` on a string; 10,000 Services are parsed at start."""
-    try:
-        if not isinstance(text, str):
-            raise ValueError(f"{text!r} is not a string")
-        if ":" in text:
-            return ipaddress.IPv6Address(socket.inet_pton(socket.AF_INET6, text))
-        return ipaddress.IPv4Address(socket.inet_pton(socket.AF_INET, text))
-    except (OSError, ValueError) as exc:
-        raise ShapeError(f"{where}: {text!r} is not an IP address") from exc
+    """``text`` as an address (:func:`feddns.records.parse_ip`: strict, ``inet_pton``);
+    raises :class:`ShapeError` naming ``where`` when it is not one."""
+    address = parse_ip(text)
+    if address is None:
+        raise ShapeError(f"{where}: {text!r} is not an IP address")
+    return address
 
 
 def _ports(items: object, where: str = "spec.ports") -> tuple[Port, ...]:

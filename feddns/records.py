@@ -119,12 +119,12 @@ class ShardRecord:
         fields = read_shard(value)
         endpoints = fields.endpoints
         return cls(
-            cluster_ips=tuple(_address(packed) for packed in fields.cluster_ips),
-            external_ips=tuple(_address(packed) for packed in fields.external_ips),
+            cluster_ips=tuple(unpack_ip(packed) for packed in fields.cluster_ips),
+            external_ips=tuple(unpack_ip(packed) for packed in fields.external_ips),
             ports=fields.ports,
             ready=fields.ready,
             policy=fields.policy,
-            endpoints=None if endpoints is None else tuple(Endpoint(_address(ip), name) for ip, name in endpoints),
+            endpoints=None if endpoints is None else tuple(Endpoint(unpack_ip(ip), name) for ip, name in endpoints),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -368,7 +368,8 @@ IPV4_PACKED_BYTES = 4
 """Length of a packed IPv4 address (an IPv6 one has 16 bytes)."""
 
 
-def _address(packed: bytes) -> IPAddress:
+def unpack_ip(packed: bytes) -> IPAddress:
+    """The address object of a packed address (4 bytes: IPv4, 16: IPv6), as :func:`pack_ip` gives it."""
     return ipaddress.IPv4Address(packed) if len(packed) == IPV4_PACKED_BYTES else ipaddress.IPv6Address(packed)
 
 
@@ -393,7 +394,7 @@ def pack_ip(text: object) -> bytes | None:
 def parse_ip(text: object) -> IPAddress | None:
     """An IPv4 or IPv6 address from its text form, or ``None`` when ``text`` is not one."""
     packed = pack_ip(text)
-    return None if packed is None else _address(packed)
+    return None if packed is None else unpack_ip(packed)
 
 
 _ONE_PORT: dict[tuple[str, str, int], tuple[Port]] = {}

@@ -30,7 +30,7 @@ from controller.external.provider import (
 )
 from controller.external.rfc2136 import Rfc2136Provider
 from controller.settings import ExternalSettings
-from feddns.records import IPAddress
+from feddns.records import IPAddress, parse_ip
 
 # The logger keeps the name it had before the package split: it is in every log line.
 log = logging.getLogger("controller.external")
@@ -47,7 +47,10 @@ def _address(address: IPAddress | str) -> IPAddress:
     """``address`` as an ipaddress object (already one: as is; parsing costs ~10 us)."""
     if isinstance(address, (ipaddress.IPv4Address, ipaddress.IPv6Address)):
         return address
-    return ipaddress.ip_address(address)
+    parsed = parse_ip(address)
+    if parsed is None:
+        raise ValueError(f"{address!r} is not an IP address")
+    return parsed
 
 
 class ExternalPublisher:

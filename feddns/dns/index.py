@@ -20,7 +20,6 @@ names that do not exist are never cached.
 """
 
 import logging
-import socket
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -31,7 +30,16 @@ from typing import Any, Final
 from feddns.dns.wire import IPV4_BYTES, IPV6_BYTES, MAX_LABEL_BYTES
 from feddns.errors import FeddnsError, RecordError
 from feddns.keys import Layout
-from feddns.records import DEFAULT_POLICY, ClusterRecord, PackedEndpoints, Policy, Port, decode_json, read_shard
+from feddns.records import (
+    DEFAULT_POLICY,
+    ClusterRecord,
+    PackedEndpoints,
+    Policy,
+    Port,
+    decode_json,
+    pack_ip,
+    read_shard,
+)
 
 log = logging.getLogger(__name__)
 
@@ -565,11 +573,7 @@ def _decrement(counter: dict[Any, int], key: object) -> None:
 def pack_client(text: str) -> bytes | None:
     """The packed form of a client address as the transports give it (an IPv6
     address may carry a ``%zone``), or ``None`` when it is not an IP address."""
-    text = text.split("%", 1)[0]
-    try:
-        return socket.inet_pton(socket.AF_INET6 if ":" in text else socket.AF_INET, text)
-    except OSError:
-        return None
+    return pack_ip(text.split("%", 1)[0])
 
 
 def check_record(layout: Layout, key: str, value: bytes) -> None:
