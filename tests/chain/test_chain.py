@@ -2,16 +2,19 @@
 etcd -> feddns serve -> unbound per cluster (stub zone + 0xfedd tag) -> the asking pod."""
 
 import re
+import uuid
 
 import pytest
 
-from tests.chain.chain import CLUSTERS, QNAME, Chain
+from tests.chain.chain import CLUSTERS, QNAME, Chain, myservice
 from tests.support.unbound import UnboundResolver
 
 
-@pytest.fixture
-def chain(etcd, etcd_prefix):
-    running = Chain(etcd, etcd_prefix, ttl=1).start()
+@pytest.fixture(scope="module")
+def chain(etcd):
+    """One chain for the module (it takes seconds to build); a test that changes a cluster
+    puts it back before it ends, so each test starts from both shards being served."""
+    running = Chain(etcd, f"/t{uuid.uuid4().hex[:12]}", ttl=1).start()
     yield running
     running.stop()
 
@@ -31,10 +34,16 @@ def test_deleting_the_service_in_foo_changes_both_resolvers_after_the_ttl(chain)
     for asker in CLUSTERS:  # warm both caches
         chain.wait_for(asker, chain.expected(asker))
     chain.fakes["foo"].delete("Service", "myns", "myservice")
-    for asker in CLUSTERS:
-        chain.wait_for(asker, chain.expected(asker, deleted=frozenset({"foo"})), timeout=20)
-    reply = chain.resolvers["foo"].query(QNAME)
-    assert all(rrset.ttl <= chain.ttl for rrset in reply.answer)
+    try:
+        for asker in CLUSTERS:
+            chain.wait_for(asker, chain.expected(asker, deleted=frozenset({"foo"})), timeout=20)
+        reply = chain.resolvers["foo"].query(QNAME)
+        assert reply.answer, "bar's shard is still served"
+        assert all(rrset.ttl <= chain.ttl for rrset in reply.answer)
+    finally:
+        chain.fakes["foo"].apply(myservice("foo"))
+    for asker in CLUSTERS:  # and creating it again brings it back
+        chain.wait_for(asker, chain.expected(asker), timeout=20)
 
 
 def test_unbound_checkconf_refuses_a_bad_config_and_start_says_so():
