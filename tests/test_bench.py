@@ -37,3 +37,29 @@ def test_serve_qps_prints_every_row_and_ratio():
             rcode = "NXDOMAIN" if label == "nxdomain" else "NOERROR"
             line = re.search(rf"^\s+{server}\s+{re.escape(label)}\s.*lost \d+\s+rcodes (.*)$", run.stderr, re.MULTILINE)
             assert line and re.fullmatch(rf"{rcode} \d+", line.group(1)), (server, label, line and line.group(0))
+
+
+PER_SHARD_BUDGET = 3.5 * 1024
+"""Bytes of controller peak RSS a shard may add. Measured by this test's two runs on
+2026-11-25: 2.3 KiB a shard; the controller before c07fb33, which held each whole list as
+JSON until the event loop shrank it, 4.7 KiB (at 100,000 shards: 309 against 843 MiB,
+docs/controller.md "Memory")."""
+
+
+def _controller_peak_rss(services: int) -> float:
+    """Peak RSS in MiB of ``feddns controller`` syncing 2 fake clusters x ``services`` Services."""
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "controller_sync.py"), "--clusters", "2",
+                          "--services", str(services), "--changes", "1"],
+                         check=False, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    peak = re.search(r"^peak RSS \(MiB\)\s+([\d.]+)$", run.stdout, re.MULTILINE)
+    assert peak, run.stdout
+    return float(peak.group(1))
+
+
+def test_controller_memory_grows_by_at_most_the_budget_per_shard():
+    """bench/controller_sync.py at 200 and 8,000 shards: the controller's peak RSS grows by
+    less than PER_SHARD_BUDGET a shard (each shard is a Service and its EndpointSlice)."""
+    small, large = _controller_peak_rss(100), _controller_peak_rss(4000)
+    per_shard = (large - small) * 2**20 / (2 * (4000 - 100))
+    assert per_shard < PER_SHARD_BUDGET, f"{per_shard:.0f} bytes a shard ({small} -> {large} MiB)"
