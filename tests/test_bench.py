@@ -63,3 +63,19 @@ def test_controller_memory_grows_by_at_most_the_budget_per_shard():
     small, large = _controller_peak_rss(100), _controller_peak_rss(4000)
     per_shard = (large - small) * 2**20 / (2 * (4000 - 100))
     assert per_shard < PER_SHARD_BUDGET, f"{per_shard:.0f} bytes a shard ({small} -> {large} MiB)"
+
+
+def test_every_bench_command_starts():
+    """Each bench script with a command line (not the helper servers other scripts start)
+    answers ``--help``: a harness it borrows from tests/ that moved breaks it here, not on
+    the day someone measures."""
+    scripts = [path for path in sorted((ROOT / "bench").glob("*.py")) if "argparse" in path.read_text()]
+    assert len(scripts) >= 8
+    runs = {path.name: subprocess.Popen([sys.executable, str(path), "--help"], cwd=ROOT, text=True,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE) for path in scripts}
+    failed = {}
+    for name, run in runs.items():
+        out, err = run.communicate(timeout=120)
+        if run.returncode != 0 or "usage:" not in out:
+            failed[name] = err[-500:]
+    assert not failed, failed
