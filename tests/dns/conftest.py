@@ -44,6 +44,12 @@ def served() -> Iterator[ServeProcess]:
 
 
 @pytest.fixture(scope="package")
+def answers_responder() -> Responder:
+    """The responder in-process on what ``served`` serves, with its fixed order."""
+    return tables.make_responder(RECORDS + big_records(40), stable=True)
+
+
+@pytest.fixture(scope="package")
 def policy_server() -> Iterator[ServeProcess]:
     """feddns serve on the policy records (tests/dns/policy_records.py), with rotation (as
     deployed) and the MCS zone clusterset.local. (federation pol is the only one held)."""
@@ -59,9 +65,10 @@ def policy_responder() -> Responder:
 
 
 @pytest.fixture(params=["in-process", "udp", "tcp"])
-def ask(request: pytest.FixtureRequest) -> tables.Ask:
+def ask(request: pytest.FixtureRequest, policy_responder: Responder, policy_server: ServeProcess) -> tables.Ask:
     """A way to ask the policy records: the responder in-process (as over UDP), or the real
-    server over UDP or TCP."""
+    server over UDP or TCP. Both are named as parameters, so that they are set up (once for
+    the package) before any test's own fixtures."""
     if request.param == "in-process":
-        return tables.in_process(request.getfixturevalue("policy_responder"), False)
-    return tables.over_network(request.getfixturevalue("policy_server"), request.param == "tcp")
+        return tables.in_process(policy_responder, False)
+    return tables.over_network(policy_server, request.param == "tcp")

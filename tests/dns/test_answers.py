@@ -1,112 +1,105 @@
-"""What Federated-DNS answers (docs/reference.md sections 1 and 2), as a table of cases.
-
-Each case: qname, qtype, the asking cluster (EDNS0 option 65245), the rcode,
-and the answer section as zone-file text, in order.
+"""What Federated-DNS answers (docs/reference.md sections 1 and 2), as a table of named
+cases (:class:`tests.dns.tables.Case`) asked in-process of the responder the transports
+call, on the records of tests/dns/conftest.py with a fixed order (``--order stable``:
+rotation has tests of its own). tests/dns/test_network_smoke.py asks a few such cases of
+the real server over UDP and TCP; the protocol edges below ask it too.
 """
 
 import dns.flags
-import dns.rcode
-import dns.rdatatype
+import dns.message
+import dns.query
 import pytest
+
+from feddns.dns.responder import Responder
+from tests.dns.tables import Case, a, aaaa, check_in_process, ids, negative, ordered, soa, srv
 
 Z = "federation."
 WEB = f"web.prod.fed.svc.{Z}"
 SRV_WEB = f"_http._tcp.{WEB}"
+DUAL = f"dual.prod.fed.svc.{Z}"
+NEG = negative(Z)
 
 CASES = [
     # the design document's lookup: own clusterIP, then same zone, same region, the rest
-    (WEB, "A", "a", "NOERROR", [f"{WEB} 30 IN A 10.0.0.1", f"{WEB} 30 IN A 1.1.1.2", f"{WEB} 30 IN A 1.1.1.3"]),
+    Case(WEB, "A", "a", "NOERROR", ordered(a(WEB, "10.0.0.1", "1.1.1.2", "1.1.1.3")), id="own cluster first, from a"),
     # b: own clusterIP, a in its zone; c in its region; d is not ready; e has no externalIP
-    (WEB, "A", "b", "NOERROR", [f"{WEB} 30 IN A 10.0.0.2", f"{WEB} 30 IN A 1.1.1.1", f"{WEB} 30 IN A 1.1.1.3"]),
+    Case(WEB, "A", "b", "NOERROR", ordered(a(WEB, "10.0.0.2", "1.1.1.1", "1.1.1.3")), id="own cluster first, from b"),
     # e has no cluster record: own shard first, every other shard is tier 3
-    (WEB, "A", "e", "NOERROR", [f"{WEB} 30 IN A 10.0.0.5", f"{WEB} 30 IN A 1.1.1.1",
-                                f"{WEB} 30 IN A 1.1.1.2", f"{WEB} 30 IN A 1.1.1.3"]),
+    Case(WEB, "A", "e", "NOERROR", ordered(a(WEB, "10.0.0.5", "1.1.1.1", "1.1.1.2", "1.1.1.3")),
+         id="a cluster without a record"),
     # no source cluster (an external client), or an unknown one: every healthy shard's externalIP
-    (WEB, "A", None, "NOERROR", [f"{WEB} 30 IN A 1.1.1.1", f"{WEB} 30 IN A 1.1.1.2", f"{WEB} 30 IN A 1.1.1.3"]),
-    (WEB, "A", "nosuch", "NOERROR", [f"{WEB} 30 IN A 1.1.1.1", f"{WEB} 30 IN A 1.1.1.2", f"{WEB} 30 IN A 1.1.1.3"]),
+    Case(WEB, "A", None, "NOERROR", ordered(a(WEB, "1.1.1.1", "1.1.1.2", "1.1.1.3")), id="external client"),
+    Case(WEB, "A", "nosuch", "NOERROR", ordered(a(WEB, "1.1.1.1", "1.1.1.2", "1.1.1.3")), id="unknown cluster"),
+    # names match case-insensitively; the question and the owner names are echoed as asked
+    Case("WeB.PROD.fed.SVC.Federation.", "A", "a", "NOERROR",
+         ordered(a("WeB.PROD.fed.SVC.Federation.", "10.0.0.1", "1.1.1.2", "1.1.1.3")), id="mixed case"),
+    Case("web.prod.FED.svc.federation.", "A", "A", "NOERROR",
+         ordered(a("web.prod.FED.svc.federation.", "10.0.0.1", "1.1.1.2", "1.1.1.3")),
+         id="mixed case, cluster name in upper case"),
     # every shard unready: NODATA
-    (f"down.prod.fed.svc.{Z}", "A", "a", "NOERROR", []),
+    Case(f"down.prod.fed.svc.{Z}", "A", "a", "NOERROR", authority=NEG, id="every shard unready: NODATA"),
     # AAAA from the same tiers
-    (f"dual.prod.fed.svc.{Z}", "AAAA", "a", "NOERROR",
-     [f"dual.prod.fed.svc.{Z} 30 IN AAAA fd00::1", f"dual.prod.fed.svc.{Z} 30 IN AAAA 2001:db8::2"]),
-    (f"dual.prod.fed.svc.{Z}", "A", "d", "NOERROR",
-     [f"dual.prod.fed.svc.{Z} 30 IN A 10.0.2.4", f"dual.prod.fed.svc.{Z} 30 IN A 2.2.2.1",
-      f"dual.prod.fed.svc.{Z} 30 IN A 2.2.2.2"]),
-    (WEB, "AAAA", "a", "NOERROR", []),
+    Case(DUAL, "AAAA", "a", "NOERROR", ordered(aaaa(DUAL, "fd00::1", "2001:db8::2")), id="AAAA"),
+    Case(DUAL, "A", "d", "NOERROR", ordered(a(DUAL, "10.0.2.4", "2.2.2.1", "2.2.2.2")), id="A of a dual-stack service"),
+    Case(DUAL, "ANY", "a", "NOERROR", ordered(a(DUAL, "10.0.2.1", "2.2.2.2", "2.2.2.4"), aaaa(DUAL, "fd00::1",
+                                                                                          "2001:db8::2")),
+         id="ANY: A then AAAA"),
+    Case(WEB, "AAAA", "a", "NOERROR", authority=NEG, id="AAAA of an IPv4 service: NODATA"),
+    Case(WEB, "TXT", "a", "NOERROR", authority=NEG, id="TXT of a service: NODATA"),
+    Case(WEB, "MX", None, "NOERROR", authority=NEG, id="MX of a service: NODATA"),
+    Case(WEB, "SRV", "a", "NOERROR", authority=NEG, id="SRV of a service name: NODATA"),
     # one cluster's shard: clusterIP from itself, externalIP from others, whatever its ready count
-    (f"a.{WEB}", "A", "a", "NOERROR", [f"a.{WEB} 30 IN A 10.0.0.1"]),
-    (f"a.{WEB}", "A", "b", "NOERROR", [f"a.{WEB} 30 IN A 1.1.1.1"]),
-    (f"d.{WEB}", "A", None, "NOERROR", [f"d.{WEB} 30 IN A 1.1.1.4"]),
-    (f"e.{WEB}", "A", "a", "NOERROR", []),
-    (f"e.{WEB}", "A", "e", "NOERROR", [f"e.{WEB} 30 IN A 10.0.0.5"]),
-    (f"x.{WEB}", "A", "a", "NXDOMAIN", []),
-    # SRV: priority by tier, weight by ready count, the shard's own port
-    (SRV_WEB, "SRV", "a", "NOERROR", [f"{SRV_WEB} 30 IN SRV 0 2 80 a.{WEB}", f"{SRV_WEB} 30 IN SRV 10 1 8080 b.{WEB}",
-                                      f"{SRV_WEB} 30 IN SRV 20 1 80 c.{WEB}"]),
-    (SRV_WEB, "A", "a", "NOERROR", []),
-    (f"_tcp.{WEB}", "SRV", "a", "NOERROR", []),
-    (f"_udp.{WEB}", "SRV", "a", "NXDOMAIN", []),
-    (f"_grpc._tcp.{WEB}", "SRV", "a", "NXDOMAIN", []),
+    Case(f"a.{WEB}", "A", "a", "NOERROR", ordered(a(f"a.{WEB}", "10.0.0.1")), id="shard, own"),
+    Case(f"a.{WEB}", "A", "b", "NOERROR", ordered(a(f"a.{WEB}", "1.1.1.1")), id="shard, other"),
+    Case(f"A.{WEB}", "A", "b", "NOERROR", ordered(a(f"A.{WEB}", "1.1.1.1")), id="shard, in upper case"),
+    Case(f"d.{WEB}", "A", None, "NOERROR", ordered(a(f"d.{WEB}", "1.1.1.4")), id="shard, not ready"),
+    Case(f"e.{WEB}", "A", "a", "NOERROR", authority=NEG, id="shard without externalIP, other"),
+    Case(f"e.{WEB}", "A", "e", "NOERROR", ordered(a(f"e.{WEB}", "10.0.0.5")), id="shard without externalIP, own"),
+    Case(f"e.{WEB}", "TXT", "e", "NOERROR", authority=NEG, id="TXT of a shard: NODATA"),
+    Case(f"x.{WEB}", "A", "a", "NXDOMAIN", authority=NEG, id="no such shard"),
+    Case(f"*.{WEB}", "A", "a", "NXDOMAIN", authority=NEG, id="no wildcards below a service"),
+    Case(f"*.prod.fed.svc.{Z}", "A", "a", "NXDOMAIN", authority=NEG, id="no wildcards in a namespace"),
+    Case(f"x.a.{WEB}", "A", "a", "NXDOMAIN", authority=NEG, id="below a shard"),
+    # SRV: priority by tier, weight by ready count, the shard's own port; targets as answered to the asker
+    Case(SRV_WEB, "SRV", "a", "NOERROR",
+         ordered(srv(SRV_WEB, f"0 2 80 a.{WEB}", f"10 1 8080 b.{WEB}", f"20 1 80 c.{WEB}")),
+         additional=ordered(a(f"a.{WEB}", "10.0.0.1"), a(f"b.{WEB}", "1.1.1.2"), a(f"c.{WEB}", "1.1.1.3")),
+         id="SRV"),
+    Case("_HTTP._TCP.Web.prod.fed.svc.federation.", "SRV", "b", "NOERROR",
+         ordered(srv("_HTTP._TCP.Web.prod.fed.svc.federation.",
+                     f"0 1 8080 b.{WEB}", f"10 2 80 a.{WEB}", f"20 1 80 c.{WEB}")),
+         additional=ordered(a(f"b.{WEB}", "10.0.0.2"), a(f"a.{WEB}", "1.1.1.1"), a(f"c.{WEB}", "1.1.1.3")),
+         id="SRV in upper case, from b"),
+    Case(SRV_WEB, "A", "a", "NOERROR", authority=NEG, id="A of an SRV name: NODATA"),
+    Case(f"_tcp.{WEB}", "SRV", "a", "NOERROR", authority=NEG, id="protocol: empty non-terminal"),
+    Case(f"_udp.{WEB}", "SRV", "a", "NXDOMAIN", authority=NEG, id="no port of that protocol"),
+    Case(f"_grpc._tcp.{WEB}", "SRV", "a", "NXDOMAIN", authority=NEG, id="no port of that name"),
     # names that do not exist, and empty non-terminals (RFC 8020)
-    (f"nosuch.prod.fed.svc.{Z}", "A", "a", "NXDOMAIN", []),
-    (f"prod.fed.svc.{Z}", "A", "a", "NOERROR", []),
-    (f"fed.svc.{Z}", "A", None, "NOERROR", []),
-    (f"svc.{Z}", "A", None, "NOERROR", []),
-    (f"other.svc.{Z}", "A", None, "NXDOMAIN", []),
-    (f"www.{Z}", "A", None, "NXDOMAIN", []),
+    Case(f"nosuch.prod.fed.svc.{Z}", "A", "a", "NXDOMAIN", authority=NEG, id="no such service"),
+    Case(f"nosuch.prod.fed.svc.{Z}", "TXT", None, "NXDOMAIN", authority=NEG, id="no such service, TXT"),
+    Case(f"prod.fed.svc.{Z}", "A", "a", "NOERROR", authority=NEG, id="namespace: empty non-terminal"),
+    Case(f"fed.svc.{Z}", "A", None, "NOERROR", authority=NEG, id="federation: empty non-terminal"),
+    Case(f"svc.{Z}", "A", None, "NOERROR", authority=NEG, id="svc: empty non-terminal"),
+    Case(f"other.svc.{Z}", "A", None, "NXDOMAIN", authority=NEG, id="no such federation"),
+    Case(f"www.{Z}", "A", None, "NXDOMAIN", authority=NEG, id="not below svc"),
     # the zone apex
-    (Z, "NS", None, "NOERROR", [f"{Z} 30 IN NS ns.dns.{Z}"]),
-    (Z, "A", None, "NOERROR", []),
+    Case(Z, "NS", None, "NOERROR", ordered((f"{Z} 30 IN NS ns.dns.{Z}",)), id="apex NS"),
+    Case(Z, "SOA", None, "NOERROR", (soa(Z),), id="apex SOA"),
+    Case("FEDERATION.", "SOA", "a", "NOERROR", (soa(Z, "FEDERATION."),), id="apex SOA in upper case"),
+    Case(Z, "ANY", None, "NOERROR", (soa(Z),), id="apex ANY: the SOA alone"),
+    Case(Z, "A", None, "NOERROR", authority=NEG, id="apex A: NODATA"),
     # outside the zone
-    ("example.com.", "A", None, "REFUSED", []),
-    ("federation.example.", "A", None, "REFUSED", []),
+    Case("example.com.", "A", None, "REFUSED", id="outside the zone"),
+    Case("federation.example.", "A", None, "REFUSED", id="a zone that ends like ours"),
 ]
 
 
-def lines(rrsets) -> list[str]:
-    """The records of a section as zone-file lines, in wire order."""
-    return [f"{rrset.name} {rrset.ttl} IN {dns.rdatatype.to_text(rrset.rdtype)} {rd.to_text()}"
-            for rrset in rrsets for rd in rrset]
-
-
-@pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
-@pytest.mark.parametrize("qname,qtype,cluster,rcode,expected", CASES)
-def test_answer(served, qname, qtype, cluster, rcode, expected, tcp):
-    reply = served.query(qname, qtype, cluster, tcp=tcp)
-    assert dns.rcode.to_text(reply.rcode()) == rcode
-    assert lines(reply.answer) == expected
-    assert bool(reply.flags & dns.flags.AA) == (rcode != "REFUSED")
-    assert not reply.flags & (dns.flags.RA | dns.flags.AD)
-    if rcode in ("NXDOMAIN", "NOERROR") and not expected:
-        assert [f"{r.name} {dns.rdatatype.to_text(r.rdtype)}" for r in reply.authority] == [f"{Z} SOA"]
-        assert reply.authority[0].ttl == 30
-
-
-def test_srv_additional_section_carries_targets_as_answered_for_asker(served):
-    reply = served.query(SRV_WEB, "SRV", "a")
-    assert lines(reply.additional) == [f"a.{WEB} 30 IN A 10.0.0.1", f"b.{WEB} 30 IN A 1.1.1.2",
-                                       f"c.{WEB} 30 IN A 1.1.1.3"]
-
-
-def test_apex_soa(served):
-    reply = served.query(Z, "SOA")
-    (soa,) = reply.answer[0]
-    assert (str(soa.mname), str(soa.rname), soa.minimum) == (f"ns.dns.{Z}", f"hostmaster.{Z}", 30)
-
-
-def test_question_echoed_in_the_case_asked(served):
-    reply = served.query("WeB.PROD.fed.SVC.Federation.", "A", "a")
-    assert str(reply.question[0].name) == "WeB.PROD.fed.SVC.Federation."
-    assert next(rd.address for rd in reply.answer[0]) == "10.0.0.1"
-    # asked again in another case: the cache must not replay the first case
-    reply = served.query("web.prod.FED.svc.federation.", "A", "a")
-    assert str(reply.question[0].name) == "web.prod.FED.svc.federation."
+@pytest.mark.parametrize("case", CASES, ids=ids(CASES))
+def test_answer(answers_responder: Responder, case: Case) -> None:
+    check_in_process(answers_responder, case)
 
 
 def test_rd_and_cd_copied_z_not_echoed(served):
-    import dns.message
-    import dns.query
-
     query = dns.message.make_query(WEB, "A")
     query.flags |= dns.flags.RD | dns.flags.CD | 0x0040  # Z bit
     reply = dns.query.udp(query, "127.0.0.1", port=served.port, timeout=2)
@@ -118,9 +111,6 @@ def test_rd_and_cd_copied_z_not_echoed(served):
 
 
 def test_opt_echoed_with_our_payload_and_do_bit_only(served):
-    import dns.message
-    import dns.query
-
     query = dns.message.make_query(WEB, "A", use_edns=0, payload=4096, ednsflags=dns.flags.DO | 0x0100)
     reply = dns.query.udp(query, "127.0.0.1", port=served.port, timeout=2)
     assert reply.edns == 0 and reply.payload == 1232

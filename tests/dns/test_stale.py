@@ -1,13 +1,12 @@
 """Stale clusters (docs/reference.md section 2): a cluster whose record says ``"stale": true``
 has its shards in the last tier, or left out with ``"staleAction": "drop"``, except for
-askers in that cluster itself. Cases are qname, qtype, asking cluster, answer as zone-file text."""
-
-from collections.abc import Iterator
+askers in that cluster itself. Named cases (:class:`tests.dns.tables.Case`) asked in-process
+of the responder the transports call, with a fixed order (``--order stable``)."""
 
 import pytest
 
-from tests.dns.test_answers import lines
-from tests.support.serve import ServeProcess, write_records
+from feddns.dns.responder import Responder
+from tests.dns.tables import Case, a, check_in_process, ids, in_process, make_responder, ordered, srv
 
 # a and x share zone z1, c shares region r1, d is far. x is stale (demoted), c stale with drop.
 RECORDS = """
@@ -35,43 +34,43 @@ WT = "wt.prod.sf.svc.federation."
 
 CASES = [
     # from a: x would be tier 1 (same zone) and c tier 2; x goes last, c is left out
-    (WEB, "A", "a", [f"{WEB} 30 IN A 10.0.0.1", f"{WEB} 30 IN A 1.1.1.4", f"{WEB} 30 IN A 1.1.1.24"]),
+    Case(WEB, "A", "a", "NOERROR", ordered(a(WEB, "10.0.0.1", "1.1.1.4", "1.1.1.24")), id="from a"),
     # from x itself: its own shard first (its query shows it is up), c still left out
-    (WEB, "A", "x", [f"{WEB} 30 IN A 10.0.0.24", f"{WEB} 30 IN A 1.1.1.1", f"{WEB} 30 IN A 1.1.1.4"]),
+    Case(WEB, "A", "x", "NOERROR", ordered(a(WEB, "10.0.0.24", "1.1.1.1", "1.1.1.4")), id="from the stale x"),
     # from c itself: own shard, a in its region, then d and the demoted x
-    (WEB, "A", "c", [f"{WEB} 30 IN A 10.0.0.3", f"{WEB} 30 IN A 1.1.1.1", f"{WEB} 30 IN A 1.1.1.4",
-                     f"{WEB} 30 IN A 1.1.1.24"]),
+    Case(WEB, "A", "c", "NOERROR", ordered(a(WEB, "10.0.0.3", "1.1.1.1", "1.1.1.4", "1.1.1.24")),
+         id="from the dropped c"),
     # an external client: every shard but the dropped one
-    (WEB, "A", None, [f"{WEB} 30 IN A 1.1.1.1", f"{WEB} 30 IN A 1.1.1.4", f"{WEB} 30 IN A 1.1.1.24"]),
-    (SRV, "SRV", "a", [f"{SRV} 30 IN SRV 0 1 80 a.{WEB}", f"{SRV} 30 IN SRV 30 1 80 d.{WEB}",
-                       f"{SRV} 30 IN SRV 30 1 80 x.{WEB}"]),
+    Case(WEB, "A", None, "NOERROR", ordered(a(WEB, "1.1.1.1", "1.1.1.4", "1.1.1.24")), id="external"),
+    Case(SRV, "SRV", "a", "NOERROR", ordered(srv(SRV, f"0 1 80 a.{WEB}", f"30 1 80 d.{WEB}", f"30 1 80 x.{WEB}")),
+         additional=ordered(a(f"a.{WEB}", "10.0.0.1"), a(f"d.{WEB}", "1.1.1.4"), a(f"x.{WEB}", "1.1.1.24")),
+         id="SRV from a: stale priority 30"),
     # one cluster's shard by name is answered whatever its state
-    (f"c.{WEB}", "A", "a", [f"c.{WEB} 30 IN A 1.1.1.3"]),
+    Case(f"c.{WEB}", "A", "a", "NOERROR", ordered(a(f"c.{WEB}", "1.1.1.3")), id="a dropped cluster's shard by name"),
+    Case(f"x.{WEB}", "A", "a", "NOERROR", ordered(a(f"x.{WEB}", "1.1.1.24")), id="a stale cluster's shard by name"),
     # failover: x is listed first but stale, so it goes after every other; c is left out
-    (FO, "A", "d", [f"{FO} 30 IN A 1.1.2.1", f"{FO} 30 IN A 10.0.1.4", f"{FO} 30 IN A 1.1.2.24"]),
-    (FO, "A", "x", [f"{FO} 30 IN A 10.0.1.24", f"{FO} 30 IN A 1.1.2.1", f"{FO} 30 IN A 1.1.2.4"]),
+    Case(FO, "A", "d", "NOERROR", ordered(a(FO, "1.1.2.1", "10.0.1.4", "1.1.2.24")), id="failover from d"),
+    Case(FO, "A", "x", "NOERROR", ordered(a(FO, "10.0.1.24", "1.1.2.1", "1.1.2.4")), id="failover from x"),
 ]
 
 
 @pytest.fixture(scope="module")
-def stale_served() -> Iterator[ServeProcess]:
-    with ServeProcess(records=write_records(RECORDS), extra_args=["--order", "stable"]) as server:
-        yield server
+def stale_responder() -> Responder:
+    return make_responder(RECORDS, stable=True)
 
 
-@pytest.mark.parametrize("qname,qtype,cluster,expected", CASES)
-def test_stale_clusters(stale_served: ServeProcess, qname: str, qtype: str, cluster: str | None,
-                        expected: list[str]) -> None:
-    reply = stale_served.query(qname, qtype, cluster)
-    assert lines(reply.answer) == expected
+@pytest.mark.parametrize("case", CASES, ids=ids(CASES))
+def test_stale_clusters(stale_responder: Responder, case: Case) -> None:
+    check_in_process(stale_responder, case)
 
 
-def test_weighted_answers_put_a_stale_cluster_last_and_drop_the_other(stale_served: ServeProcess) -> None:
+def test_weighted_answers_put_a_stale_cluster_last_and_drop_the_other(stale_responder: Responder) -> None:
     """A weighted order is drawn afresh for each answer; the stale x is always after the
     drawn ones, and c (staleAction drop) never appears."""
     orders = set()
+    ask = in_process(stale_responder, False)
     for _ in range(30):
-        addresses = [rd.address for rrset in stale_served.query(WT, "A").answer for rd in rrset]
+        addresses = [rd.address for rrset in ask(WT, "A").answer for rd in rrset]
         assert sorted(addresses[:2]) == ["1.1.3.1", "1.1.3.4"] and addresses[2:] == ["1.1.3.24"], addresses
         orders.add(tuple(addresses))
     assert len(orders) == 2  # the two fresh shards are still drawn in either order
