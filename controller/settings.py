@@ -1,9 +1,10 @@
 """The controller's time constants, grouped by the part that uses them, under one root.
 
 As kopf's ``_cogs/configs/configuration.py`` does: one frozen dataclass per part
-(:class:`WatchSettings` for the list/watch threads, :class:`SyncSettings` for the
-etcd writer, :class:`ExternalSettings` for the external DNS publisher,
-:class:`ProbeSettings` for the controller's own loops), each field with a
+(:class:`WatchSettings` for the list/watch threads, the core reflector's
+:class:`feddns.reflector.WatchTiming`; :class:`SyncSettings` for the etcd writer,
+:class:`ExternalSettings` for the external DNS publisher, :class:`ProbeSettings` for
+the controller's own loops), each field with a
 docstring, all under :class:`Settings`. Every value is in seconds unless its
 docstring says otherwise. Tests and benchmarks build a faster :class:`Settings`;
 the command line uses the defaults, which are not configurable by users.
@@ -11,38 +12,13 @@ the command line uses the defaults, which are not configurable by users.
 
 from dataclasses import dataclass, field
 
+from feddns.reflector import WatchTiming
 
-@dataclass(frozen=True, slots=True)
-class WatchSettings:
-    """The list/watch loops of :class:`controller.watch.Reflector`.
-
-    An API server that stops answering without closing the connection (a
-    black hole: a firewall dropping packets, a hung proxy) is noticed after
-    :attr:`silence_limit` seconds at most (55 s with these defaults): the server
-    must end every watch by ``watch_timeout``, so a watch silent for
-    ``watch_timeout + read_slack`` is dead; a list page has ``list_timeout``.
-    TCP keep-alive (:data:`controller.watch.KEEPALIVE`) also ends connections whose peer is gone.
-    """
-
-    watch_timeout: int = 45
-    """``timeoutSeconds`` asked of the server. client-go picks 5-10 minutes and
-    notices a dead connection by HTTP/2 pings, which this HTTP/1.1 client cannot send."""
-    connect_timeout: float = 10.0
-    """Connect timeout of every request to the API server."""
-    read_slack: float = 10.0
-    """Added to ``watch_timeout`` for the client's read timeout (the longest silence
-    between two reads of a watch)."""
-    list_timeout: float = 30.0
-    """Read timeout of one list page."""
-    backoff_initial: float = 0.5
-    """First wait after a failure; doubled after each further failure (with jitter)."""
-    backoff_max: float = 30.0
-    """Longest wait between two attempts; also how often an absent optional resource is looked for."""
-
-    @property
-    def silence_limit(self) -> float:
-        """The longest an unanswering API server goes unnoticed (seconds)."""
-        return max(self.watch_timeout + self.read_slack, self.list_timeout, self.connect_timeout)
+WatchSettings = WatchTiming
+"""The list/watch loops of :class:`controller.watch.Reflector`: the core reflector's
+:class:`feddns.reflector.WatchTiming`, whose defaults are the controller's (a black-holed API
+server noticed within 55 s; TCP keep-alive, :data:`controller.watch.KEEPALIVE`, also ends
+connections whose peer is gone)."""
 
 
 @dataclass(frozen=True, slots=True)
