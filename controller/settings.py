@@ -17,7 +17,7 @@ from feddns.reflector import WatchTiming
 WatchSettings = WatchTiming
 """The list/watch loops of :class:`controller.watch.Reflector`: the core reflector's
 :class:`feddns.reflector.WatchTiming`, whose defaults are the controller's (a black-holed API
-server noticed within 55 s; TCP keep-alive, :data:`controller.watch.KEEPALIVE`, also ends
+server noticed within 55 s; TCP keep-alive, :data:`feddns.kubeapi.KEEPALIVE`, also ends
 connections whose peer is gone)."""
 
 

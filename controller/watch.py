@@ -24,6 +24,7 @@ from controller.metrics import Metrics
 from controller.settings import WatchSettings
 from controller.view import ENDPOINT_SLICES, SERVICE_EXPORTS, SERVICES
 from feddns import reflector
+from feddns.kubeapi import KEEPALIVE
 from feddns.reflector import PAGE_SIZE, Gone, ListCall, WatchFailed
 
 __all__ = ["PAGE_SIZE", "Gone", "ListCall", "Reflector", "Sink", "Target", "WatchFailed", "api_client", "list_call"]
@@ -60,10 +61,6 @@ class Target:
     label_selector: str | None = None
     optional: bool = False
 
-
-KEEPALIVE = (15, 5, 3)
-"""TCP keep-alive of the API connections: first probe after 15 s of silence, then every
-5 s, 3 unanswered probes end the connection (client-go asks for 30 s, 15 s, 9)."""
 
 
 def api_client(cluster: ClusterConfig) -> kubernetes.client.ApiClient:

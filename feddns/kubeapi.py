@@ -76,6 +76,13 @@ class KubeConfigModule(Protocol):
         """Fill ``client_configuration`` from a kubeconfig file and one of its contexts."""
 
 
+KEEPALIVE = (15, 5, 3)
+"""TCP keep-alive of the Kubernetes API connections, ``(idle, interval, count)``: first probe
+after 15 s of silence, then every 5 s, 3 unanswered probes end the connection (client-go
+asks for 30 s, 15 s, 9), so a watch on a black-holed API server ends in 30 s, not two hours.
+Passed to ``kubernetes.utils.keepalive.tcp_keepalive_socket_options``."""
+
+
 def load_configuration(config: KubeConfigModule, configuration: object, kubeconfig: str | Path | None,
                        context: str | None) -> None:
     """Fill ``configuration`` (a ``kubernetes.client.Configuration``) from ``kubeconfig`` and ``context``,

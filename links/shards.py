@@ -25,8 +25,9 @@ from typing import Any
 
 import kubernetes.client
 import kubernetes.config
+from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
-from feddns.kubeapi import load_configuration
+from feddns.kubeapi import KEEPALIVE, load_configuration
 from feddns.reflector import ListCall, Reflector, Source, WatchTiming
 from links.link import MAX_PORT, LinkPort
 
@@ -54,10 +55,12 @@ def connector(kubeconfig: str | None, context: str | None) -> Callable[[], kuber
 
     The configuration is read once now, so that a bad file raises :class:`ConfigError`
     before anything listens; each call then makes a client from it (urllib3's own
-    retries off: the reflector backs off itself).
+    retries off: the reflector backs off itself; TCP keep-alive :data:`feddns.kubeapi.KEEPALIVE`,
+    so a watch on an API server that vanished ends in 30 s instead of at the watch's timeout).
     """
     configuration = kubernetes.client.Configuration()
     configuration.retries = False
+    configuration.socket_options = tcp_keepalive_socket_options(*KEEPALIVE)
     load_configuration(kubernetes.config, configuration, kubeconfig, context)
     return lambda: kubernetes.client.ApiClient(configuration)
 

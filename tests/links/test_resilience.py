@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from links.shards import connector
 from tests.links.support import LABEL, LinksProcess, Pki, env, pod
 from tests.support.fakekube import FakeKube, service
 from tests.support.ports import wait_until
@@ -98,3 +99,19 @@ def test_an_expired_watch_lists_again_and_misses_no_change(pki: Pki, kube: FakeK
     finally:
         kube.delete("Service", "data", "kafka")
         assert process.stop() == 0
+
+
+def test_the_api_connections_probe_a_silent_peer_with_tcp_keepalive(tmp_path: Path):
+    """A Service watch lasts 5 minutes; an API server that vanishes without a FIN is noticed
+    after 15 s + 3 x 5 s of keep-alive probes, as in the controller, not at the watch's end."""
+    fake = FakeKube("local")
+    try:
+        client = connector(fake.write_kubeconfig(str(tmp_path / "kubeconfig")), None)()
+    finally:
+        fake.close()
+    options = client.rest_client.pool_manager.connection_pool_kw["socket_options"]
+    client.close()
+    assert (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1) in options
+    assert (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 15) in options
+    assert (socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 5) in options
+    assert (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3) in options
