@@ -2,9 +2,11 @@
 (``--metrics``), checked before any socket opens and announced once bound (docs/reference.md section 6).
 """
 
+import argparse
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -30,6 +32,25 @@ class ListenAddresses:
         if metrics:
             parse_hostport(metrics)
         return cls(address, metrics or None)
+
+
+DEFAULT_LISTEN = "0.0.0.0:8443"
+"""``--listen`` of the HTTPS components when not given."""
+
+
+def add_https_arguments(parser: argparse.ArgumentParser, *, serves: str, ready: str) -> None:
+    """Add the flags every HTTPS component (``feddns stubzone``, ``feddns links``) takes alike:
+    ``--listen`` (the HTTPS address: ``serves`` names what is served there), ``--cert`` and
+    ``--key`` (PEM files, read again when they change) and ``--metrics`` (the observe address:
+    ``ready`` says when ``/ready`` answers 200). Read back with :meth:`ListenAddresses.from_flags`.
+    """
+    parser.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                        help=f"HTTPS address of {serves} (default {DEFAULT_LISTEN}; port 0 picks a free port)")
+    parser.add_argument("--cert", type=Path, required=True,
+                        help="server certificate, PEM (feddns certs issue-server); read again when it changes")
+    parser.add_argument("--key", type=Path, required=True, help="server private key, PEM")
+    parser.add_argument("--metrics", metavar="HOST:PORT",
+                        help=f"plain-HTTP /metrics, /health and /ready ({ready})")
 
 
 def host_port(host: str, port: int) -> str:

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from feddns.errors import ConfigError
 from feddns.hostport import parse_ip_port
 from feddns.lifecycle import StopSignals
-from feddns.listen import ListenAddresses, host_port, log_listening, start_observe
+from feddns.listen import ListenAddresses, add_https_arguments, host_port, log_listening, start_observe
 from feddns.names import normalize_zone
 from feddns.observe import ObserveServer
 from links import files
@@ -41,11 +41,7 @@ MAX_GATING_TIMEOUT = 4.0
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the flags of ``feddns links``."""
-    parser.add_argument("--listen", default="0.0.0.0:8443", metavar="HOST:PORT",
-                        help="HTTPS address of POST /mutate (default 0.0.0.0:8443; port 0 picks a free port)")
-    parser.add_argument("--cert", type=Path, required=True,
-                        help="server certificate, PEM (feddns certs issue-server); reloaded when it changes")
-    parser.add_argument("--key", type=Path, required=True, help="server private key, PEM")
+    add_https_arguments(parser, serves="POST /mutate", ready="ready once Services are listed")
     parser.add_argument("--policies", type=Path, metavar="FILE",
                         help="link policy file (YAML: namespace, selector, links); reloaded when it changes")
     parser.add_argument("--resolver", metavar="HOST:PORT",
@@ -59,8 +55,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="kubeconfig context (default: its current context)")
     parser.add_argument("--federation-label", default=FEDERATION_LABEL, metavar="KEY",
                         help=f"label whose value names a Service's federation (default {FEDERATION_LABEL})")
-    parser.add_argument("--metrics", metavar="HOST:PORT",
-                        help="plain-HTTP /metrics, /health and /ready (ready once Services are listed)")
 
 
 @dataclass(frozen=True)

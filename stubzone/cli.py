@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 import feddns.etcd
 from feddns.errors import ConfigError
 from feddns.lifecycle import StopSignals, cannot_listen
-from feddns.listen import ListenAddresses, host_port, log_listening, start_observe
+from feddns.listen import ListenAddresses, add_https_arguments, host_port, log_listening, start_observe
 from feddns.observe import ObserveServer
 from stubzone import tls
 from stubzone.app import make_app, protocol_factory
@@ -55,10 +55,8 @@ LISTENER = tls.ListenerSettings()
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the flags of ``feddns stubzone``."""
-    parser.add_argument("--listen", default="0.0.0.0:8443", metavar="HOST:PORT",
-                        help="HTTPS address (default 0.0.0.0:8443; port 0 picks a free port)")
-    parser.add_argument("--cert", type=Path, required=True, help="server certificate, PEM (feddns certs issue-server)")
-    parser.add_argument("--key", type=Path, required=True, help="server private key, PEM")
+    add_https_arguments(parser, serves="the stub-zone API",
+                        ready="ready once it listens; /healthz on --listen pings the backend")
     parser.add_argument("--client-ca", type=Path, required=True, help="CA that signs client certificates, PEM")
     parser.add_argument("--allow", action="append", default=[], metavar="NAME",
                         help="client identity let in: a certificate CN or SAN (repeatable; at least one)")
@@ -99,8 +97,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-reload-interval", type=float, default=LISTENER.reload_interval, metavar="SECONDS",
                         help="how often --cert, --key and --client-ca are read again; a change applies to new "
                              f"connections (default {LISTENER.reload_interval:g})")
-    parser.add_argument("--metrics", metavar="HOST:PORT",
-                        help="plain-HTTP /metrics, /health and /ready for Prometheus and kubelet probes")
 
 
 @dataclass(frozen=True)
