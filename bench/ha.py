@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
-from tests.controller.harness import ControllerProcess  # noqa: E402  (the test suite's runners)
+from tests.support.controller import ControllerProcess  # noqa: E402  (the test suite's runners)
 from tests.support.etcd import EtcdServer, etcd_cluster  # noqa: E402
 from tests.support.fakekube import FakeKube, endpoint_slice, service  # noqa: E402
 from tests.support.ports import wait_until  # noqa: E402

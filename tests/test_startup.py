@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.controller.harness import config_raw, env_without_kubernetes, write_config
+from tests.controller.harness import config_raw, write_config
 from tests.stubzone.support import Pki, make_pki
 from tests.support.ports import wait_until
+from tests.support.process import child_env
 from tests.support.serve import ServeProcess
 
 
 def feddns(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "feddns", *args], capture_output=True, text=True, timeout=60,
-                          check=False, env=env_without_kubernetes())
+                          check=False, env=child_env())
 
 
 @pytest.fixture
@@ -114,7 +115,7 @@ def test_stubzone_and_controller_log_their_stop(pki: Pki, tmp_path: Path) -> Non
     for args in (stubzone_args(pki, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"),
                  controller_args(tmp_path, "--metrics", "127.0.0.1:0")):
         proc = subprocess.Popen([sys.executable, "-m", "feddns", *args], stderr=subprocess.PIPE, text=True,
-                                env=env_without_kubernetes())
+                                env=child_env())
         assert proc.stderr is not None
         lines: list[str] = []
         for line in proc.stderr:

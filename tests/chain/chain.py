@@ -11,16 +11,14 @@ Every part is the real program but the member clusters' API servers
 other's externalIP second (docs/reference.md section 2).
 """
 
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tests.support.controller import ControllerProcess
 from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube, endpoint_slice, service
 from tests.support.ports import wait_until
@@ -54,35 +52,6 @@ def myservice_slice(ready: int, not_ready: int = 0) -> dict[str, Any]:
     return endpoint_slice("myns", "myservice", ready=ready, not_ready=not_ready)
 
 
-class ControllerChild:
-    """``feddns controller --config FILE`` as a child process, its output in ``log_path``."""
-
-    def __init__(self, config_path: Path, log_path: Path) -> None:
-        self.config_path, self.log_path = config_path, log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "feddns", "controller", "--config", str(self.config_path),
-                 "--log-level", "info"], stdout=log, stderr=log, env=env, cwd=REPO)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def alive(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"feddns controller exited with {self.proc.returncode}:\n{self.log()}")
-        return True
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(20)
-
-
 class Chain:
     """The running chain: ``fakes``, ``controller``, ``serve``, ``resolvers`` by cluster name.
 
@@ -95,7 +64,7 @@ class Chain:
         self.etcd, self.prefix, self.ttl = etcd, prefix, ttl
         self.directory = Path(tempfile.mkdtemp(prefix="feddns-chain-"))
         self.fakes = {name: FakeKube(name) for name in CLUSTERS}
-        self.controller = ControllerChild(self.directory / "controller.yaml", self.directory / "controller.log")
+        self.controller = ControllerProcess(self.directory / "controller.yaml", self.directory / "controller.log")
         self.serve = ServeProcess(etcd_url=etcd.url, prefix=prefix,
                                   extra_args=["--ttl", str(ttl), "--negative-ttl", str(ttl)])
         self.resolvers: dict[str, UnboundResolver] = {}
@@ -105,7 +74,7 @@ class Chain:
             fake.start()
             fake.apply(myservice(name))
             fake.apply(myservice_slice(ready=2))
-        self.controller.config_path.write_text(yaml.safe_dump(self.controller_config()))
+        (self.directory / "controller.yaml").write_text(yaml.safe_dump(self.controller_config()))
         self.controller.start()
         self.serve.start()
         for name in CLUSTERS:
@@ -133,7 +102,8 @@ class Chain:
     def wait_for(self, asker: str, addresses: list[str], timeout: float = 15.0) -> list[str]:
         """Wait until ``asker``'s resolver returns exactly ``addresses`` for QNAME, in order."""
         def check() -> bool:
-            self.controller.alive()
+            if not self.controller.child.running:
+                raise RuntimeError(f"feddns controller exited:\n{self.controller.log()}")
             return self.resolvers[asker].addresses(QNAME) == addresses
         try:
             return wait_until(check, timeout=timeout, interval=0.1, what=f"{asker}'s resolver giving {addresses}")
@@ -150,7 +120,7 @@ class Chain:
         for resolver in self.resolvers.values():
             resolver.stop()
         self.serve.stop()
-        self.controller.stop()
+        self.controller.terminate()
         for fake in self.fakes.values():
             fake.close()
         shutil.rmtree(self.directory, ignore_errors=True)

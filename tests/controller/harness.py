@@ -2,27 +2,18 @@
 
 import asyncio
 import json
-import os
-import re
-import signal
-import subprocess
-import sys
 import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
 from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 
 from controller.app import Controller
 from controller.config import ControllerConfig, parse_config
 from controller.settings import Settings, SyncSettings, WatchSettings
 from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube
-from tests.support.ports import wait_until
 
 FEDERATION = "myfederation"
 LABEL = {"federation.feddns.io/name": FEDERATION}
@@ -137,67 +128,3 @@ def mod_revisions(etcd: EtcdServer, prefix: str) -> dict[str, int]:
         "key": base64.b64encode(root).decode(), "range_end": base64.b64encode(bytes(end)).decode(),
     })
     return {base64.b64decode(kv["key"]).decode(): int(kv["mod_revision"]) for kv in reply.get("kvs", [])}
-
-
-def env_without_kubernetes() -> dict[str, str]:
-    """The environment for subprocesses, without in-cluster variables."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-
-
-class ControllerProcess:
-    """``feddns controller --config FILE --metrics 127.0.0.1:0`` as a child process.
-
-    ``start()`` waits until its metrics endpoint answers; ``metric()`` scrapes it;
-    ``kill()`` is a crash (SIGKILL: no lease revoked); ``terminate()`` a clean stop.
-    """
-
-    def __init__(self, config_path: str, log_path: Path) -> None:
-        self.config_path, self.log_path = config_path, log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def start(self) -> "ControllerProcess":
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "feddns", "controller", "--config", self.config_path,
-                 "--metrics", "127.0.0.1:0", "--log-level", "info"],
-                stdout=log, stderr=log, env=env_without_kubernetes(), cwd=REPO,
-            )
-        self.port = int(wait_until(self._metrics_port, timeout=20, what=f"metrics port in {self.log_path}"))
-        return self
-
-    def _metrics_port(self) -> int | None:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"controller exited with {self.proc.returncode}: {self.log()}")
-        found = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", self.log())
-        return int(found.group(1)) if found else None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as reply:
-                return reply.status, reply.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-
-    def metric(self, name: str, **labels: str) -> float:
-        """One sample scraped from ``/metrics`` (0 when absent)."""
-        for family in text_string_to_metric_families(self.get("/metrics")[1]):
-            for sample in family.samples:
-                if sample.name == name and sample.labels == labels:
-                    return float(sample.value)
-        return 0.0
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def terminate(self) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(20)

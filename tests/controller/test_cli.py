@@ -4,8 +4,9 @@ import logging
 import re
 import time
 
-from tests.controller.harness import ControllerProcess, RunningController, records, write_config
+from tests.controller.harness import RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
+from tests.support.controller import ControllerProcess
 from tests.support.ports import wait_until
 
 

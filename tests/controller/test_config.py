@@ -9,9 +9,10 @@ import yaml
 
 from controller.config import DEFAULT_LABEL, load_config
 from feddns.errors import ConfigError
-from tests.controller.harness import REPO, env_without_kubernetes
+from tests.controller.harness import REPO
 from tests.support.etcdpki import EtcdPki
 from tests.support.fakekube import FakeKube
+from tests.support.process import child_env
 
 
 @pytest.fixture
@@ -175,7 +176,7 @@ def test_cli_exits_2_with_one_line(tmp_path, kubeconfig, argv):
     argv = [a.format(**paths) for a in argv]
     result = subprocess.run(
         [sys.executable, "-m", "feddns", "controller", *argv], check=False,
-        capture_output=True, text=True, timeout=30, cwd=REPO, env=env_without_kubernetes(),
+        capture_output=True, text=True, timeout=30, cwd=REPO, env=child_env(),
     )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.controller.harness import LABEL, ControllerProcess, RunningController, records, write_config
+from tests.controller.harness import LABEL, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
+from tests.support.controller import ControllerProcess
 from tests.support.etcd import EtcdServer
 from tests.support.fakekube import service
 from tests.support.ports import wait_until

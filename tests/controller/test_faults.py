@@ -10,9 +10,10 @@ from controller import etcdlink
 from controller.leader import Elector, election_key
 from controller.settings import WatchSettings
 from feddns.etcd import Endpoints
-from tests.controller.harness import LABEL, ControllerProcess, RunningController, records, write_config
+from tests.controller.harness import LABEL, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
 from tests.support.bind import BindServer
+from tests.support.controller import ControllerProcess
 from tests.support.fakekube import service
 from tests.support.ports import wait_until
 

@@ -9,8 +9,9 @@ import pytest
 from controller import etcdlink
 from controller.leader import Elector, election_key
 from feddns.etcd import Endpoints
-from tests.controller.harness import LABEL, ControllerProcess, RunningController, records, write_config
+from tests.controller.harness import LABEL, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, RecordingPublisher, two_clusters, wait_records
+from tests.support.controller import ControllerProcess
 from tests.support.fakekube import service
 from tests.support.ports import wait_until
 

@@ -15,9 +15,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.controller.harness import ControllerProcess, cluster_entry, config_raw, write_config
+from tests.controller.harness import cluster_entry, config_raw, write_config
 from tests.deploy.manifests import DEPLOY, REPO, all_objects, containers
 from tests.stubzone.support import Pki, StubzoneProcess, make_pki, skydns_args
+from tests.support.controller import ControllerProcess
 from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube
 from tests.support.ports import free_port, wait_until

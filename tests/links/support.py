@@ -5,13 +5,8 @@ import base64
 import copy
 import http.client
 import json
-import os
-import re
-import signal
 import ssl
-import subprocess
 import sys
-import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +15,7 @@ from typing import Any
 import jsonpatch
 
 from feddns.cli import main as feddns_main
-from tests.support.ports import wait_until
+from tests.support.process import ChildProcess
 
 FEDERATION = "myfederation"
 LABEL = {"federation.feddns.io/name": FEDERATION}
@@ -137,7 +132,10 @@ def env(obj: JSON, container: int = 0, key: str = "containers") -> list[tuple[st
 
 
 class LinksProcess:
-    """``python -m feddns links --listen 127.0.0.1:0 ...`` with ``pki``'s server certificate."""
+    """``python -m feddns links --listen 127.0.0.1:0 ...`` with ``pki``'s server certificate.
+
+    ``lines`` is its log so far; ``child`` its :class:`ChildProcess`.
+    """
 
     def __init__(self, pki: Pki, *extra: str, kubeconfig: str | None = None, resolver: str | None = None,
                  policies: Path | None = None) -> None:
@@ -148,47 +146,33 @@ class LinksProcess:
         for flag, value in (("--kubeconfig", kubeconfig), ("--resolver", resolver), ("--policies", policies)):
             if value is not None:
                 self.args += [flag, str(value)]
-        self.lines: list[str] = []
+        self.child = ChildProcess(self.args, ready=r"listening on https://127\.0\.0\.1:(\d+)", name="feddns links")
         self.port = 0
-        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        return self.child.lines
 
     def start(self, wait_for_shards: bool = True) -> "LinksProcess":
-        env_vars = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                                     env=env_vars)
-        threading.Thread(target=self._read_log, daemon=True).start()
-        line = self.wait_for_log(r"listening on https://127\.0\.0\.1:\d+", timeout=30)
-        self.port = int(line.rsplit(":", 1)[1])
+        """Start; with ``wait_for_shards``, also wait until it has listed the Services (30 s at most each)."""
+        listening = self.child.start(timeout=30)
+        assert listening is not None
+        self.port = int(listening.group(1))
         if wait_for_shards:
-            self.wait_for_log(r"listed \d+ Services labelled", timeout=30)
+            try:
+                self.wait_for_log(r"listed \d+ Services labelled", timeout=30)
+            except BaseException:
+                self.child.stop()
+                raise
         return self
-
-    def _read_log(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
 
     def wait_for_log(self, pattern: str, timeout: float = 10.0, start: int = 0) -> str:
         """The first log line from index ``start`` on matching ``pattern``; raises TimeoutError."""
-        regex = re.compile(pattern)
+        return self.child.wait_for(pattern, timeout=timeout, start=start).string
 
-        def found() -> str | None:
-            if self.proc is not None and self.proc.poll() is not None and not self.port:
-                raise RuntimeError(f"feddns links exited {self.proc.returncode}: {self.lines}")
-            return next((line for line in self.lines[start:] if regex.search(line)), None)
-
-        return wait_until(found, timeout=timeout, what=f"log line {pattern!r}")
-
-    def stop(self) -> int:
-        """SIGTERM, then the exit status (0 for a clean stop)."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
+    def stop(self) -> int | None:
+        """SIGTERM (SIGKILL after 15 s), then the exit status (0 for a clean stop; None if never started)."""
+        return self.child.stop(timeout=15)
 
     def context(self) -> ssl.SSLContext:
         """A client context trusting the test CA only (as the API server trusts the caBundle only)."""

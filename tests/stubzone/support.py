@@ -6,18 +6,16 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
 import ssl
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
 from feddns.cli import main as feddns_main
-from tests.support.ports import wait_until
+from tests.support.process import ChildProcess
 
 
 def certs(*args: str) -> None:
@@ -130,7 +128,7 @@ class StubzoneProcess:
     """``python -m feddns stubzone`` on 127.0.0.1 (port chosen by the OS) with ``pki``'s certificates.
 
     ``backend_args`` are the ``--backend`` flags and any other; the backend's
-    calls time out after 2 seconds.
+    calls time out after 2 seconds. ``lines`` is its log so far; ``child`` its :class:`ChildProcess`.
     """
 
     def __init__(self, pki: Pki, *backend_args: str) -> None:
@@ -140,34 +138,26 @@ class StubzoneProcess:
             "--cert", pki.cert("server")[0], "--key", pki.cert("server")[1], "--client-ca", pki.ca,
             "--allow", ALLOWED, "--allow", ALLOWED_DNS, "--backend-timeout", "2", *backend_args,
         ]
-        self.lines: list[str] = []
+        self.child = ChildProcess(self.args, ready=r"listening on https://127\.0\.0\.1:(\d+)", name="feddns stubzone")
         self.port = 0
-        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        return self.child.lines
+
+    @property
+    def proc(self) -> "subprocess.Popen[str] | None":
+        return self.child.proc
 
     def start(self) -> None:
         self.port = 0
-        begin = len(self.lines)
-        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, text=True,
-                                     env={k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")})
-        threading.Thread(target=self._read_log, daemon=True).start()
-        line = self.wait_for_log(r"listening on https://127\.0\.0\.1:\d+", timeout=20, start=begin)
-        self.port = int(line.rsplit(":", 1)[1])
-
-    def _read_log(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
+        listening = self.child.start(timeout=20)
+        assert listening is not None
+        self.port = int(listening.group(1))
 
     def wait_for_log(self, pattern: str, timeout: float = 10.0, start: int = 0) -> str:
         """The first log line from index ``start`` on matching ``pattern``; raises TimeoutError."""
-        regex = re.compile(pattern)
-
-        def found() -> str | None:
-            if self.proc is not None and self.proc.poll() is not None and not self.port:
-                raise RuntimeError(f"feddns stubzone exited {self.proc.returncode}: {self.lines}")
-            return next((line for line in self.lines[start:] if regex.search(line)), None)
-
-        return wait_until(found, timeout=timeout, what=f"log line {pattern!r}")
+        return self.child.wait_for(pattern, timeout=timeout, start=start).string
 
     def wait_for_refusal(self, local_port: int, reason: str, start: int = 0) -> str:
         """The log line of a refused handshake from 127.0.0.1:``local_port``: its own line, or, when another
@@ -178,18 +168,11 @@ class StubzoneProcess:
 
     def rss(self) -> int:
         """Resident set size of the process, in bytes (``VmRSS`` of /proc/PID/status)."""
-        assert self.proc is not None
-        with open(f"/proc/{self.proc.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmRSS line")
+        return self.child.rss()
 
-    def stop(self) -> int:
-        """SIGTERM, then the exit status (0 for a clean stop)."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=15)
+    def stop(self) -> int | None:
+        """SIGTERM (SIGKILL after 15 s), then the exit status (0 for a clean stop; None if never started)."""
+        return self.child.stop(timeout=15)
 
     def restart(self) -> None:
         """Stop cleanly (exit 0) and start again; the new process gets a new port."""
@@ -201,12 +184,8 @@ class StubzoneProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                assert self.stop() == 0, self.lines[-20:]
-            finally:
-                if self.proc.poll() is None:
-                    self.proc.kill()
+        if self.child.running:
+            assert self.stop() == 0, self.lines[-20:]
 
     def request(self, method: str, path: str, body: Any = None, *, cert: str | None = "client", **kw: Any) -> Answer:
         return request(self.port, client_context(self.pki, cert), method, path, body, **kw)

@@ -1,11 +1,12 @@
 """Runs the real ``feddns serve`` command for tests and queries it with dnspython."""
 
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 
 import dns.edns
@@ -13,8 +14,7 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
-from tests.support.ports import wait_until
-from tests.support.process import stop_process
+from tests.support.process import ChildProcess
 
 CLUSTER_OPTION = 65245
 _LISTEN = re.compile(r"listening on udp\+tcp (\S+):(\d+)")
@@ -22,12 +22,12 @@ _METRICS = re.compile(r"metrics on (http://\S+)/metrics")
 
 
 class ServeProcess:
-    """``python -m feddns serve --listen 127.0.0.1:0 ...`` as a subprocess, serving
+    """``python -m feddns serve --listen 127.0.0.1:0 ...`` as a child process, serving
     ``etcd_url``, the ``records`` file or (``example``) the built-in example.
 
-    ``start()`` waits until the server has said where it listens and answers
-    a query; ``port`` is its UDP and TCP port; ``stop()`` ends it.
-    ``log`` holds what it wrote to stderr so far.
+    ``start()`` waits until the server has said where it listens (and, with ``--metrics``,
+    where its metrics are); ``port`` is its UDP and TCP port; ``stop()`` ends it.
+    ``log`` holds what it wrote so far; ``child`` is its :class:`ChildProcess`.
     """
 
     def __init__(self, *, etcd_url: str | None = None, prefix: str = "", records: str | None = None,
@@ -40,38 +40,27 @@ class ServeProcess:
         if example:
             args += ["--example"]
         self.args = args
-        self.proc: subprocess.Popen[str] | None = None
+        self.child = ChildProcess(args, ready=_LISTEN, name="feddns serve")
         self.port = 0
         self.metrics_url: str | None = None
-        self.log = ""
-        self._lines: list[str] = []
 
     def start(self, timeout: float = 15.0) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
-        threading.Thread(target=self._read, daemon=True).start()
-        wait_until(self._listening, timeout=timeout, what="feddns serve to listen")
+        listening = self.child.start(timeout)
+        assert listening is not None
+        self.port = int(listening.group(2))
+        if "--metrics" in self.args:
+            self.metrics_url = self.child.wait_for(_METRICS, timeout=timeout).group(1)
 
-    def _read(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self._lines.append(line)
-            self.log += line
+    @property
+    def proc(self) -> "subprocess.Popen[str] | None":
+        return self.child.proc
 
-    def _listening(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None and not self.port:
-            raise RuntimeError(f"feddns serve exited with {self.proc.returncode}:\n{self.log}")
-        for line in list(self._lines):
-            if m := _LISTEN.search(line):
-                self.port = int(m.group(2))
-            if m := _METRICS.search(line):
-                self.metrics_url = m.group(1)
-        wants_metrics = "--metrics" in self.args
-        return bool(self.port) and (self.metrics_url is not None or not wants_metrics)
+    @property
+    def log(self) -> str:
+        return self.child.log
 
     def stop(self) -> None:
-        stop_process(self.proc)
+        self.child.stop()
 
     def __enter__(self) -> "ServeProcess":
         self.start()
@@ -95,19 +84,15 @@ class ServeProcess:
 
     def rss(self) -> int:
         """Resident memory of the server process in bytes (VmRSS)."""
-        assert self.proc is not None
-        with open(f"/proc/{self.proc.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmRSS line")
+        return self.child.rss()
 
     def metrics(self) -> dict[str, float]:
         """The samples of ``/metrics`` (needs ``--metrics``), by name with labels."""
         import urllib.request
 
         assert self.metrics_url is not None, "start with --metrics 127.0.0.1:0"
-        text = urllib.request.urlopen(self.metrics_url + "/metrics", timeout=5).read().decode()
+        with urllib.request.urlopen(self.metrics_url + "/metrics", timeout=5) as reply:
+            text = reply.read().decode()
         out = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):
@@ -122,9 +107,20 @@ class ServeProcess:
         return [rd.address for rrset in reply.answer if rrset.rdtype == rdtype for rd in rrset]
 
 
+_records_dir: str | None = None
+"""The directory of the files ``write_records`` wrote in this process, removed when it exits."""
+
+
 def write_records(text: str) -> str:
-    """Write a YAML records file (docs/reference.md section 6) to a temporary path and return it."""
-    handle, path = tempfile.mkstemp(suffix=".yaml", prefix="feddns-records-")
+    """Write a YAML records file (docs/reference.md section 6) to a new path and return it.
+
+    The files go into one temporary directory of this process, removed (``atexit``) when it exits.
+    """
+    global _records_dir  # noqa: PLW0603 - made on first use, once per process
+    if _records_dir is None:
+        _records_dir = tempfile.mkdtemp(prefix="feddns-records-")
+        atexit.register(shutil.rmtree, _records_dir, ignore_errors=True)
+    handle, path = tempfile.mkstemp(suffix=".yaml", dir=_records_dir)
     with os.fdopen(handle, "w") as out:
         out.write(text)
     return path

@@ -17,7 +17,6 @@ other name to ``default_port`` on 127.0.0.1 (nothing ever leaves loopback).
 import shutil
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
 
 import dns.exception
@@ -26,7 +25,7 @@ import dns.query
 import dns.rdatatype
 
 from tests.support.ports import free_port, wait_until
-from tests.support.process import stop_process
+from tests.support.process import ChildProcess
 
 UNBOUND = shutil.which("unbound") or "/usr/sbin/unbound"
 CHECKCONF = shutil.which("unbound-checkconf") or "/usr/sbin/unbound-checkconf"
@@ -86,7 +85,7 @@ class UnboundResolver:
     """``unbound -d -c CONF`` in a temporary directory, answering on ``127.0.0.1:port``.
 
     ``start()`` checks the config with ``unbound-checkconf`` (RuntimeError with its
-    output when refused) and waits until unbound answers; ``log`` holds its stderr.
+    output when refused) and waits until unbound answers; ``log`` holds what it wrote.
     """
 
     def __init__(self, cluster: str, *, stub_zone: str = "", stub_port: int = 0, cache_max_ttl: int = 1,
@@ -103,28 +102,31 @@ class UnboundResolver:
             text = config_text(port=self.port, directory=self.directory, cluster=cluster,
                                stub_zone=stub_zone, stub_port=stub_port, cache_max_ttl=cache_max_ttl)
         self.conf.write_text(text)
-        self.proc: subprocess.Popen[str] | None = None
-        self.log = ""
+        self.child = ChildProcess([UNBOUND, "-d", "-c", str(self.conf)], name=f"unbound for {cluster}")
 
     def start(self, timeout: float = 15.0) -> "UnboundResolver":
         check = subprocess.run([CHECKCONF, str(self.conf)], capture_output=True, text=True, check=False)
         if check.returncode != 0:
             raise RuntimeError(f"unbound-checkconf refused {self.conf}:\n{check.stdout}{check.stderr}")
-        self.proc = subprocess.Popen([UNBOUND, "-d", "-c", str(self.conf)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
-        wait_until(self._answers, timeout=timeout, what=f"unbound for {self.cluster} on port {self.port}")
+        self.child.start()
+        try:
+            wait_until(self._answers, timeout=timeout, what=f"unbound for {self.cluster} on port {self.port}")
+        except BaseException:
+            self.child.stop()
+            raise
         return self
 
-    def _read(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log += line
+    @property
+    def log(self) -> str:
+        return self.child.log
+
+    @property
+    def proc(self) -> "subprocess.Popen[str] | None":
+        return self.child.proc
 
     def _answers(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"unbound for {self.cluster} exited with {self.proc.returncode}:\n{self.log}")
+        if not self.child.running:
+            raise RuntimeError(f"unbound for {self.cluster} exited:\n{self.log}")
         try:
             # A name outside the stub zone with no upstream: any reply means unbound is up.
             self.query("localhost.", "A", timeout=0.3)
@@ -161,13 +163,13 @@ class UnboundResolver:
 
     def restart(self) -> None:
         """Stop unbound and start it again on the same port and directory."""
-        stop_process(self.proc)
+        self.child.stop()
         self.start()
 
     def halt(self) -> None:
         """Stop unbound, keeping its directory (``start()`` brings it back)."""
-        stop_process(self.proc)
+        self.child.stop()
 
     def stop(self) -> None:
-        stop_process(self.proc)
+        self.child.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
