@@ -4,9 +4,7 @@ what a user would check."""
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -35,18 +33,6 @@ async def publishing(config: ExternalConfig, federation: str, provider: Provider
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(scenario(), timeout=60))
-
-
-async def eventually(condition: Callable[[], Any], what: str, within: float = 15.0) -> Any:
-    """Poll ``condition`` (run in a thread: dig and the API client block) until it is truthy."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await asyncio.to_thread(condition)
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not reached within {within}s (last: {value!r})")
-        await asyncio.sleep(0.02)
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:

@@ -22,9 +22,10 @@ from prometheus_client import CollectorRegistry
 
 from controller.external import STALE_MARK, ExternalConfig, ExternalPublisher, marker, parse_external_config
 from controller.settings import ExternalSettings
-from tests.controller.publishing import FAST, eventually, run, sample, settled
+from tests.controller.publishing import FAST, run, sample, settled
 from tests.controller.publishing import publishing as publishing_to
 from tests.support.bind import BindServer
+from tests.support.ports import async_wait_until
 
 FEDERATION = "myfed"
 WEB = ("myns", "web")
@@ -71,7 +72,8 @@ async def publishing(config: ExternalConfig) -> AsyncIterator[tuple[ExternalPubl
 
 
 async def wait_published(bind: BindServer, qname: str, addresses: list[str], qtype: str = "A") -> None:
-    await eventually(lambda: bind.dig(qname, qtype).rdata == sorted(addresses), f"{qname} {qtype} = {addresses}")
+    await async_wait_until(lambda: bind.dig(qname, qtype).rdata == sorted(addresses),
+                           timeout=15.0, what=f"{qname} {qtype} = {addresses}")
 
 
 def foreign_untouched(bind: BindServer) -> None:
@@ -90,7 +92,7 @@ def test_add_publishes_a_aaaa_and_the_ownership_txt(bind: BindServer) -> None:
             assert bind.dig(WEB_NAME, "AAAA").answers == ((60, "2001:db8::1"),)
             assert bind.dig(WEB_NAME, "TXT").rdata == [f'"{marker(FEDERATION, "myns", "web")}"']
             # counted once BIND's answer arrives, a moment after dig sees the change: wait for the pass to end
-            await eventually(lambda: settled(registry), "nothing pending")
+            await async_wait_until(lambda: settled(registry), timeout=15.0, what="nothing pending")
             assert sample(registry, "updates_total") == 1
             assert sample(registry, "owned_names") == 1
             assert sample(registry, "zone_reads_total") == 1
@@ -109,7 +111,7 @@ def test_a_change_is_one_update_and_no_change_sends_nothing(bind: BindServer) ->
             await wait_published(bind, WEB_NAME, ["198.51.100.7", "198.51.100.8"])
             assert bind.dig(WEB_NAME, "AAAA").rdata == ["2001:db8::7"]
             assert bind.serial() == serial + 1
-            await eventually(lambda: settled(registry), "nothing pending")
+            await async_wait_until(lambda: settled(registry), timeout=15.0, what="nothing pending")
             assert sample(registry, "updates_total") == 2
             # The same state again (in another order) sends nothing; the next real change
             # proves the publisher has run since.
@@ -118,7 +120,7 @@ def test_a_change_is_one_update_and_no_change_sends_nothing(bind: BindServer) ->
                                      ("myns", "api"): [ip("198.51.100.9")]})
             await wait_published(bind, API_NAME, ["198.51.100.9"])
             assert bind.serial() == serial + 2
-            await eventually(lambda: settled(registry), "nothing pending")
+            await async_wait_until(lambda: settled(registry), timeout=15.0, what="nothing pending")
             assert sample(registry, "updates_total") == 3
             assert bind.dig(WEB_NAME).rdata == ["198.51.100.7", "198.51.100.8"]
     run(scenario)
@@ -136,13 +138,16 @@ def test_no_ready_shard_keeps_the_addresses_marked_stale_and_a_gone_service_is_d
             await wait_published(bind, WEB_NAME, ["198.51.100.1"])
             # web: no ready endpoint in any shard; api: the Service is gone.
             await publisher.publish({WEB: [ip("198.51.100.1")]}, stale={WEB})
-            await eventually(lambda: bind.dig(API_NAME, "AAAA").status == "NXDOMAIN", f"{API_NAME} deleted")
-            await eventually(lambda: len(bind.dig(WEB_NAME, "TXT").rdata) == 2, f"{WEB_NAME} marked stale")
+            await async_wait_until(lambda: bind.dig(API_NAME, "AAAA").status == "NXDOMAIN",
+                                   timeout=15.0, what=f"{API_NAME} deleted")
+            await async_wait_until(lambda: len(bind.dig(WEB_NAME, "TXT").rdata) == 2,
+                                   timeout=15.0, what=f"{WEB_NAME} marked stale")
             assert bind.dig(WEB_NAME).rdata == ["198.51.100.1"]
             assert sorted(bind.dig(WEB_NAME, "TXT").rdata) == sorted(
                 [f'"{marker(FEDERATION, "myns", "web")}"', f'"{STALE_MARK}"'])
             assert bind.dig(API_NAME, "TXT").status == "NXDOMAIN"
-            await eventually(lambda: settled(registry), "nothing pending")  # the gauges are set as the pass ends
+            await async_wait_until(lambda: settled(registry),
+                                   timeout=15.0, what="nothing pending")  # the gauges are set as the pass ends
             assert sample(registry, "owned_names") == 1
             assert sample(registry, "stale_names") == 1
             foreign_untouched(bind)
@@ -150,10 +155,11 @@ def test_no_ready_shard_keeps_the_addresses_marked_stale_and_a_gone_service_is_d
             await publisher.publish({WEB: [ip("198.51.100.3")]})
             await wait_published(bind, WEB_NAME, ["198.51.100.3"])
             assert bind.dig(WEB_NAME, "TXT").rdata == [f'"{marker(FEDERATION, "myns", "web")}"']
-            await eventually(lambda: sample(registry, "stale_names") == 0, "no stale name")
+            await async_wait_until(lambda: sample(registry, "stale_names") == 0, timeout=15.0, what="no stale name")
             # Gone from every cluster: deleted, TXT included.
             await publisher.publish({})
-            await eventually(lambda: bind.dig(WEB_NAME).status == "NXDOMAIN", f"{WEB_NAME} deleted")
+            await async_wait_until(lambda: bind.dig(WEB_NAME).status == "NXDOMAIN",
+                                   timeout=15.0, what=f"{WEB_NAME} deleted")
             assert bind.dig(WEB_NAME, "TXT").status == "NXDOMAIN"
             foreign_untouched(bind)
     run(scenario)
@@ -169,9 +175,11 @@ def test_resync_deletes_names_of_an_earlier_run_and_never_touches_others(bind: B
         # wants "taken", which exists without our marker, and never wants "other".
         async with publishing(config_for(bind)) as (second, registry):
             await second.resync({WEB: [ip("198.51.100.1")], ("myns", "taken"): [ip("198.51.100.5")]})
-            await eventually(lambda: bind.dig(API_NAME).status == "NXDOMAIN", f"{API_NAME} cleaned up")
-            await eventually(lambda: sample(registry, "conflicting_names") == 1, "the conflict on taken")
-            await eventually(lambda: settled(registry), "nothing pending")
+            await async_wait_until(lambda: bind.dig(API_NAME).status == "NXDOMAIN",
+                                   timeout=15.0, what=f"{API_NAME} cleaned up")
+            await async_wait_until(lambda: sample(registry, "conflicting_names") == 1,
+                                   timeout=15.0, what="the conflict on taken")
+            await async_wait_until(lambda: settled(registry), timeout=15.0, what="nothing pending")
             assert bind.dig(WEB_NAME).rdata == ["198.51.100.1"]
             assert sample(registry, "updates_total") == 1  # the deletion of api; web was already right
             assert sample(registry, "owned_names") == 1
@@ -187,8 +195,9 @@ def test_a_new_ttl_in_the_config_is_applied_at_resync(bind: BindServer) -> None:
         longer = dataclasses.replace(config_for(bind), ttl=300)
         async with publishing(longer) as (second, registry):
             await second.resync({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: bind.dig(WEB_NAME).answers == ((300, "198.51.100.1"),), "TTL 300")
-            await eventually(lambda: settled(registry), "nothing pending")
+            await async_wait_until(lambda: bind.dig(WEB_NAME).answers == ((300, "198.51.100.1"),),
+                                   timeout=15.0, what="TTL 300")
+            await async_wait_until(lambda: settled(registry), timeout=15.0, what="nothing pending")
             assert sample(registry, "updates_total") == 1
     run(scenario)
 
@@ -198,10 +207,11 @@ def test_publish_without_resync_never_overwrites_a_name_it_did_not_create(bind: 
         async with publishing(config_for(bind)) as (publisher, registry):
             await publisher.publish({("myns", "taken"): [ip("198.51.100.5")], WEB: [ip("198.51.100.1")]})
             await wait_published(bind, WEB_NAME, ["198.51.100.1"])
-            await eventually(lambda: sample(registry, "conflicting_names") == 1, "the conflict on taken")
+            await async_wait_until(lambda: sample(registry, "conflicting_names") == 1,
+                                   timeout=15.0, what="the conflict on taken")
             # Later wanting it no more does not delete it either.
             await publisher.publish({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: sample(registry, "conflicting_names") == 0, "no conflict")
+            await async_wait_until(lambda: sample(registry, "conflicting_names") == 0, timeout=15.0, what="no conflict")
             foreign_untouched(bind)
             assert sample(registry, "updates_total") == 1
     run(scenario)
@@ -222,7 +232,7 @@ def test_a_wrong_tsig_key_is_refused_and_reported(
         async with publishing(config) as (publisher, registry):
             with caplog.at_level(logging.WARNING, logger="controller.external"):
                 await publisher.resync({WEB: [ip("198.51.100.1")]})
-                await eventually(lambda: sample(registry, "retries_total") >= 2, "two retries")
+                await async_wait_until(lambda: sample(registry, "retries_total") >= 2, timeout=15.0, what="two retries")
             assert sample(registry, "failures_total", reason=reason) >= 2
             assert sample(registry, "pending_names") == 1
             assert bind.dig(WEB_NAME).status == "NXDOMAIN"
@@ -242,7 +252,7 @@ def test_an_update_the_key_may_not_make_is_refused_and_reported(caplog: pytest.L
     async def scenario() -> None:
         async with publishing(config_for(bind)) as (publisher, registry):
             await publisher.resync({WEB: [ip("198.51.100.1")], ("myns", "api"): [ip("198.51.100.2")]})
-            await eventually(lambda: sample(registry, "retries_total") >= 2, "two retries")
+            await async_wait_until(lambda: sample(registry, "retries_total") >= 2, timeout=15.0, what="two retries")
             # Each name is tried in every pass: a refusal may be about one name only.
             assert sample(registry, "failures_total", reason="refused") >= 4
             assert sample(registry, "pending_names") == 2
@@ -265,13 +275,14 @@ def test_bind_stopped_and_restarted_updates_catch_up(bind: BindServer, caplog: p
             await asyncio.to_thread(bind.stop)
             await publisher.publish({WEB: [ip("198.51.100.2")], ("myns", "api"): [ip("2001:db8::2")]})
             await publisher.resync({WEB: [ip("198.51.100.2")], ("myns", "api"): [ip("2001:db8::2")]})
-            await eventually(lambda: sample(registry, "retries_total") >= 3, "three retries while BIND is down")
+            await async_wait_until(lambda: sample(registry, "retries_total") >= 3,
+                                   timeout=15.0, what="three retries while BIND is down")
             assert sample(registry, "failures_total", reason="unreachable") >= 3
             assert sample(registry, "pending_names") == 2
             await asyncio.to_thread(bind.start)
             await wait_published(bind, WEB_NAME, ["198.51.100.2"])
             await wait_published(bind, API_NAME, ["2001:db8::2"], "AAAA")
-            await eventually(lambda: settled(registry), "nothing pending")
+            await async_wait_until(lambda: settled(registry), timeout=15.0, what="nothing pending")
             assert sample(registry, "zone_reads_total") == 2
             foreign_untouched(bind)
     with caplog.at_level(logging.INFO, logger="controller.external"):
@@ -297,7 +308,8 @@ def test_a_provider_that_never_answers_does_not_block_the_caller() -> None:
                 await publisher.resync({WEB: [ip("198.51.100.1")]})
                 await publisher.publish({WEB: [ip("198.51.100.2")]})
                 assert time.monotonic() - started < 0.5, "publish and resync must not wait for the provider"
-                await eventually(lambda: sample(registry, "failures_total", reason="timeout") >= 2, "two timeouts")
+                await async_wait_until(lambda: sample(registry, "failures_total", reason="timeout") >= 2,
+                                       timeout=15.0, what="two timeouts")
                 assert sample(registry, "pending_names") == 1
             finally:
                 await publisher.close()
@@ -312,7 +324,8 @@ def test_a_refused_zone_transfer_still_publishes(caplog: pytest.LogCaptureFixtur
         async with publishing(config_for(bind)) as (publisher, registry):
             await publisher.resync({WEB: [ip("198.51.100.1")], ("myns", "taken"): [ip("198.51.100.5")]})
             await wait_published(bind, WEB_NAME, ["198.51.100.1"])
-            await eventually(lambda: sample(registry, "conflicting_names") == 1, "the conflict on taken")
+            await async_wait_until(lambda: sample(registry, "conflicting_names") == 1,
+                                   timeout=15.0, what="the conflict on taken")
             assert sample(registry, "failures_total", reason="axfr-refused") == 1
             assert sample(registry, "zone_reads_total") == 0
             foreign_untouched(bind)

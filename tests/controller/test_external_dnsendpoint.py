@@ -21,11 +21,11 @@ from controller.config import ClusterConfig
 from controller.external import ExternalConfig, ExternalPublisher, parse_external_config
 from controller.external.dnsendpoint import DnsEndpointProvider
 from tests.controller.harness import LABEL, RunningController, cluster_entry, config_raw
-from tests.controller.publishing import FAST, eventually, run, sample
+from tests.controller.publishing import FAST, run, sample
 from tests.controller.publishing import publishing as publishing_to
 from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube, endpoint_slice, service
-from tests.support.ports import wait_until
+from tests.support.ports import async_wait_until, wait_until
 
 FEDERATION = "myfederation"
 NAMESPACE = "feddns"
@@ -105,7 +105,7 @@ def test_one_dnsendpoint_per_service_with_its_addresses_ttl_and_ownership(cluste
         async with publishing(cluster, tmp_path) as (publisher, registry):
             await publisher.resync({WEB: [ip("198.51.100.2"), ip("198.51.100.1"), ip("2001:db8::1")],
                                     API: [ip("198.51.100.9")]})
-            await eventually(lambda: len(objects(cluster)) == 2, "two objects")
+            await async_wait_until(lambda: len(objects(cluster)) == 2, timeout=15.0, what="two objects")
             web = objects(cluster)[WEB_OBJECT]
             assert web["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "feddns-controller",
                                                  "federation.feddns.io/federation": FEDERATION}
@@ -114,7 +114,7 @@ def test_one_dnsendpoint_per_service_with_its_addresses_ttl_and_ownership(cluste
             assert endpoints(web) == {"A": (["198.51.100.1", "198.51.100.2"], 60), "AAAA": (["2001:db8::1"], 60)}
             assert endpoints(objects(cluster)[f"api.myns.{FEDERATION}"]) == {"A": (["198.51.100.9"], 60)}
             assert web["metadata"]["generation"] == 1
-            await eventually(lambda: sample(registry, "pending_names") == 0, "nothing pending")
+            await async_wait_until(lambda: sample(registry, "pending_names") == 0, timeout=15.0, what="nothing pending")
             assert sample(registry, "updates_total") == 2 and sample(registry, "owned_names") == 2
     run(scenario)
 
@@ -123,16 +123,18 @@ def test_a_change_is_one_replace_and_no_change_writes_nothing(cluster: FakeKube,
     async def scenario() -> None:
         async with publishing(cluster, tmp_path) as (publisher, registry):
             await publisher.resync({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            await async_wait_until(lambda: WEB_OBJECT in objects(cluster), timeout=15.0, what="created")
             await publisher.publish({WEB: [ip("198.51.100.7"), ip("2001:db8::7")]})
-            await eventually(lambda: endpoints(objects(cluster).get(WEB_OBJECT)).get("AAAA"), "changed")
+            await async_wait_until(lambda: endpoints(objects(cluster).get(WEB_OBJECT)).get("AAAA"),
+                                   timeout=15.0, what="changed")
             assert writes_to(cluster, WEB_OBJECT) == ["POST", "PUT"]
             assert objects(cluster)[WEB_OBJECT]["metadata"]["generation"] == 2
             # The same state (in another order) writes nothing; a change elsewhere proves the pass ran.
             await publisher.publish({WEB: [ip("2001:db8::7"), ip("198.51.100.7")], API: [ip("198.51.100.9")]})
-            await eventually(lambda: f"api.myns.{FEDERATION}" in objects(cluster), "api created")
+            await async_wait_until(lambda: f"api.myns.{FEDERATION}" in objects(cluster),
+                                   timeout=15.0, what="api created")
             # the counter moves when the answer arrives, after the fake shows the object: wait for the pass to end
-            await eventually(lambda: sample(registry, "pending_names") == 0, "nothing pending")
+            await async_wait_until(lambda: sample(registry, "pending_names") == 0, timeout=15.0, what="nothing pending")
             assert writes_to(cluster, WEB_OBJECT) == ["POST", "PUT"]
             assert sample(registry, "updates_total") == 3
     run(scenario)
@@ -147,20 +149,22 @@ def test_without_the_lease_nothing_is_written_and_with_it_again_the_change_goes_
     async def scenario() -> None:
         async with publishing(cluster, tmp_path, may_write=lambda: lease["held"]) as (publisher, registry):
             await publisher.resync({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
-            await eventually(lambda: sample(registry, "pending_names") == 0, "nothing pending")
+            await async_wait_until(lambda: WEB_OBJECT in objects(cluster), timeout=15.0, what="created")
+            await async_wait_until(lambda: sample(registry, "pending_names") == 0, timeout=15.0, what="nothing pending")
             lease["held"] = False
             with caplog.at_level(logging.WARNING, logger="controller.external"):
                 await publisher.publish({WEB: [ip("198.51.100.7")], API: [ip("198.51.100.9")]})
-                await eventually(lambda: "lease is not confirmed" in caplog.text, "the publisher holding back")
+                await async_wait_until(lambda: "lease is not confirmed" in caplog.text,
+                                       timeout=15.0, what="the publisher holding back")
                 await asyncio.sleep(3 * FAST.maximum)  # retries would have gone out by now
             assert writes_to(cluster, WEB_OBJECT) == ["POST"]
             assert f"api.myns.{FEDERATION}" not in objects(cluster)
             assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["198.51.100.1"], 60)}
             lease["held"] = True
-            await eventually(lambda: f"api.myns.{FEDERATION}" in objects(cluster), "api created with the lease")
-            await eventually(lambda: endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["198.51.100.7"], 60)},
-                             "web changed with the lease")
+            await async_wait_until(lambda: f"api.myns.{FEDERATION}" in objects(cluster),
+                                   timeout=15.0, what="api created with the lease")
+            await async_wait_until(lambda: endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["198.51.100.7"], 60)},
+                                   timeout=15.0, what="web changed with the lease")
     run(scenario)
 
 
@@ -169,16 +173,18 @@ def test_externaldns_status_write_conflicts_and_the_change_is_made_on_the_new_ve
     async def scenario() -> None:
         async with publishing(cluster, tmp_path) as (publisher, registry):
             await publisher.resync({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            await async_wait_until(lambda: WEB_OBJECT in objects(cluster), timeout=15.0, what="created")
             await asyncio.to_thread(externaldns_writes_status, cluster, WEB_OBJECT)
             await publisher.publish({WEB: [ip("198.51.100.2")]})
-            await eventually(lambda: endpoints(objects(cluster)[WEB_OBJECT])["A"][0] == ["198.51.100.2"], "changed")
+            await async_wait_until(lambda: endpoints(objects(cluster)[WEB_OBJECT])["A"][0] == ["198.51.100.2"],
+                                   timeout=15.0, what="changed")
             web = objects(cluster)[WEB_OBJECT]
             assert web["status"] == {"observedGeneration": 1}  # ExternalDNS's write is kept
             assert web["metadata"]["generation"] == 2
             # the first replace carried the old resourceVersion (409), the second the new one
             assert writes_to(cluster, WEB_OBJECT) == ["POST", "PUT", "PUT", "PUT"]
-            await eventually(lambda: sample(registry, "pending_names") == 0, "nothing pending")  # counted
+            await async_wait_until(lambda: sample(registry, "pending_names") == 0,
+                                   timeout=15.0, what="nothing pending")  # counted
             assert sample(registry, "failures_total", reason="prerequisite") == 0
             assert sample(registry, "updates_total") == 2
     run(scenario)
@@ -202,12 +208,13 @@ def test_objects_and_names_of_others_are_never_written(cluster: FakeKube, tmp_pa
             with caplog.at_level(logging.WARNING, logger="controller.external"):
                 await publisher.resync({WEB: [ip("198.51.100.1")], API: [ip("198.51.100.2")],
                                         ("myns", "taken"): [ip("198.51.100.3")]})
-                await eventually(lambda: sample(registry, "conflicting_names") == 2, "two conflicts")
+                await async_wait_until(lambda: sample(registry, "conflicting_names") == 2,
+                                       timeout=15.0, what="two conflicts")
             assert WEB_OBJECT in objects(cluster)
             assert f"api.myns.{FEDERATION}" not in objects(cluster)
             # wanting them no more deletes nothing of theirs either
             await publisher.publish({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: sample(registry, "conflicting_names") == 0, "no conflict")
+            await async_wait_until(lambda: sample(registry, "conflicting_names") == 0, timeout=15.0, what="no conflict")
     run(scenario)
     assert [name for _, name, _ in cluster.writes[before:]] == [WEB_OBJECT]
     now = objects(cluster)
@@ -223,11 +230,11 @@ def test_a_resync_deletes_objects_nobody_wants_and_rewrites_nothing_that_is_righ
     async def scenario() -> None:
         async with publishing(cluster, tmp_path) as (first, _):
             await first.publish({WEB: [ip("198.51.100.1")], API: [ip("198.51.100.2")]})
-            await eventually(lambda: len(objects(cluster)) == 2, "both created")
+            await async_wait_until(lambda: len(objects(cluster)) == 2, timeout=15.0, what="both created")
         async with publishing(cluster, tmp_path) as (second, registry):  # a restart, or a new leader
             await second.resync({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: list(objects(cluster)) == [WEB_OBJECT], "api deleted")
-            await eventually(lambda: sample(registry, "pending_names") == 0, "settled")
+            await async_wait_until(lambda: list(objects(cluster)) == [WEB_OBJECT], timeout=15.0, what="api deleted")
+            await async_wait_until(lambda: sample(registry, "pending_names") == 0, timeout=15.0, what="settled")
             assert sample(registry, "updates_total") == 1
         assert writes_to(cluster, WEB_OBJECT) == ["POST"]
         assert writes_to(cluster, f"api.myns.{FEDERATION}") == ["POST", "DELETE"]
@@ -239,18 +246,20 @@ def test_no_ready_shard_keeps_the_addresses_labelled_stale_and_a_gone_service_is
     async def scenario() -> None:
         async with publishing(cluster, tmp_path) as (publisher, registry):
             await publisher.resync({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            await async_wait_until(lambda: WEB_OBJECT in objects(cluster), timeout=15.0, what="created")
             await publisher.publish({WEB: [ip("198.51.100.1")]}, stale={WEB})
-            await eventually(lambda: objects(cluster)[WEB_OBJECT]["metadata"]["labels"].get(
-                "federation.feddns.io/stale") == "true", "labelled stale")
+            await async_wait_until(lambda: objects(cluster)[WEB_OBJECT]["metadata"]["labels"].get(
+                "federation.feddns.io/stale") == "true",
+                                   timeout=15.0, what="labelled stale")
             assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["198.51.100.1"], 60)}
             # the gauge is set once the write is answered, just after the fake applies it
-            await eventually(lambda: sample(registry, "stale_names") == 1, "counted stale")
+            await async_wait_until(lambda: sample(registry, "stale_names") == 1, timeout=15.0, what="counted stale")
             await publisher.publish({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: "federation.feddns.io/stale" not in objects(cluster)[WEB_OBJECT]["metadata"][
-                "labels"], "ready again")
+            await async_wait_until(lambda: "federation.feddns.io/stale" not in objects(cluster)[WEB_OBJECT]["metadata"][
+                "labels"],
+                                   timeout=15.0, what="ready again")
             await publisher.publish({})
-            await eventually(lambda: objects(cluster) == {}, "deleted")
+            await async_wait_until(lambda: objects(cluster) == {}, timeout=15.0, what="deleted")
     run(scenario)
 
 
@@ -258,11 +267,12 @@ def test_an_object_deleted_by_hand_is_made_again(cluster: FakeKube, tmp_path: Pa
     async def scenario() -> None:
         async with publishing(cluster, tmp_path) as (publisher, _):
             await publisher.resync({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            await async_wait_until(lambda: WEB_OBJECT in objects(cluster), timeout=15.0, what="created")
             cluster.delete("DNSEndpoint", NAMESPACE, WEB_OBJECT)
             await publisher.publish({WEB: [ip("198.51.100.2")]})
-            await eventually(lambda: endpoints(objects(cluster).get(WEB_OBJECT)).get("A", ([],))[0] == ["198.51.100.2"],
-                             "made again")
+            await async_wait_until(
+                lambda: endpoints(objects(cluster).get(WEB_OBJECT)).get("A", ([],))[0] == ["198.51.100.2"],
+                timeout=15.0, what="made again")
     run(scenario)
 
 
@@ -275,11 +285,14 @@ def test_a_cluster_without_the_crd_is_reported_once_and_caught_up_when_it_is_ins
         async with publishing(fake, tmp_path) as (publisher, registry):
             with caplog.at_level(logging.INFO, logger="controller.external"):
                 await publisher.resync({WEB: [ip("198.51.100.1")]})
-                await eventually(lambda: sample(registry, "failures_total", reason="no-crd") >= 3, "retried")
+                await async_wait_until(lambda: sample(registry, "failures_total", reason="no-crd") >= 3,
+                                       timeout=15.0, what="retried")
                 assert sample(registry, "pending_names") == 1
                 fake.without = frozenset()  # the CRD is installed
-                await eventually(lambda: WEB_OBJECT in objects(fake), "created once the CRD is there")
-                await eventually(lambda: any("caught up" in r.getMessage() for r in caplog.records), "caught up")
+                await async_wait_until(lambda: WEB_OBJECT in objects(fake),
+                                       timeout=15.0, what="created once the CRD is there")
+                await async_wait_until(lambda: any("caught up" in r.getMessage() for r in caplog.records),
+                                       timeout=15.0, what="caught up")
     try:
         run(scenario)
     finally:
@@ -292,12 +305,14 @@ def test_an_unreachable_api_server_catches_up(cluster: FakeKube, tmp_path: Path)
     async def scenario() -> None:
         async with publishing(cluster, tmp_path) as (publisher, registry):
             await publisher.resync({WEB: [ip("198.51.100.1")]})
-            await eventually(lambda: WEB_OBJECT in objects(cluster), "created")
+            await async_wait_until(lambda: WEB_OBJECT in objects(cluster), timeout=15.0, what="created")
             await asyncio.to_thread(cluster.stop)
             await publisher.publish({WEB: [ip("198.51.100.2")]})
-            await eventually(lambda: sample(registry, "failures_total", reason="unreachable") >= 2, "failing")
+            await async_wait_until(lambda: sample(registry, "failures_total", reason="unreachable") >= 2,
+                                   timeout=15.0, what="failing")
             await asyncio.to_thread(cluster.start)
-            await eventually(lambda: endpoints(objects(cluster)[WEB_OBJECT])["A"][0] == ["198.51.100.2"], "caught up")
+            await async_wait_until(lambda: endpoints(objects(cluster)[WEB_OBJECT])["A"][0] == ["198.51.100.2"],
+                                   timeout=15.0, what="caught up")
     run(scenario)
 
 

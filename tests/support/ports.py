@@ -1,7 +1,13 @@
-"""Loopback ports chosen by the OS."""
+"""Loopback ports chosen by the OS, and waiting for what a test expects (``wait_until``, and
+``async_wait_until`` in coroutines)."""
 
+import asyncio
 import socket
 import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -35,16 +41,44 @@ def wait_for_port(host: str, port: int, timeout: float = 10.0) -> None:
             time.sleep(0.02)
 
 
-def wait_until(condition, timeout: float = 5.0, interval: float = 0.01, what: str = "condition"):
-    """Poll ``condition()`` until it returns a truthy value, which is returned.
+class _Deadline:
+    """What ``wait_until`` and ``async_wait_until`` share: ``timeout`` seconds from now, then the error."""
 
-    Raises ``TimeoutError`` naming ``what`` after ``timeout`` seconds.
+    def __init__(self, timeout: float, what: str) -> None:
+        self.timeout, self.what = timeout, what
+        self.end = time.monotonic() + timeout
+
+    def check(self, value: object) -> None:
+        """TimeoutError naming ``what`` and the last ``value`` once the time is up."""
+        if time.monotonic() > self.end:
+            raise TimeoutError(f"{self.what} not reached within {self.timeout}s (last: {value!r})")
+
+
+def wait_until(condition: Callable[[], T], timeout: float = 5.0, interval: float = 0.01,
+               what: str = "condition") -> T:
+    """Poll ``condition()`` every ``interval`` seconds until it returns a truthy value, which is returned.
+
+    Raises ``TimeoutError`` naming ``what`` (and the last value) after ``timeout`` seconds.
     """
-    deadline = time.monotonic() + timeout
+    deadline = _Deadline(timeout, what)
     while True:
         value = condition()
         if value:
             return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not reached within {timeout}s (last: {value!r})")
+        deadline.check(value)
         time.sleep(interval)
+
+
+async def async_wait_until(
+        condition: Callable[[], T],
+        timeout: float = 5.0,  # noqa: ASYNC109 - wait_until's arguments; the error names `what` and the last value
+        interval: float = 0.01, what: str = "condition") -> T:
+    """``wait_until`` for a coroutine: the same arguments and errors; ``condition`` runs in a worker thread
+    (``asyncio.to_thread``: it may block, as dig and the Kubernetes client do) while the loop runs on."""
+    deadline = _Deadline(timeout, what)
+    while True:
+        value = await asyncio.to_thread(condition)
+        if value:
+            return value
+        deadline.check(value)
+        await asyncio.sleep(interval)
