@@ -1,8 +1,9 @@
 """What Federated-DNS answers (docs/reference.md sections 1 and 2), as a table of named
 cases (:class:`tests.dns.tables.Case`) asked in-process of the responder the transports
 call, on the records of tests/dns/conftest.py with a fixed order (``--order stable``:
-rotation has tests of its own). tests/dns/test_network_smoke.py asks a few such cases of
-the real server over UDP and TCP; the protocol edges below ask it too.
+rotation has tests of its own). The same kinds of answers, on the policy records, are
+asked of the real server over UDP and TCP by tests/dns/test_network_smoke.py; the
+protocol edges below (flags, OPT, truncation) ask the real server of these records.
 """
 
 import dns.flags
