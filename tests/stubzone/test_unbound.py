@@ -30,6 +30,10 @@ RECORDS = """
 """
 
 
+POLL = 0.05
+"""Seconds the refuser's thread waits for a query before it looks whether it should end."""
+
+
 class Refuser:
     """A DNS server on 127.0.0.1 that answers REFUSED to everything and keeps the names asked.
 
@@ -40,15 +44,19 @@ class Refuser:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
+        self.sock.settimeout(POLL)  # a blocked recvfrom does not wake when another thread closes the socket
         self.asked: list[str] = []
-        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self._closing = threading.Event()
+        self.thread = threading.Thread(target=self._serve, name="refuser", daemon=True)
         self.thread.start()
 
     def _serve(self) -> None:
-        while True:
+        while not self._closing.is_set():
             try:
                 wire, peer = self.sock.recvfrom(4096)
                 query = dns.message.from_wire(wire)
+            except TimeoutError:
+                continue
             except OSError:
                 return
             except dns.exception.DNSException:  # a test server ignores what does not parse
@@ -59,6 +67,8 @@ class Refuser:
             self.sock.sendto(reply.to_wire(), peer)
 
     def close(self) -> None:
+        self._closing.set()
+        self.thread.join(5)
         self.sock.close()
 
 
