@@ -80,16 +80,6 @@ def test_new_service_appears_and_deleted_service_is_nxdomain(design_server, etcd
     wait_until(lambda: design_server.query(other).rcode() == dns.rcode.NXDOMAIN, timeout=1, what="NXDOMAIN again")
 
 
-def metrics(server) -> dict[str, float]:
-    text = urllib.request.urlopen(server.metrics_url + "/metrics", timeout=2).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
-
-
 def test_bad_keys_and_values_are_skipped_logged_and_counted(design_server, etcd, etcd_prefix):
     bad = {
         f"{etcd_prefix}/myfederation/myns/myservice/Bad_Cluster": json.dumps({"clusterIP": "10.1.1.1"}),
@@ -99,13 +89,13 @@ def test_bad_keys_and_values_are_skipped_logged_and_counted(design_server, etcd,
     }
     for key, value in bad.items():
         etcd.put(key, value)
-    wait_until(lambda: metrics(design_server)["feddns_records_invalid"] == 4, timeout=2, what="4 invalid records")
+    wait_until(lambda: design_server.metrics()["feddns_records_invalid"] == 4, timeout=2, what="4 invalid records")
     for key in bad:
         assert key in design_server.log
     assert "not JSON" in design_server.log and "not an IP address" in design_server.log
     assert dig(design_server.port, QNAME, "+ednsopt=65245:666f6f")[0] == "10.0.3.64"
     assert design_server.query("broken.myns.myfederation.svc.federation.").rcode() == dns.rcode.NXDOMAIN
-    values = metrics(design_server)
+    values = design_server.metrics()
     assert values["feddns_records_loaded"] == 6 and values["feddns_records_skipped_total"] >= 4
 
 
@@ -113,7 +103,7 @@ def test_metrics_count_queries(design_server):
     design_server.query(QNAME, cluster="foo")
     design_server.query(QNAME, cluster="foo")
     design_server.query("nope.federation.")
-    values = metrics(design_server)
+    values = design_server.metrics()
     assert values['feddns_dns_queries_total{qtype="A",rcode="NOERROR"}'] >= 2
     assert values['feddns_dns_queries_total{qtype="A",rcode="NXDOMAIN"}'] >= 1
     assert values['feddns_dns_answers_total{source="cluster"}'] >= 2
@@ -122,7 +112,8 @@ def test_metrics_count_queries(design_server):
 
 def ready_status(server) -> int:
     try:
-        return urllib.request.urlopen(server.metrics_url + "/ready", timeout=2).status
+        with urllib.request.urlopen(server.metrics_url + "/ready", timeout=2) as reply:
+            return int(reply.status)
     except urllib.error.HTTPError as exc:
         return exc.code
 
@@ -175,7 +166,7 @@ def test_etcd_outage_backs_off_and_logs_lost_and_back_once(private_etcd, etcd_pr
     put_design_keys(private_etcd, etcd_prefix)
     with ServeProcess(etcd_url=private_etcd.url, prefix=etcd_prefix, extra_args=["--metrics", "127.0.0.1:0"]) as server:
         wait_until(lambda: server.addresses(QNAME, cluster="foo"), what="first load")
-        before = metrics(server)["feddns_etcd_watch_restarts_total"]
+        before = server.metrics()["feddns_etcd_watch_restarts_total"]
         private_etcd.stop()
         wait_until(lambda: " lost: " in server.log, timeout=20, what="the loss logged")
         lost_at = time.monotonic()
@@ -183,7 +174,7 @@ def test_etcd_outage_backs_off_and_logs_lost_and_back_once(private_etcd, etcd_pr
         while time.monotonic() - lost_at < 8:  # the outage: the last records keep being served
             assert server.addresses(QNAME, cluster="foo")[0] == "10.0.3.64"
             answered += 1
-        retries = metrics(server)["feddns_etcd_watch_restarts_total"] - before
+        retries = server.metrics()["feddns_etcd_watch_restarts_total"] - before
         outage = time.monotonic() - lost_at
         # 0.1 s doubling to 5 s: 0.1+0.2+0.4+0.8+1.6+3.2 = 6.3 s for six tries, then one per 5 s.
         # A delay reset before every try would give one try every 0.1 s (80 here).
@@ -219,7 +210,7 @@ def test_etcd_frozen_by_sigstop_is_noticed_backed_off_and_caught_up(private_etcd
             while time.monotonic() - lost_at < 2:
                 assert server.addresses(QNAME, cluster="foo")[0] == "10.0.3.64"
                 answered += 1
-            assert metrics(server)["feddns_ready"] == 1
+            assert server.metrics()["feddns_ready"] == 1
         finally:
             private_etcd.resume()
         delays = [float(d) for d in re.findall(r"retrying in ([\d.]+)s", server.log)]

@@ -15,7 +15,8 @@ def exported() -> dict[str, str]:
     with ServeProcess(example=True, extra_args=["--metrics", "127.0.0.1:0"]) as server:
         server.query("myservice.myns.myfederation.svc.federation.", cluster="foo")
         server.query("nosuch.federation.")
-        text = urllib.request.urlopen(server.metrics_url + "/metrics", timeout=5).read().decode()
+        with urllib.request.urlopen(server.metrics_url + "/metrics", timeout=5) as reply:
+            text = reply.read().decode()
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
     names = {}
     for line in text.splitlines():
