@@ -24,7 +24,7 @@ from controller.metrics import Metrics
 from controller.settings import WatchSettings
 from controller.view import ENDPOINT_SLICES, SERVICE_EXPORTS, SERVICES
 from feddns import reflector
-from feddns.kubeapi import KEEPALIVE
+from feddns.kubeapi import KEEPALIVE, load_configuration
 from feddns.reflector import PAGE_SIZE, Gone, ListCall, WatchFailed
 
 __all__ = ["PAGE_SIZE", "Gone", "ListCall", "Reflector", "Sink", "Target", "WatchFailed", "api_client", "list_call"]
@@ -62,10 +62,12 @@ class Target:
     optional: bool = False
 
 
-
 def api_client(cluster: ClusterConfig) -> kubernetes.client.ApiClient:
     """A client for ``cluster``: its kubeconfig and context, or the pod's service
-    account when it has no kubeconfig. May run exec credential plugins.
+    account when it has no kubeconfig (read as ``feddns links`` reads its own:
+    :func:`feddns.kubeapi.load_configuration`, which raises :class:`ConfigError` naming
+    the cluster and the file). May run exec credential plugins; called again after each failure, so
+    that rotated credentials are read.
 
     urllib3's own retries are off (the reflector backs off itself), and refreshed
     credentials are not written back to the kubeconfig (it is often a read-only
@@ -73,13 +75,8 @@ def api_client(cluster: ClusterConfig) -> kubernetes.client.ApiClient:
     configuration = kubernetes.client.Configuration()
     configuration.retries = False
     configuration.socket_options = tcp_keepalive_socket_options(*KEEPALIVE)
-    if cluster.kubeconfig is None:
-        kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=cluster.kubeconfig, context=cluster.context,
-            client_configuration=configuration, persist_config=False,
-        )
+    load_configuration(kubernetes.config, configuration, cluster.kubeconfig, cluster.context,
+                       source=f"kubeconfig of cluster {cluster.name}")
     return kubernetes.client.ApiClient(configuration)
 
 

@@ -84,12 +84,13 @@ Passed to ``kubernetes.utils.keepalive.tcp_keepalive_socket_options``."""
 
 
 def load_configuration(config: KubeConfigModule, configuration: object, kubeconfig: str | Path | None,
-                       context: str | None) -> None:
+                       context: str | None, *, source: str = "--kubeconfig") -> None:
     """Fill ``configuration`` (a ``kubernetes.client.Configuration``) from ``kubeconfig`` and ``context``,
     or from the pod's service account when ``kubeconfig`` is ``None``; ``config`` is ``kubernetes.config``.
 
     Refreshed credentials are not written back to the kubeconfig (often a read-only
-    mounted Secret). Raises :class:`ConfigError` naming ``--kubeconfig`` when neither
+    mounted Secret). Raises :class:`ConfigError` naming ``source`` (where the path came
+    from: ``--kubeconfig``, or a cluster of the controller's config file) when neither
     can be loaded: a missing file, YAML that is not a kubeconfig, an unknown context,
     no service account.
     """
@@ -100,7 +101,7 @@ def load_configuration(config: KubeConfigModule, configuration: object, kubeconf
             config.load_kube_config(config_file=str(kubeconfig), context=context,
                                     client_configuration=configuration, persist_config=False)
     except (config.ConfigException, OSError, ValueError) as exc:
-        where = f"--kubeconfig {kubeconfig}" if kubeconfig is not None else "no --kubeconfig and not in a cluster"
+        where = f"{source} {kubeconfig}" if kubeconfig is not None else f"no {source} and not in a cluster"
         raise ConfigError(f"{where}: {_first_line(exc)}") from exc
 
 

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from controller import watch
 from controller.config import ClusterConfig
 from controller.metrics import Metrics
+from feddns.errors import ConfigError
 from tests.controller.harness import FAST_WATCH
 from tests.support.fakekube import FakeKube, service
 from tests.support.ports import wait_until
@@ -131,3 +132,11 @@ def test_api_connections_have_tcp_keepalive(tmp_path):
     assert (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 15) in options
     assert (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3) in options
     client.close()
+
+
+def test_a_kubeconfig_that_does_not_load_is_named_with_its_cluster(tmp_path: Path) -> None:
+    """The reflector logs this error on each retry: it must say which cluster and which file."""
+    bad = tmp_path / "bad.kubeconfig"
+    bad.write_text("not: a kubeconfig\n")
+    with pytest.raises(ConfigError, match=rf"^kubeconfig of cluster foo {bad}: "):
+        watch.api_client(ClusterConfig("foo", kubeconfig=str(bad)))
