@@ -1,8 +1,8 @@
 """The controller's time constants, grouped by the part that uses them, under one root.
 
 As kopf's ``_cogs/configs/configuration.py`` does: one frozen dataclass per part
-(:class:`WatchSettings` for the list/watch threads, the core reflector's
-:class:`feddns.reflector.WatchTiming`; :class:`SyncSettings` for the etcd writer,
+(the core reflector's :class:`feddns.reflector.WatchTiming` for the list/watch threads,
+whose defaults are the controller's; :class:`SyncSettings` for the etcd writer,
 :class:`ExternalSettings` for the external DNS publisher, :class:`ProbeSettings` for
 the controller's own loops), each field with a
 docstring, all under :class:`Settings`. Every value is in seconds unless its
@@ -13,12 +13,6 @@ the command line uses the defaults, which are not configurable by users.
 from dataclasses import dataclass, field
 
 from feddns.reflector import WatchTiming
-
-WatchSettings = WatchTiming
-"""The list/watch loops of :class:`controller.watch.Reflector`: the core reflector's
-:class:`feddns.reflector.WatchTiming`, whose defaults are the controller's (a black-holed API
-server noticed within 55 s; TCP keep-alive, :data:`feddns.kubeapi.KEEPALIVE`, also ends
-connections whose peer is gone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +64,7 @@ class ProbeSettings:
 class Settings:
     """Every time constant of one controller replica, by the part that uses it."""
 
-    watch: WatchSettings = field(default_factory=WatchSettings)
+    watch: WatchTiming = field(default_factory=WatchTiming)
     """The list/watch threads, one per cluster and resource."""
     sync: SyncSettings = field(default_factory=SyncSettings)
     """The etcd writer."""

@@ -21,11 +21,10 @@ from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
 from controller.config import ClusterConfig
 from controller.metrics import Metrics
-from controller.settings import WatchSettings
 from controller.view import ENDPOINT_SLICES, SERVICE_EXPORTS, SERVICES
 from feddns import reflector
 from feddns.kubeapi import KEEPALIVE, load_configuration
-from feddns.reflector import PAGE_SIZE, Gone, ListCall, WatchFailed
+from feddns.reflector import PAGE_SIZE, Gone, ListCall, WatchFailed, WatchTiming
 
 __all__ = ["PAGE_SIZE", "Gone", "ListCall", "Reflector", "Sink", "Target", "WatchFailed", "api_client", "list_call"]
 
@@ -114,7 +113,7 @@ class Reflector:
         sink: Sink,
         metrics: Metrics,
         *,
-        timing: WatchSettings | None = None,
+        timing: WatchTiming | None = None,
         shrink: Callable[[Any], Any] = lambda obj: obj,
     ) -> None:
         self.cluster, self.resource = target.cluster, target.resource

@@ -73,7 +73,7 @@ class WatchTiming:
     :attr:`silence_limit` seconds at most (55 s with these defaults): the server
     must end every watch by ``watch_timeout``, so a watch silent for
     ``watch_timeout + read_slack`` is dead; a list page has ``list_timeout``.
-    The defaults are the controller's (``controller.settings.WatchSettings``);
+    The defaults are the controller's (``controller.settings.Settings.watch``);
     the links webhook picks longer watches (``links.shards.SHARD_TIMING``).
     """
 

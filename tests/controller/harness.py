@@ -11,7 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from controller.app import Controller
 from controller.config import ControllerConfig, parse_config
-from controller.settings import Settings, SyncSettings, WatchSettings
+from controller.settings import Settings, SyncSettings
+from feddns.reflector import WatchTiming
 from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube
 
@@ -20,7 +21,7 @@ LABEL = {"federation.feddns.io/name": FEDERATION}
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = str(Path(__file__).parents[2])
 
-FAST_WATCH = WatchSettings(watch_timeout=30, backoff_initial=0.05, backoff_max=0.5, read_slack=10)
+FAST_WATCH = WatchTiming(watch_timeout=30, backoff_initial=0.05, backoff_max=0.5, read_slack=10)
 """Short backoffs so that reconnect tests take a second, not half a minute."""
 FAST_SYNC = SyncSettings(debounce=0.01, retry_initial=0.05, retry_max=0.5)
 
@@ -51,7 +52,7 @@ class RunningController:
     """A :class:`Controller` run in a thread of its own with its own event loop."""
 
     def __init__(self, config: ControllerConfig | dict[str, Any], name: str | None = None,
-                 publisher: Any = None, watch_timing: WatchSettings = FAST_WATCH) -> None:
+                 publisher: Any = None, watch_timing: WatchTiming = FAST_WATCH) -> None:
         if isinstance(config, dict):
             config = parse_config(config)
         self.registry = CollectorRegistry()

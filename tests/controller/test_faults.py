@@ -8,8 +8,8 @@ import time
 
 from controller import etcdlink
 from controller.leader import Elector, election_key
-from controller.settings import WatchSettings
 from feddns.etcd import Endpoints
+from feddns.reflector import WatchTiming
 from tests.controller.harness import LABEL, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
 from tests.support.bind import BindServer
@@ -81,9 +81,9 @@ def test_a_record_changed_or_deleted_by_someone_else_is_put_back_within_a_second
 
 def test_a_black_holed_api_server_is_noticed_within_the_silence_limit(etcd, etcd_prefix, foo, bar, tmp_path):
     """bar keeps its connections open and answers nothing. The defaults notice that within
-    WatchSettings().silence_limit (55 s); the test runs the same mechanism 10 times faster."""
-    assert WatchSettings().silence_limit < 60
-    timing = WatchSettings(watch_timeout=4, read_slack=1.5, list_timeout=3, connect_timeout=1,
+    WatchTiming().silence_limit (55 s); the test runs the same mechanism 10 times faster."""
+    assert WatchTiming().silence_limit < 60
+    timing = WatchTiming(watch_timeout=4, read_slack=1.5, list_timeout=3, connect_timeout=1,
                           backoff_initial=0.05, backoff_max=0.5)
     with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path), watch_timing=timing) as running:
         wait_records(etcd, etcd_prefix, SYNCED)
