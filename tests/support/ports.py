@@ -28,19 +28,6 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
     raise RuntimeError("no free port pair found")
 
 
-def wait_for_port(host: str, port: int, timeout: float = 10.0) -> None:
-    """Wait until a TCP connect to ``host:port`` succeeds; raises TimeoutError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=0.2):
-                return
-        except OSError as err:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s") from err
-            time.sleep(0.02)
-
-
 class _Deadline:
     """What ``wait_until`` and ``async_wait_until`` share: ``timeout`` seconds from now, then the error."""
 
