@@ -85,16 +85,19 @@ def parse_ecs(data: bytes) -> tuple[bytes, int, bytes]:
     """``(address packed to full width, source prefix length, raw data)`` of an
     ECS option (RFC 7871 6).
 
-    Raises :class:`FormError` for an unknown family, a prefix longer than
-    the family allows, an address of the wrong length, or bits set beyond the
-    prefix.
+    Raises :class:`FormError` for an unknown family, a SCOPE PREFIX-LENGTH
+    other than 0 (a query's must be 0, RFC 7871 6; BIND answers FORMERR too), a
+    prefix longer than the family allows, an address of the wrong length, or
+    bits set beyond the prefix (RFC 7871 6).
     """
     if len(data) < _ECS_FIXED_BYTES:
         raise FormError("ECS option is shorter than 4 bytes")
-    family, source_prefix, _scope = struct.unpack_from("!HBB", data)
+    family, source_prefix, scope = struct.unpack_from("!HBB", data)
     width = {1: IPV4_BYTES, 2: IPV6_BYTES}.get(family)
     if width is None:
         raise FormError(f"ECS family {family} is not 1 (IPv4) or 2 (IPv6)")
+    if scope:
+        raise FormError(f"ECS scope prefix /{scope} in a query: it must be 0")
     if source_prefix > width * 8:
         raise FormError(f"ECS source prefix /{source_prefix} is too long for the family")
     address = data[4:]
