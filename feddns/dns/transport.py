@@ -5,8 +5,12 @@ it is (one dict lookup, one concatenation, one ``sendto``), then, when it has
 an upper-case letter, lowercased (the qname spliced back in as asked); anything
 else goes to :meth:`Responder.respond_uncached`.
 
-TCP (RFC 7766): 2-byte length framing, pipelined queries answered in order,
-and the limits that keep a client from holding memory or sockets:
+TCP (RFC 7766): 2-byte length framing, pipelined queries answered in order.
+A framed message that is not a query (a response, or shorter than a header) is
+dropped as over UDP, and the next message is read: the framing is intact, so
+the queries queued behind it are still whole (NSD and BIND close the
+connection instead). Then the limits that keep a client from holding memory
+or sockets:
 
 * backpressure: while a connection's unsent replies exceed
   :attr:`TcpLimits.high_water` bytes, it is not read (the kernel's buffers then
@@ -161,10 +165,8 @@ class TcpConnection(asyncio.Protocol):
             del buffer[: LENGTH_BYTES + size]
             answered = True
             reply = self.server.responder.respond(message, self.client, True)
-            if reply is None:  # unreadable: the stream cannot be trusted any more
-                transport.close()
-                return
-            transport.write(len(reply).to_bytes(2, "big") + reply)
+            if reply is not None:  # None: not a query, dropped; the next message starts after it all the same
+                transport.write(len(reply).to_bytes(2, "big") + reply)
         if answered:
             self.progress = asyncio.get_running_loop().time()
 
