@@ -42,7 +42,7 @@ from feddns.dns.index import (
     ServiceChanged,
     ServiceId,
 )
-from feddns.dns.wire import CLASS_IN, FIRST_ROOT, LAST_ROOT, QType, Query, Rcode
+from feddns.dns.wire import CLASS_IN, FIRST_ROOT, LAST_ROOT, MetaType, QType, Query, Rcode
 from feddns.records import IPAddress
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,14 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 _VERSIONS: dict[int, tuple[int, ...]] = {QType.A: (4,), QType.AAAA: (6,), QType.ANY: (4, 6)}
 _QTYPE_LABELS = {int(t): t.name for t in QType}
 _TRANSFERS = (QType.AXFR, QType.IXFR)
+_ERROR_RCODES: dict[int, Rcode] = {
+    # meta-TYPEs carry data of one message, never records of a name (RFC 6895 3.1, RFC 6891 6.1.1);
+    # a TKEY query must also carry a TKEY record (RFC 2930 4), and this server implements none
+    QType.OPT: Rcode.FORMERR, MetaType.TKEY: Rcode.FORMERR, MetaType.TSIG: Rcode.FORMERR,
+    MetaType.MAILB: Rcode.NOTIMP, MetaType.MAILA: Rcode.NOTIMP,  # "does not support the kind of query" (RFC 1035 4.1.1)
+    QType.AXFR: Rcode.NOTAUTH, QType.IXFR: Rcode.NOTAUTH,  # no zone at the qname (RFC 5936 2.2.1); at the apex: REFUSED
+}
+"""The QTYPEs answered with an error whatever the name, as BIND answers them (docs/serve.md)."""
 _ADDRESS_KINDS = (NodeKind.SERVICE, NodeKind.SHARD, NodeKind.ENDPOINT)
 
 
@@ -105,14 +113,15 @@ class Stats:
 class Templates:
     """The replies of a zone that carry no records of a name, made once
     (``feddns.dns.answer``): NXDOMAIN and NODATA (with the SOA, RFC 2308),
-    REFUSED (not authoritative), SERVFAIL, BADVERS and FORMERR, for the zone
-    ``zone`` (wire form).
+    REFUSED (not authoritative), SERVFAIL, BADVERS and FORMERR, and the error
+    of each QTYPE that gets one at every name (``errors``: meta-TYPEs, mailbox
+    QTYPEs, transfers), for the zone ``zone`` (wire form).
 
-    ``nxdomain_for`` maps each QTYPE the server knows (in class IN) to an
-    NXDOMAIN template that counts its own queries in ``hits`` (labelled with
-    that qtype); ``nxdomain`` serves the other types, counting its own queries
-    too when they have no ECS option (labelled ``other``), else by the
-    responder's ``Stats``.
+    ``absent_for`` maps each QTYPE the server knows (in class IN) to the reply
+    at a name that does not exist, a template that counts its own queries in
+    ``hits`` (labelled with that qtype): NXDOMAIN, or the QTYPE's error;
+    ``nxdomain`` serves the other types, counting its own queries too when they
+    have no ECS option (labelled ``other``), else by the responder's ``Stats``.
     """
 
     def __init__(self, zone: str, serial: int, negative_ttl: int) -> None:
@@ -120,8 +129,10 @@ class Templates:
         soa = answer.soa_rr(self.zone, zone, serial, negative_ttl, negative_ttl)
         negative = Sections(authority=[soa])
         self.nxdomain = Answer(Rcode.NXDOMAIN, negative, labels=("other", "NXDOMAIN", "none"))
-        self.nxdomain_for = {int(t): Answer(Rcode.NXDOMAIN, negative, labels=(t.name, "NXDOMAIN", "none"))
-                             for t in QType}
+        self.errors = {qtype: Answer(rcode, authoritative=False, labels=(qtype_label(qtype), rcode.name, "none"))
+                       for qtype, rcode in _ERROR_RCODES.items()}
+        self.absent_for = {int(t): Answer(Rcode.NXDOMAIN, negative, labels=(t.name, "NXDOMAIN", "none"))
+                           for t in QType} | self.errors
         self.nodata = Answer(Rcode.NOERROR, negative, labels=("", "NOERROR", ""))
         self.refused = Answer(Rcode.REFUSED, authoritative=False, labels=("", "REFUSED", ""))
         self.servfail = Answer(Rcode.SERVFAIL, labels=("", "SERVFAIL", ""))
@@ -131,7 +142,7 @@ class Templates:
 
     def counted(self) -> list[Answer]:
         """The templates that count their own queries (for the metrics)."""
-        return [*self.nxdomain_for.values(), self.nxdomain]
+        return [*self.absent_for.values(), self.nxdomain]
 
 
 class Zone:
@@ -177,7 +188,7 @@ class Responder:
         self.zone = self.main.wire
         self.option = settings.option_code.to_bytes(2, "big")
         self.templates = self.main.templates
-        self.nxdomain_for = self.templates.nxdomain_for
+        self.absent_for = self.templates.absent_for
         self._zone_cut = -len(self.zone)  # name[:_zone_cut]: a name in the zone, relative to it
         self.mcs = None if settings.mcs_zone is None else Zone(settings.mcs_zone, settings, mcs=True)
         self._mcs_ambiguous_logged = False
@@ -280,8 +291,8 @@ class Responder:
             node = self.index.lookup(name[: self._zone_cut])
         except NotAName:  # the common reader cut the name wrongly: read it strictly
             return self._reread(data, query, client, tcp)
-        if node is None:  # NXDOMAIN from the zone's template: nothing is kept for the name
-            template = self.nxdomain_for.get(query.qtype, self.templates.nxdomain) if query.ecs is None else None
+        if node is None:  # NXDOMAIN (or the QTYPE's error) from the zone's template: nothing is kept for the name
+            template = self.absent_for.get(query.qtype, self.templates.nxdomain) if query.ecs is None else None
             if template is None:
                 return self._negative(data, query, client, tcp, self.templates)
             template.hits += 1
@@ -369,8 +380,11 @@ class Responder:
         found = self.cache.get(key)  # type: ignore[assignment]
         if found is None:
             qtype = query.qtype
-            if qtype in _TRANSFERS:  # as NSD and BIND answer when transfers are not allowed
-                return self._template(templates.refused, data, query, ecs, tcp, cluster)
+            error = templates.errors.get(qtype)
+            if error is not None:
+                if qtype in _TRANSFERS and node.kind == NodeKind.APEX:  # as NSD and BIND refuse transfers of a zone
+                    error = templates.refused
+                return self._template(error, data, query, ecs, tcp, cluster)
             found = self._answer(node, qtype, cluster, zone)
             if found is None:
                 return self._template(templates.nodata, data, query, ecs, tcp, cluster)
@@ -418,19 +432,23 @@ class Responder:
         return reply
 
     def _refuse(self, data: bytes, query: Query, tcp: bool) -> bytes:
+        """A query outside every zone served, or not of class IN: REFUSED, but for
+        BADVERS and the QTYPEs that get an error at every name (in class IN)."""
         if query.version:  # EDNS version > 0: BADVERS, with our version 0 (RFC 6891 6.1.3)
             self._count_as((qtype_label(query.qtype), "BADVERS", "none"))
             return self.templates.badvers.reply(data[:2], query, None, tcp)
-        return self._template(self.templates.refused, data, query, None, tcp, None)
+        templates = self.templates
+        error = templates.errors.get(query.qtype) if query.qclass == CLASS_IN else None
+        return self._template(error or templates.refused, data, query, None, tcp, None)
 
     def _negative(self, data: bytes, query: Query, client: str, tcp: bool, templates: Templates) -> bytes | None:
-        """NXDOMAIN for a name that does not exist, from the zone's template: the
-        question is copied from the query and nothing is kept for the name.
+        """NXDOMAIN (or the QTYPE's error) for a name that does not exist, from the
+        zone's template: the question is copied from the query and nothing is kept for the name.
         Before the first load, SERVFAIL instead (never NXDOMAIN), for a name that
         is made of labels (else it is read strictly)."""
         if not self.ready and not wire.is_labels(query.name[: len(query.name) - len(templates.zone)]):
             return self._reread(data, query, client, tcp)
-        template = templates.nxdomain if self.ready else templates.servfail
+        template = templates.absent_for.get(query.qtype, templates.nxdomain) if self.ready else templates.servfail
         ecs = query.ecs
         if ecs is not None:
             try:

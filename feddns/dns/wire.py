@@ -38,8 +38,21 @@ class QType(IntEnum):
     ANY = 255
 
 
+class MetaType(IntEnum):
+    """QTYPEs other than those of :class:`QType` that ask for no records of a name
+    (RFC 6895 3.1): meta-TYPEs, which carry data of one message, and the mailbox
+    QTYPEs (RFC 1035 3.2.3). Questions of these types are answered with an error
+    (``feddns.dns.responder``), as BIND answers them."""
+
+    TKEY = 249  # RFC 2930
+    TSIG = 250  # RFC 8945
+    MAILB = 253  # RFC 1035 3.2.3
+    MAILA = 254  # RFC 1035 3.2.3; obsolete (RFC 973)
+
+
 class Rcode(IntEnum):
-    """Response codes (RFC 1035 4.1.1; BADVERS: RFC 6891 9, 12 bits with the OPT's upper 8)."""
+    """Response codes (RFC 1035 4.1.1; NOTAUTH: RFC 2136 2.2, RFC 5936 2.2.1; BADVERS:
+    RFC 6891 9, 12 bits with the OPT's upper 8)."""
 
     NOERROR = 0
     FORMERR = 1
@@ -47,6 +60,7 @@ class Rcode(IntEnum):
     NXDOMAIN = 3
     NOTIMP = 4
     REFUSED = 5
+    NOTAUTH = 9
     BADVERS = 16
 
 
