@@ -25,10 +25,11 @@ from prometheus_client import CollectorRegistry
 import feddns.etcd
 from feddns import names
 from feddns.dns import transport
+from feddns.dns.answer import OUR_PAYLOAD
 from feddns.dns.index import Index
 from feddns.dns.metrics import ServeCollector
 from feddns.dns.responder import Responder, Settings
-from feddns.dns.wire import OPTION_ECS
+from feddns.dns.wire import OPTION_ECS, UDP_PLAIN_BYTES
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.keys import Layout
@@ -45,6 +46,10 @@ RESERVED_OPTION_CODE = 65535
 
 MAX_TCP_IDLE_SECONDS = 3600
 """The longest ``--tcp-idle-timeout``: an hour."""
+
+MAX_UDP_BYTES = 65535
+"""The largest ``--max-udp-size``: what the 16-bit payload size of an OPT holds (RFC 6891 6.1.2); the
+smallest is 512 bytes, what every DNS message over UDP may be (RFC 1035 4.2.1)."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +82,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="open DNS-over-TCP connections at most; more are closed at once (default 1000)")
     add("--tcp-idle-timeout", type=float, default=10.0, metavar="SECONDS",
         help="close a TCP connection that completes no message for this long (default 10)")
+    add("--max-udp-size", type=int, default=OUR_PAYLOAD, metavar="BYTES",
+        help="UDP replies at most this long, whatever the asker's EDNS buffer; longer ones are truncated "
+             f"(TC=1; default {OUR_PAYLOAD}, DNS Flag Day 2020)")
     add("--mcs-zone", metavar="ZONE",
         help="also answer the Multi-Cluster Services names <svc>.<ns>.svc.ZONE and <cluster>.<svc>.<ns>.svc.ZONE "
              "(e.g. clusterset.local.; default off)")
@@ -95,12 +103,14 @@ def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> S
             raise ConfigError(f"{flag} {value} is not from 0 to 2147483647 seconds")
     if not 0 < args.cluster_option_code < RESERVED_OPTION_CODE or args.cluster_option_code == OPTION_ECS:
         raise ConfigError(f"--cluster-option-code {args.cluster_option_code} is not a usable EDNS0 option code")
+    if not UDP_PLAIN_BYTES <= args.max_udp_size <= MAX_UDP_BYTES:
+        raise ConfigError(f"--max-udp-size {args.max_udp_size} is not from {UDP_PLAIN_BYTES} to {MAX_UDP_BYTES} bytes")
     mcs_zone, mcs_federation = _mcs(args.mcs_zone, args.mcs_federation, zone)
     return Settings(
         zone=zone, ttl=args.ttl, negative_ttl=args.negative_ttl, option_code=args.cluster_option_code,
         stable=args.order == "stable", ns_addresses=_ns_addresses(args.ns_address, listens),
         serial=int(time.time()) & 0xFFFFFFFF, cache_size=parse_size(args.cache_size),
-        mcs_zone=mcs_zone, mcs_federation=mcs_federation,
+        mcs_zone=mcs_zone, mcs_federation=mcs_federation, max_udp_size=args.max_udp_size,
     )
 
 

@@ -47,7 +47,8 @@ from feddns.dns.wire import (
 )
 
 OUR_PAYLOAD = 1232
-"""The UDP payload size (bytes) advertised in our OPT record (DNS Flag Day 2020)."""
+"""The UDP payload size (bytes) advertised in our OPT record, and the default bound of
+our UDP replies (``--max-udp-size``): DNS Flag Day 2020's size, which avoids IP fragmentation."""
 
 POINTER_TO_QNAME = b"\xc0\x0c"
 """A compression pointer to offset 12, where the question's name starts (RFC 1035 4.1.4)."""
@@ -230,12 +231,15 @@ class Answer(Cached):
     ``fixed`` holds the joined records when every query gets the same order;
     ``length`` is the bytes of every record; a question of at most ``room``
     bytes always fits a 512-byte reply (so the full size check is skipped).
+    ``udp_limit`` bounds a UDP reply in bytes whatever the asker's payload size
+    (at least 512: ``--max-udp-size``).
     """
 
-    __slots__ = ("fixed", "heads", "length", "opts", "ordering", "rcode", "rest", "room", "tiers")
+    __slots__ = ("fixed", "heads", "length", "opts", "ordering", "rcode", "rest", "room", "tiers", "udp_limit")
 
-    def __init__(self, rcode: int, sections: Sections = NO_RECORDS, *, authoritative: bool = True,
-                 ordering: Ordering = FIXED, labels: Labels = ("", "", ""), owner: Hashable = None) -> None:
+    def __init__(self, rcode: int, sections: Sections = NO_RECORDS, *,  # noqa: PLR0913 - keyword-only, each defaulted
+                 authoritative: bool = True, ordering: Ordering = FIXED, labels: Labels = ("", "", ""),
+                 owner: Hashable = None, udp_limit: int = OUR_PAYLOAD) -> None:
         tiers, authority, additional = sections
         self.rcode = rcode
         self.tiers = tiers
@@ -250,6 +254,7 @@ class Answer(Cached):
         if isinstance(ordering, Fixed) or all(len(tier) <= 1 for tier in tiers):
             self.fixed = FIXED.arrange(tiers) + self.rest
         self.length = sum(len(record) for tier in tiers for record in tier) + len(self.rest)
+        self.udp_limit = udp_limit
         # a question this long or shorter always fits:
         self.room = UDP_PLAIN_BYTES - HEADER_BYTES - self.length - _LONGEST_OPT
         size = self.length + BYTES_OVERHEAD * (count + 2) + 8 * count + 64 * (len(tiers) + 1) + 200
@@ -258,8 +263,9 @@ class Answer(Cached):
     def reply(self, ident: bytes, query: Query, ecs: bytes | None, tcp: bool) -> bytes:
         """The reply to ``query`` (whose first two bytes were ``ident``): our OPT
         record when the query had one (DO copied, ``ecs`` echoed when given),
-        truncated (TC=1, no records) when longer than the asker takes over UDP
-        (its EDNS payload size, at least 512 bytes; RFC 6891 6.2.5, RFC 1035 4.2.1)."""
+        truncated (TC=1, no records) when longer over UDP than the asker takes (its
+        EDNS payload size, at least 512 bytes; RFC 6891 6.2.5, RFC 1035 4.2.1) or
+        than ``udp_limit`` bytes (DNS Flag Day 2020: no fragmented replies)."""
         flags = query.flags
         index = (flags >> 8 & 1) | (flags >> 3 & 2)  # RD, CD
         if query.edns:
@@ -270,7 +276,7 @@ class Answer(Cached):
         question = query.question
         if len(question) > self.room and not tcp:  # the reply may be over 512 bytes
             size = 12 + len(question) + self.length + len(opt)
-            if size > UDP_PLAIN_BYTES and (size > query.payload or not query.edns):
+            if size > UDP_PLAIN_BYTES and (size > query.payload or not query.edns or size > self.udp_limit):
                 return b"".join((ident, self.heads[index | 8], question, opt))
         body = self.fixed
         if body is None:

@@ -80,7 +80,9 @@ class Settings:
     ``ns_addresses`` answer ``ns.dns.Z``; ``serial`` is the SOA serial;
     ``cache_size`` bounds the cache in bytes; ``mcs_zone`` (ending with a dot;
     ``None``: off) also answers the services of federation ``mcs_federation``
-    under the Multi-Cluster Services names (``None``: the only federation held).
+    under the Multi-Cluster Services names (``None``: the only federation held);
+    ``max_udp_size`` bounds UDP replies in bytes, whatever the asker's EDNS
+    payload size (``--max-udp-size``; 1,232 as DNS Flag Day 2020 advises).
     """
 
     zone: str = "federation."
@@ -93,6 +95,7 @@ class Settings:
     cache_size: int = DEFAULT_CACHE_BYTES
     mcs_zone: str | None = None
     mcs_federation: str | None = None
+    max_udp_size: int = answer.OUR_PAYLOAD
 
 
 @dataclass
@@ -482,11 +485,14 @@ class Responder:
             return None
         sections, ordering = found
         labels = (qtype_label(qtype), "NOERROR", "cluster" if cluster else "none")
+        limit = self.settings.max_udp_size
         if not sections.tiers:  # the name has such records, but none for this asker now (e.g. every shard unready)
-            return Answer(Rcode.NOERROR, Sections(authority=[zone.templates.soa]), labels=labels, owner=node.service)
+            return Answer(Rcode.NOERROR, Sections(authority=[zone.templates.soa]), labels=labels, owner=node.service,
+                          udp_limit=limit)
         if ordering is None:
             ordering = answer.FIXED if self.settings.stable else answer.Rotation()
-        built = Answer(Rcode.NOERROR, sections, ordering=ordering, labels=labels, owner=node.service)
+        built = Answer(Rcode.NOERROR, sections, ordering=ordering, labels=labels, owner=node.service,
+                       udp_limit=limit)
         if isinstance(ordering, weights.Draw):
             built.size += ordering.size  # the orders it keeps, counted against --cache-size
         return built
