@@ -1,5 +1,6 @@
 """Where a serving component listens: its own address (``--listen``) and its plain-HTTP observe address
-(``--metrics``), checked before any socket opens and announced once bound (docs/reference.md section 6).
+(``--metrics``), checked before any socket opens and announced once bound (docs/reference.md section 6);
+and, for the HTTPS components, the bounds of their listener (:class:`feddns.https.ListenerSettings`).
 """
 
 import argparse
@@ -12,6 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from feddns.hostport import parse_hostport
+from feddns.https import ListenerSettings
 from feddns.lifecycle import cannot_listen
 from feddns.observe import Check, ObserveServer
 
@@ -36,6 +38,8 @@ class ListenAddresses:
 
 DEFAULT_LISTEN = "0.0.0.0:8443"
 """``--listen`` of the HTTPS components when not given."""
+LISTENER = ListenerSettings()
+"""The defaults of the listener's flags."""
 
 
 def add_https_arguments(parser: argparse.ArgumentParser, *, serves: str, ready: str) -> None:
@@ -51,6 +55,35 @@ def add_https_arguments(parser: argparse.ArgumentParser, *, serves: str, ready: 
     parser.add_argument("--key", type=Path, required=True, help="server private key, PEM")
     parser.add_argument("--metrics", metavar="HOST:PORT",
                         help=f"plain-HTTP /metrics, /health and /ready ({ready})")
+    limits = parser.add_argument_group("connections (no peer can use them up for the others)")
+    limits.add_argument("--max-connections", type=int, default=LISTENER.max_connections, metavar="N",
+                        help="connections past the TLS handshake open at once; more are closed "
+                             f"(default {LISTENER.max_connections})")
+    limits.add_argument("--max-pending", type=int, default=LISTENER.max_pending, metavar="N",
+                        help="connections whose TLS handshake is not done, open at once; when full, the oldest "
+                             "of the address holding the most is closed (default "
+                             f"{LISTENER.max_pending})")
+    limits.add_argument("--max-pending-per-address", type=int, default=LISTENER.max_pending_per_address,
+                        metavar="N", help="of those, from one address (IPv6: one /64); above it, that "
+                                          f"address's oldest is closed (default {LISTENER.max_pending_per_address})")
+    limits.add_argument("--tls-handshake-timeout", type=float, default=LISTENER.handshake_timeout, metavar="SECONDS",
+                        help="time a client has from the accept to finish the TLS handshake "
+                             f"(default {LISTENER.handshake_timeout:g})")
+    limits.add_argument("--request-timeout", type=float, default=LISTENER.request_timeout, metavar="SECONDS",
+                        help="time a request has from its first byte to arrive whole, head and body "
+                             f"(default {LISTENER.request_timeout:g})")
+    limits.add_argument("--idle-timeout", type=float, default=LISTENER.idle_timeout, metavar="SECONDS",
+                        help=f"time a kept-alive connection may wait for its next request "
+                             f"(default {LISTENER.idle_timeout:g})")
+
+
+def listener_settings(args: argparse.Namespace) -> ListenerSettings:
+    """The listener's bounds from the flags of :func:`add_https_arguments`; :class:`ConfigError` naming a bad one."""
+    return ListenerSettings(
+        handshake_timeout=args.tls_handshake_timeout, max_connections=args.max_connections,
+        max_pending=args.max_pending, max_pending_per_address=args.max_pending_per_address,
+        request_timeout=args.request_timeout, idle_timeout=args.idle_timeout,
+    ).check()
 
 
 def host_port(host: str, port: int) -> str:

@@ -2,10 +2,11 @@
 
 The HTTPS components (``feddns stubzone``, ``feddns links``) take ``--cert``
 and ``--key`` (PEM), and ``--client-ca`` when clients must present a
-certificate. :func:`server_context` makes the server context of TLS 1.2 or
-later from them; :func:`read_files` reads their bytes, which the components
-compare to notice a rotation (a Kubernetes Secret volume swaps its ``..data``
-symlink; cert-manager renews) and load again. Every failure is a
+certificate. :func:`server_context` makes the server context from them, with
+one policy for every component: TLS 1.2 with AEAD suites only, and TLS 1.3.
+:func:`read_files` reads their bytes, which the components compare to notice a
+rotation (a Kubernetes Secret volume swaps its ``..data`` symlink; cert-manager
+renews) and load again. Every failure is a
 :class:`ConfigError` naming the flag and the file, in one line.
 """
 
@@ -37,11 +38,10 @@ def read_files(files: Sequence[FlagFile]) -> tuple[bytes, ...]:
     return tuple(contents)
 
 
-def server_context(cert: Path, key: Path, client_ca: Path | None = None, *,
-                   ciphers: str | None = None) -> ssl.SSLContext:
-    """The server context: TLS >= 1.2, ``cert`` and ``key`` loaded; with ``client_ca``, client
-    certificates are required and verified against it. ``ciphers`` (OpenSSL syntax) limits the TLS 1.2
-    suites (TLS 1.3 suites are all AEAD).
+def server_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+    """The server context: TLS >= 1.2 offering only :data:`TLS12_CIPHERS` in TLS 1.2 (TLS 1.3 suites are
+    all AEAD), ``cert`` and ``key`` loaded; with ``client_ca``, client certificates are required and
+    verified against it.
 
     Raises :class:`ConfigError` naming the flag when a file is missing, unreadable,
     not PEM, the key does not match the certificate, or ``client_ca`` holds no CA.
@@ -56,8 +56,7 @@ def server_context(cert: Path, key: Path, client_ca: Path | None = None, *,
             raise ConfigError(f"{flag} {path}: {exc.strerror or exc}") from exc
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    if ciphers is not None:
-        context.set_ciphers(ciphers)
+    context.set_ciphers(TLS12_CIPHERS)
     try:
         context.load_cert_chain(cert, key)
     except (ssl.SSLError, ValueError) as exc:

@@ -3,8 +3,9 @@
 Routes: ``GET /federations``, ``GET|POST|DELETE /federations/{federation}``,
 ``GET /healthz``. One middleware, :func:`guard`, does for every request what
 must never be forgotten by a handler: authorize the client against
-``--allow`` (403 before any route is looked at, so a stranger learns
-nothing), turn every refusal into ``{"error": "<what and why>"}`` with the
+``--allow`` (the listener has refused a stranger right after its handshake,
+:func:`stubzone.auth.authorizer`; this is the second look, 403 before any
+route is looked at, so a stranger learns nothing), turn every refusal into ``{"error": "<what and why>"}`` with the
 status of section 5, and log one line with the client identity, the route,
 the status and the reason.
 
@@ -26,12 +27,12 @@ from typing import Any
 from aiohttp import web
 
 from feddns.errors import FeddnsError
+from feddns.https import peer_text
 from feddns.names import check_label
-from stubzone.auth import AllowList, ClientIdentity
+from stubzone.auth import AllowList, ClientIdentity, not_allowed
 from stubzone.backends import Backend, BackendUnavailable, NotWrittenHere, TooManyNameservers, check_count
 from stubzone.metrics import StubzoneMetrics
 from stubzone.model import Nameserver, StubZone
-from stubzone.tls import peer_text
 
 log = logging.getLogger("stubzone")
 
@@ -113,7 +114,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     identity = client_identity(request)
     try:
         if identity is None or request.app[ALLOW].match(identity) is None:
-            raise ApiError(403, f"client {identity} is not allowed (its CN and SANs are not in --allow)")
+            raise ApiError(403, not_allowed(identity))
         response = await handler(request)
         reason = request.get(REASON, "")
     except ApiError as exc:
@@ -184,11 +185,6 @@ def _count_and_log(request: web.BaseRequest, metrics: StubzoneMetrics, route: st
             _clip(request.method), _clip(request.raw_path), identity, peer, status, reason)
 
 
-KEEPALIVE_SECONDS = 60.0
-"""Seconds an idle keep-alive connection is kept open (aiohttp's 3630 s default suits a reverse proxy, not
-a control plane that POSTs when a cluster joins); it counts against ``--max-connections`` meanwhile."""
-
-
 LINGERING_SECONDS = 2.0
 """Seconds the rest of a refused request is read and dropped, so the client sees the answer before the close."""
 
@@ -203,8 +199,9 @@ class JSONErrorsRequestHandler(web.RequestHandler):
     the same status, one log line and a count, like every other refusal.
     """
 
-    def __init__(self, server: web.Server, metrics: StubzoneMetrics, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(server, loop=loop, keepalive_timeout=KEEPALIVE_SECONDS, lingering_time=LINGERING_SECONDS,
+    def __init__(self, server: web.Server, metrics: StubzoneMetrics, loop: asyncio.AbstractEventLoop,
+                 idle_timeout: float) -> None:
+        super().__init__(server, loop=loop, keepalive_timeout=idle_timeout, lingering_time=LINGERING_SECONDS,
                          access_log=None)  # type: ignore[arg-type]  # None: no access log (guard logs each request)
         self._metrics = metrics
 
@@ -224,10 +221,12 @@ class JSONErrorsRequestHandler(web.RequestHandler):
         return response
 
 
-def protocol_factory(server: web.Server, metrics: StubzoneMetrics) -> Callable[[], asyncio.Protocol]:
-    """The HTTP protocol factory for :class:`stubzone.tls.TLSListener` (in place of ``runner.server``)."""
+def protocol_factory(server: web.Server, metrics: StubzoneMetrics,
+                     idle_timeout: float) -> Callable[[], asyncio.Protocol]:
+    """The HTTP protocol factory for :class:`feddns.https.TLSListener` (in place of ``runner.server``); a
+    kept-alive connection is closed after ``idle_timeout`` seconds without a request (``--idle-timeout``)."""
     loop = asyncio.get_running_loop()
-    return lambda: JSONErrorsRequestHandler(server, metrics, loop)
+    return lambda: JSONErrorsRequestHandler(server, metrics, loop, idle_timeout)
 
 
 def _federation(request: web.Request) -> str:

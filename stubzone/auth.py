@@ -8,9 +8,14 @@ addresses. It is allowed when any of them equals an ``--allow`` entry.
 Comparison follows each name's own rules: DNS names ignore case and a
 trailing dot, IP addresses compare as addresses (``2001:db8::1`` equals
 ``2001:0db8:0:0::1``), the rest are exact strings.
+
+The listener (:mod:`feddns.https`) asks :func:`authorizer` about each client
+right after its handshake, so a client outside ``--allow`` gets its 403 at
+once and never sends a request, nor holds a connection slot of the allowed.
 """
 
 import ipaddress
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,6 +23,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from feddns.errors import ConfigError
+from feddns.https import Authorize
 from feddns.records import IPAddress, parse_ip
 
 
@@ -100,3 +106,17 @@ class AllowList:
             if ip in self._ips:
                 return str(ip)
         return None
+
+
+def authorizer(allow: AllowList) -> Authorize:
+    """What the listener asks after each handshake: ``None`` for a client ``allow`` lets in, else why not."""
+    def authorize(ssl_object: ssl.SSLObject) -> str | None:
+        der = ssl_object.getpeercert(binary_form=True)
+        identity = ClientIdentity.from_der(der) if der else None
+        return None if identity is not None and allow.match(identity) is not None else not_allowed(identity)
+    return authorize
+
+
+def not_allowed(identity: ClientIdentity | None) -> str:
+    """The reason a client outside ``--allow`` is refused with (403)."""
+    return f"client {identity} is not allowed (its CN and SANs are not in --allow)"

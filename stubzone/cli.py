@@ -19,14 +19,22 @@ from prometheus_client import CollectorRegistry
 
 import feddns.etcd
 from feddns.errors import ConfigError
+from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
 from feddns.lifecycle import StopSignals, cannot_listen
-from feddns.listen import ListenAddresses, add_https_arguments, host_port, log_listening, start_observe
+from feddns.listen import (
+    ListenAddresses,
+    add_https_arguments,
+    host_port,
+    listener_settings,
+    log_listening,
+    start_observe,
+)
 from feddns.observe import ObserveServer
 from stubzone import tls
 from stubzone.app import make_app, protocol_factory
-from stubzone.auth import AllowList
+from stubzone.auth import AllowList, authorizer
 from stubzone.backends import BACKENDS, Backend, load
-from stubzone.metrics import StubzoneMetrics
+from stubzone.metrics import NAMESPACE, StubzoneMetrics
 from stubzone.model import StubDomains, check_cluster
 
 log = logging.getLogger("stubzone")
@@ -48,10 +56,6 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
     "unbound_checkconf": ("unbound",),
 }
 """Flags that only some backends take: given with another, they are refused (a typo in --backend)."""
-
-LISTENER = tls.ListenerSettings()
-"""The defaults of the listener's flags."""
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the flags of ``feddns stubzone``."""
@@ -89,14 +93,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                          help="unbound.conf of the running unbound; it includes DIR/feddns/*.conf (DIR: its directory)")
     unbound.add_argument("--unbound-control", metavar="PATH", help="unbound-control program (default: from PATH)")
     unbound.add_argument("--unbound-checkconf", metavar="PATH", help="unbound-checkconf program (default: from PATH)")
-    parser.add_argument("--tls-handshake-timeout", type=float, default=LISTENER.handshake_timeout, metavar="SECONDS",
-                        help=f"time a client has from the accept to finish the TLS handshake "
-                             f"(default {LISTENER.handshake_timeout:g})")
-    parser.add_argument("--max-connections", type=int, default=LISTENER.max_connections, metavar="N",
-                        help=f"connections open at once; more are closed at once (default {LISTENER.max_connections})")
-    parser.add_argument("--tls-reload-interval", type=float, default=LISTENER.reload_interval, metavar="SECONDS",
+    parser.add_argument("--tls-reload-interval", type=float, default=tls.RELOAD_INTERVAL, metavar="SECONDS",
                         help="how often --cert, --key and --client-ca are read again; a change applies to new "
-                             f"connections (default {LISTENER.reload_interval:g})")
+                             f"connections (default {tls.RELOAD_INTERVAL:g})")
 
 
 @dataclass(frozen=True)
@@ -111,8 +110,10 @@ class StubzoneSettings:
     """The client identities let in (``--allow``)."""
     backend: Backend
     """The cluster DNS programmed, made from its flags (``--backend`` and its group of flags)."""
-    listener: tls.ListenerSettings
-    """Handshake timeout, connection limit and certificate reload interval of the HTTPS socket."""
+    listener: ListenerSettings
+    """The bounds of the HTTPS socket: pools, handshake, request and idle timeouts."""
+    reload_interval: float
+    """Seconds between two looks at the certificate files (``--tls-reload-interval``)."""
 
 
 def check_flags(args: argparse.Namespace) -> StubDomains:
@@ -121,12 +122,10 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
     Returns the stub domains; raises :class:`ConfigError` naming the first bad flag.
     """
     for flag, seconds in (("--backend-timeout", args.backend_timeout),
-                          ("--tls-handshake-timeout", args.tls_handshake_timeout),
                           ("--tls-reload-interval", args.tls_reload_interval)):
         if not seconds > 0:
             raise ConfigError(f"{flag} must be more than 0 seconds")
-    if args.max_connections < 1:
-        raise ConfigError("--max-connections must be at least 1")
+    listener_settings(args)
     if args.cluster is not None:
         check_cluster(args.cluster)
     elif BACKENDS[args.backend].tags:
@@ -149,9 +148,8 @@ def settings_from(args: argparse.Namespace) -> StubzoneSettings:
         credentials=credentials,
         allow=AllowList(args.allow),
         backend=load(args, domains),
-        listener=tls.ListenerSettings(handshake_timeout=args.tls_handshake_timeout,
-                                      max_connections=args.max_connections,
-                                      reload_interval=args.tls_reload_interval),
+        listener=listener_settings(args),
+        reload_interval=args.tls_reload_interval,
     )
 
 
@@ -172,13 +170,15 @@ async def serve(settings: StubzoneSettings) -> int:
     runner = web.AppRunner(make_app(settings.backend, settings.allow, metrics), handle_signals=False)
     await runner.setup()
     assert runner.server is not None, "runner.setup() makes it"
-    listener = tls.TLSListener(protocol_factory(runner.server, metrics), settings.credentials, metrics,
-                               settings.listener)
+    credentials = settings.credentials
+    listener = TLSListener(protocol_factory(runner.server, metrics, settings.listener.idle_timeout),
+                           lambda: credentials.context, ListenerMetrics(registry, NAMESPACE), settings.listener, log,
+                           authorize=authorizer(settings.allow))
     server: asyncio.Server | None = None
     observe: ObserveServer | None = None
     signals = StopSignals()
-    reloads = asyncio.create_task(settings.credentials.watch(settings.listener.reload_interval))
-    gc.freeze()  # what start-up made lives for good: later collections (tls.give_back_memory) skip it
+    reloads = asyncio.create_task(settings.credentials.watch(settings.reload_interval))
+    gc.freeze()  # what start-up made lives for good: later collections (feddns.https.give_back_memory) skip it
     try:
         server = await _listen(settings, listener)
         observe = start_observe(settings.addresses.metrics, registry, ready=lambda: True)
@@ -200,7 +200,7 @@ async def serve(settings: StubzoneSettings) -> int:
     return 0
 
 
-async def _listen(settings: StubzoneSettings, factory: tls.TLSListener) -> asyncio.Server:
+async def _listen(settings: StubzoneSettings, factory: TLSListener) -> asyncio.Server:
     host, port = settings.addresses.listen
     try:
         return await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)

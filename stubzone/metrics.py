@@ -1,5 +1,6 @@
 """Prometheus metrics of ``feddns stubzone``, on a registry of its own (docs/stubzone.md, "Logs and metrics").
 
+Those of its connections are the listener's (:class:`feddns.https.ListenerMetrics`, namespace :data:`NAMESPACE`).
 Served at ``--metrics HOST:PORT`` ``/metrics`` by :class:`feddns.observe.ObserveServer`.
 """
 
@@ -21,13 +22,6 @@ class StubzoneMetrics:
         self.requests = counter(
             "requests", "Stub-zone API requests answered, by method, route and HTTP status",
             ("method", "route", "status"),
-        )
-        self.tls_refused = counter(
-            "tls_refused", "TLS handshakes refused (no, untrusted or expired client certificate; timeout)"
-        )
-        self.connections = gauge("connections", "TCP connections open now, before and after the TLS handshake")
-        self.connections_refused = counter(
-            "connections_refused", "TCP connections closed at once because --max-connections were open"
         )
         self.tls_reloads = counter(
             "tls_reloads",

@@ -159,11 +159,13 @@ class StubzoneProcess:
         """The first log line from index ``start`` on matching ``pattern``; raises TimeoutError."""
         return self.child.wait_for(pattern, timeout=timeout, start=start).string
 
-    def wait_for_refusal(self, local_port: int, reason: str, start: int = 0) -> str:
+    def wait_for_refusal(self, local_port: int, reason: str, start: int = 0, *,
+                         what: tuple[str, str] = ("TLS handshake", "TLS handshakes")) -> str:
         """The log line of a refused handshake from 127.0.0.1:``local_port``: its own line, or, when another
-        refusal was logged less than a second before, the count of the next summary line."""
-        own = rf'TLS handshake refused: peer=127\.0\.0\.1:{local_port} reason="{re.escape(reason)}"'
-        counted = rf"TLS handshakes refused: \d+ more in the last 1\.0 s \(.*{re.escape(reason)}: \d+"
+        refusal was logged less than a second before, the count of the next summary line. ``what``: how the
+        line names one and several (``("client", "clients")`` for a client refused after its handshake)."""
+        own = rf'{what[0]} refused: peer=127\.0\.0\.1:{local_port} reason="{re.escape(reason)}"'
+        counted = rf"{what[1]} refused: \d+ more in the last 1\.0 s \(.*{re.escape(reason)}: \d+"
         return self.wait_for_log(f"{own}|{counted}", start=start)
 
     def rss(self) -> int:

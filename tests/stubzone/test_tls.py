@@ -1,9 +1,10 @@
 """Who may talk to the endpoint (docs/reference.md section 5): TLS 1.2+ with a client certificate of
-`--client-ca` (refused in the handshake, and logged), then the `--allow` list (403)."""
+`--client-ca` (refused in the handshake, and logged), then the `--allow` list (403 right after the
+handshake, before any request)."""
 
-import re
 import socket
 import ssl
+import time
 
 import pytest
 
@@ -71,18 +72,37 @@ def test_tls_1_2_is_accepted(stubzone: StubzoneProcess, pki):
     assert answer.status == 200
 
 
+NOT_ALLOWED = "client CN=someone-else is not allowed (its CN and SANs are not in --allow)"
+
+
 def test_trusted_client_outside_the_allow_list_gets_403_everywhere(stubzone: StubzoneProcess, etcd, skydns_prefix):
     before, revision = etcd.get_prefix(skydns_prefix), etcd.revision()
     for method, path in (("POST", "/federations/fed"), ("GET", "/federations"), ("DELETE", "/federations/fed"),
                          ("GET", "/healthz"), ("GET", "/no/such/route"), ("PUT", "/federations/fed")):
         answer = stubzone.request(method, path, {"nameservers": ["192.0.2.1"]}, cert="stranger")
         assert answer.status == 403, (method, path, answer)
-        assert answer.body == {
-            "error": "client CN=someone-else is not allowed (its CN and SANs are not in --allow)"
-        }
-        stubzone.wait_for_log(rf'{method} {re.escape(path)} client="CN=someone-else" peer=\S+ status=403 reason=')
+        assert answer.body == {"error": NOT_ALLOWED}
+        assert answer.headers["Connection"] == "close"
     assert etcd.get_prefix(skydns_prefix) == before
     assert etcd.revision() == revision
+
+
+def test_a_client_outside_the_allow_list_gets_403_right_after_the_handshake(stubzone: StubzoneProcess, pki):
+    """The allow-list is judged on the certificate, not on a request: the stranger's connection is answered
+    and closed without sending a byte, so it never waits for a request nor holds an allowed client's slot."""
+    log_start = len(stubzone.lines)
+    with socket.create_connection(("127.0.0.1", stubzone.port), timeout=10) as plain, \
+            client_context(pki, "stranger").wrap_socket(plain, server_hostname="127.0.0.1") as sock:
+        local_port = sock.getsockname()[1]
+        started = time.monotonic()
+        received = b""
+        while chunk := sock.recv(4096):  # nothing sent: the answer comes unasked, then the close
+            received += chunk
+        closed_after = time.monotonic() - started
+    assert received.startswith(b"HTTP/1.1 403 Forbidden\r\n"), received
+    assert received.endswith(f'{{"error": "{NOT_ALLOWED}"}}'.encode()), received
+    assert closed_after < 5, closed_after
+    stubzone.wait_for_refusal(local_port, NOT_ALLOWED, start=log_start, what=("client", "clients"))
 
 
 def test_a_dns_san_in_the_allow_list_lets_the_client_in(stubzone: StubzoneProcess):
