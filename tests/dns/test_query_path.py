@@ -107,7 +107,8 @@ def _in_envelopes() -> list[tuple[str, str, list[dns.edns.Option] | None, int, i
     cookie = dns.edns.GenericOption(10, b"\x01" * 8)
     cluster = dns.edns.GenericOption(65245, b"a")
     return [("A", -1, None, 0, 512), ("AAAA", 0, [cluster], 0, 1232), ("SRV", 0, [cookie, cluster], dns.flags.CD, 4096),
-            ("ANY", 0, [cluster], 0, 4096), ("MX", 0, [cookie], 0, 1232), ("A", 0, [], dns.flags.CD, 1232)]
+            ("ANY", 0, [cluster], 0, 4096), ("MX", 0, [cookie], 0, 1232), ("A", 0, [], dns.flags.CD, 1232),
+            ("AXFR", 0, [], 0, 1232), ("TSIG", -1, None, 0, 512), ("MAILA", 0, [cookie], 0, 1232)]
 
 
 def _packet(qname: str, qtype: str, edns: int, options: list[dns.edns.Option] | None, flags: int, payload: int,
