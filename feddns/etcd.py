@@ -78,21 +78,25 @@ _NO_USER = ("user name is empty", "user name not found")
 _PERMISSION = ("permission denied",)
 _TOKEN = ("invalid auth token", "auth: revision in header is old")
 _TLS = ("tls handshake", "ssl handshake", "handshake read failed", "ssl_error", "tsi_", "certificate")
+_NO_LEADER = ("no leader",)
 
 
 def failure_kind(exc: BaseException) -> str:
     """What an etcd error says: ``"auth"`` (user or password refused), ``"no-user"`` (etcd
     requires a user and none was given), ``"permission"`` (the user may not do this),
     ``"token"`` (the auth token expired: reconnect), ``"tls"`` (the TLS handshake failed),
-    or ``"unreachable"`` (anything else: refused, timed out, reset).
+    ``"no-leader"`` (the member has no leader: try another), or ``"unreachable"``
+    (anything else: refused, timed out, reset).
 
     The etcd server's messages are those of ``etcdserver/api/v3rpc/rpctypes``
     (``ErrGRPCAuthFailed``, ``ErrGRPCUserEmpty``, ``ErrGRPCPermissionDenied``,
-    ``ErrGRPCInvalidAuthToken``); TLS failures are gRPC core's.
+    ``ErrGRPCInvalidAuthToken``, ``ErrGRPCNoLeader``); TLS failures are gRPC core's.
+    A call refused for ``no leader`` was refused before etcd handled it
+    (:data:`feddns.etcdclient.REQUIRE_LEADER`): nothing of it was applied.
     """
     text = " ".join(str(e) for e in _chain(exc)).lower()
     for kind, needles in (("auth", _AUTH_FAILED), ("no-user", _NO_USER), ("permission", _PERMISSION),
-                          ("token", _TOKEN), ("tls", _TLS)):
+                          ("token", _TOKEN), ("tls", _TLS), ("no-leader", _NO_LEADER)):
         if any(needle in text for needle in needles):
             return kind
     return "unreachable"
@@ -113,6 +117,7 @@ _KIND_TEXT = {
     "permission": "permission denied (the user's roles do not cover this key)",
     "token": "the authentication token expired; reconnecting",
     "tls": "TLS handshake failed (wrong CA, or etcd refused the client certificate)",
+    "no-leader": "the member has no leader (cut off from the other members, or the cluster lost its quorum)",
     "unreachable": "cannot be reached",
 }
 
@@ -361,10 +366,11 @@ class Endpoints:
                                  timeout=self.timeout, signature=signature)
 
     def failover(self) -> None:
-        """Move to the next endpoint (wrapping round)."""
+        """Move to the next endpoint (wrapping round). Logged at debug level only: a caller
+        retrying through an outage says once that etcd is lost and once that it is back."""
         self._current = (self._current + 1) % len(self.urls)
         if len(self.urls) > 1:
-            log.info("etcd: trying endpoint %s", self.current)
+            log.debug("etcd: trying endpoint %s", self.current)
 
     def signature(self) -> tuple[object, ...]:
         """The files' signature, looked at again at most every :data:`FILES_CHECK_SECONDS`."""

@@ -1,10 +1,18 @@
-"""The etcd client of every component: aetcd's ``Client`` with TLS and feddns's errors.
+"""The etcd client of every component: aetcd's ``Client`` with TLS, a leader required, and feddns's errors.
 
 aetcd 1.0 makes plain channels only; :meth:`Client.connect` makes a TLS channel
 when credentials are given. Every call feddns makes raises
 :class:`~feddns.errors.EtcdError` (:class:`~feddns.errors.EtcdCompacted`,
 :class:`~feddns.errors.EtcdTimeout`) from aetcd's or gRPC's error, so that callers
 name no library class; a watch's events are read the same way.
+
+Every call, watches included, asks etcd to require a leader (:data:`REQUIRE_LEADER`),
+as etcd's own client does with ``WithRequireLeader``. A member cut off from the
+others, or left without a quorum, answers what it last knew, forever and without
+a word, unless asked so: with it, a call to such a member fails at once
+(``etcdserver: no leader``, :func:`feddns.etcd.failure_kind` ``"no-leader"``)
+and the caller moves to another endpoint, and a watch already open is ended by
+etcd after about three election timeouts without a leader.
 
 :mod:`feddns.etcd` imports this module when the first client is made: aetcd and
 gRPC take about 70 ms to import, and ``feddns stubzone --backend skydns`` (etcd's
@@ -30,6 +38,14 @@ if TYPE_CHECKING:
     from feddns.etcd import EtcdURL
 
 _Operation = aetcd.transactions.Put | aetcd.transactions.Delete
+
+REQUIRE_LEADER = ("hasleader", "true")
+"""gRPC metadata asking etcd to fail the call when the member has no leader: etcd's
+``rpctypes.MetadataRequireLeaderKey`` and ``MetadataHasLeader``, what clientv3's
+``WithRequireLeader`` sets. etcd checks it in its unary and stream interceptors
+(``etcdserver/api/v3rpc/interceptor.go``): a call fails at once with ``no leader``,
+and a watch stream open on a member that lost its leader is cancelled by etcd's
+``monitorLeader`` after three election timeouts without one."""
 
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024
 """gRPC send and receive limit (bytes) for etcd calls, raised from the 4 MiB default:
@@ -64,13 +80,14 @@ def grpc_options(timeout: float) -> dict[str, int]:
 
 
 class Client(aetcd.Client):
-    """An ``aetcd.Client`` that can also speak TLS, and raises :class:`EtcdError`.
+    """An ``aetcd.Client`` that can also speak TLS, requires a leader, and raises :class:`EtcdError`.
 
     ``timeout`` (seconds) bounds each call and sets the keep-alive (:func:`grpc_options`);
     ``credentials`` (``None``: a plain channel) are used by :meth:`connect`, which
     otherwise does what aetcd does (authenticate when a user is set, then the
-    stubs and the watcher). ``signature`` records the files the client was made
-    from (:meth:`feddns.etcd.Endpoints.stale`).
+    stubs and the watcher), with :data:`REQUIRE_LEADER` in the metadata of every
+    call. ``signature`` records the files the client was made from
+    (:meth:`feddns.etcd.Endpoints.stale`).
     """
 
     def __init__(self, url: "EtcdURL", *, credentials: grpc.ChannelCredentials | None, user: str | None,
@@ -83,13 +100,16 @@ class Client(aetcd.Client):
 
     async def connect(self) -> None:
         with _etcd_errors():
-            if self._credentials is None:
-                await super().connect()
-            else:
-                await self._connect_tls(self._credentials)
+            await self._connect()
 
-    async def _connect_tls(self, credentials: grpc.ChannelCredentials) -> None:
-        """aetcd's ``connect`` over a TLS channel (aetcd/client.py, ``Client.connect``)."""
+    async def _connect(self) -> None:
+        """aetcd's ``connect`` (aetcd/client.py, ``Client.connect``), over TLS when credentials
+        were given, and with :data:`REQUIRE_LEADER` in ``metadata``.
+
+        aetcd passes ``metadata`` to every call, and to the watcher, which it makes here
+        with the metadata of the moment: so it is set before the watcher, not after
+        ``super().connect()``. The authentication itself requires a leader too: etcd
+        puts it through raft, and a member without a leader would let it time out."""
         if self._connected.is_set():
             return
         if self._is_connecting:
@@ -97,14 +117,20 @@ class Client(aetcd.Client):
             return
         self._is_connecting = True
         try:
-            channel = aetcd.rpc.secure_channel(self.url.target, credentials, options=list(self._options.items()))
+            options = list(self._options.items())
+            if self._credentials is None:
+                channel = aetcd.rpc.insecure_channel(self.url.target, options=options)
+            else:
+                channel = aetcd.rpc.secure_channel(self.url.target, self._credentials, options=options)
             self.channel = channel
+            metadata: tuple[tuple[str, str], ...] = (REQUIRE_LEADER,)
             if self._username is not None and self._password is not None:
                 self.auth_stub = aetcd.rpc.AuthStub(channel)
                 reply = await self.auth_stub.Authenticate(
                     aetcd.rpc.AuthenticateRequest(name=self._username, password=self._password),
-                    timeout=self._timeout)
-                self.metadata = (("token", reply.token),)
+                    timeout=self._timeout, metadata=metadata)
+                metadata += (("token", reply.token),)
+            self.metadata = metadata
             self.kvstub = aetcd.rpc.KVStub(channel)
             self.clusterstub = aetcd.rpc.ClusterStub(channel)
             self.leasestub = aetcd.rpc.LeaseStub(channel)
@@ -146,6 +172,17 @@ class Client(aetcd.Client):
     async def status(self) -> aetcd.Status:
         with _etcd_errors():
             return await super().status()
+
+    async def check_leader(self) -> None:
+        """One ``Status`` call, which etcd fails (``no leader``) when this member has no leader.
+
+        Cheaper than :meth:`status` (which also lists the members); raises :class:`EtcdError`."""
+        with _etcd_errors():
+            await self.connect()
+            reply = await self.maintenancestub.Status(aetcd.rpc.StatusRequest(), timeout=self._timeout,
+                                                      metadata=self.metadata)
+        if reply.leader == 0:  # etcd refuses the call itself first; this holds whatever the interceptor does
+            raise EtcdError("etcdserver: no leader")
 
     # The watch calls take aetcd's parameters, too many for ruff's taste: an override
     # must accept what the method it overrides accepts.

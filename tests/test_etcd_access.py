@@ -83,6 +83,7 @@ def test_failure_kinds_follow_etcds_messages() -> None:
     assert failure_kind(Exception("etcdserver: user name is empty")) == "no-user"
     assert failure_kind(Exception("etcdserver: permission denied")) == "permission"
     assert failure_kind(Exception("etcdserver: invalid auth token")) == "token"
+    assert failure_kind(Exception("etcdserver: no leader")) == "no-leader"
     assert failure_kind(Exception("failed to connect to all addresses; last error: UNAVAILABLE: "
                                   "ipv4:127.0.0.1:1: Connection refused")) == "unreachable"
 

@@ -56,6 +56,17 @@ class LeaseKeepAliveResponse:
     ID: int
     TTL: int
 
+class StatusRequest:
+    def __init__(self) -> None: ...
+
+class StatusResponse:
+    header: ResponseHeader
+    version: str
+    dbSize: int
+    leader: int
+    raftIndex: int
+    raftTerm: int
+
 class ResponseOp: ...
 
 class WatchRequest: ...
@@ -76,6 +87,7 @@ class LeaseStub:
     def __init__(self, channel: Channel) -> None: ...
 
 class MaintenanceStub:
+    Status: UnaryUnaryMultiCallable[StatusRequest, StatusResponse]
     def __init__(self, channel: Channel) -> None: ...
 
 class WatchStub:
