@@ -18,6 +18,10 @@ etcd's v3 authentication with ``etcdctl`` (``user add``, ``role add``,
 tests' client logs in as root; ``enable_v2_auth()`` does the same for the v2
 key space, whose users are separate (its HTTP ``/v2/auth`` API).
 
+:func:`etcd_cluster` starts the members of one cluster; given a ``PeerNetwork``
+(tests/support/peernet.py), their peer traffic crosses its proxies, which can cut a
+member off from the others (a network partition) and join it again.
+
 etcd logs errors only; ``FEDDNS_TEST_ETCD_LOG=info`` in the environment logs more
 (``etcd.log`` in its data directory).
 """
@@ -33,9 +37,11 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
 
 from tests.support.etcdpki import EtcdPki
+from tests.support.peernet import PeerNetwork
 from tests.support.ports import free_port, wait_until
 
 ROOT_PASSWORD = "root-password"
@@ -57,15 +63,19 @@ class EtcdServer:
     Alone by default; :func:`etcd_cluster` makes members of one cluster (``name`` and
     ``initial_cluster``, etcd's ``--name`` and ``--initial-cluster``)."""
 
-    def __init__(self, *, enable_v2: bool = True, pki: EtcdPki | None = None, name: str = "test") -> None:
+    def __init__(self, *, enable_v2: bool = True, pki: EtcdPki | None = None, name: str = "test",
+                 extra_args: Sequence[str] = ()) -> None:
         self.enable_v2 = enable_v2
         self.pki = pki
         self.name = name
+        self.extra_args = list(extra_args)
         self._token: str | None = None
         self._v2_auth: str | None = None
         self.data_dir = tempfile.mkdtemp(prefix="feddns-etcd-")
         self.client_port = free_port()
         self.peer_port = free_port()
+        self.advertised_peer_port = self.peer_port
+        """The peer port the other members are told to use: a proxy's (tests/support/peernet.py) or its own."""
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         self.log_path = os.path.join(self.data_dir, "etcd.log")
@@ -73,7 +83,8 @@ class EtcdServer:
 
     @property
     def peer_url(self) -> str:
-        return f"http://127.0.0.1:{self.peer_port}"
+        """The peer URL the other members use (``--initial-advertise-peer-urls``)."""
+        return f"http://127.0.0.1:{self.advertised_peer_port}"
 
     @property
     def url(self) -> str:
@@ -84,7 +95,6 @@ class EtcdServer:
         """Start (or restart) etcd and wait until it answers (``wait``; a member of a
         cluster answers only once a quorum has started: see :func:`etcd_cluster`)."""
         binary = shutil.which("etcd") or "/usr/bin/etcd"
-        peer = self.peer_url
         tls: list[str] = []
         if self.pki is not None:
             cert, key = self.pki.server_cert
@@ -96,10 +106,11 @@ class EtcdServer:
                 [
                     binary, "--name", self.name, "--data-dir", os.path.join(self.data_dir, "data"),
                     "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
-                    "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                    "--listen-peer-urls", f"http://127.0.0.1:{self.peer_port}",
+                    "--initial-advertise-peer-urls", self.peer_url,
                     "--initial-cluster", self.initial_cluster, "--logger", "zap",
                     "--log-level", os.environ.get("FEDDNS_TEST_ETCD_LOG", "error"),
-                    *(["--enable-v2"] if self.enable_v2 else []), *tls,
+                    *(["--enable-v2"] if self.enable_v2 else []), *tls, *self.extra_args,
                 ],
                 stdout=log, stderr=log,
             )
@@ -123,6 +134,17 @@ class EtcdServer:
         except OSError:
             return False
 
+    def pid(self) -> int | None:
+        """The process id of the running etcd (``None`` when stopped)."""
+        return self.proc.pid if self.proc is not None else None
+
+    def has_leader(self) -> bool:
+        """Whether this member knows a leader now (its status, read without asking for one)."""
+        try:
+            return int(self.call("/v3/maintenance/status", {}, timeout=2).get("leader", 0)) != 0
+        except OSError:
+            return False
+
     def pause(self) -> None:
         """Freeze etcd with SIGSTOP: its sockets stay open and it answers nothing."""
         assert self.proc is not None
@@ -140,7 +162,11 @@ class EtcdServer:
         self.resume()  # a frozen process would not act on SIGTERM
         if self.proc is not None:
             self.proc.terminate()
-            self.proc.wait(timeout=10)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # a member cut off from its peers may hang in its stop
+                self.proc.kill()
+                self.proc.wait(timeout=10)
             self.proc = None
 
     def destroy(self) -> None:
@@ -314,9 +340,16 @@ class EtcdServer:
         return self.v2_call("GET", "/")[2]
 
 
-def etcd_cluster(size: int = 3) -> list[EtcdServer]:
-    """``size`` members of one etcd cluster on 127.0.0.1, started and answering."""
-    members = [EtcdServer(name=f"m{i}") for i in range(size)]
+def etcd_cluster(size: int = 3, *, network: PeerNetwork | None = None,
+                 extra_args: Sequence[str] = ()) -> list[EtcdServer]:
+    """``size`` members of one etcd cluster on 127.0.0.1, started and answering.
+
+    With ``network`` (tests/support/peernet.py) their peer traffic goes through its
+    proxies, which can partition them. ``extra_args`` go to every member."""
+    members = [EtcdServer(name=f"m{i}", extra_args=extra_args) for i in range(size)]
+    if network is not None:
+        for member in members:
+            member.advertised_peer_port = network.add(member.name, member.peer_port, member.pid)
     initial = ",".join(f"{m.name}={m.peer_url}" for m in members)
     for member in members:
         member.initial_cluster = initial
