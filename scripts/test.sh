@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a fresh Debian machine (as root, with Debian's
-# packages and PyPI reachable), runs the code checks (scripts/check.sh: ruff, mypy --strict,
+# packages, PyPI and the Go module proxy reachable, Go 1.26 on PATH), builds the real peers
+# once per machine (scripts/peers.sh: CoreDNS, kube-apiserver, kubectl, helm, into
+# ~/.cache/feddns-peers, reused when there), runs the code checks (scripts/check.sh: ruff, mypy --strict,
 # import-linter; any violation fails the run) and the whole test suite. Extra arguments go to
 # pytest.
 set -euo pipefail
@@ -9,6 +11,7 @@ source scripts/debian-deps.sh
 install_debian etcd=etcd-server etcdctl=etcd-client dig=bind9-dnsutils unbound=unbound named=bind9 curl=curl \
   promtool=prometheus testssl=testssl.sh nsd=nsd dnsperf=dnsperf
 install_venv "[test]"
+bash scripts/peers.sh
 bash scripts/check.sh
 step "pytest $*"
 exec .venv/bin/python -m pytest "$@"
