@@ -3,6 +3,9 @@
 ``/metrics`` is ``prometheus_client``'s exposition of a registry; ``/health``
 answers 200 while the process runs its loop; ``/ready`` answers 200 once the
 command says it is ready (Federated-DNS: the first load of records is done).
+The body of ``/ready`` is ``ok`` or ``not ready``, and after it the lines the
+command's ``detail`` gives, if any: why it is not ready, or what is wrong while
+it is (records served with no etcd leader behind them, a cluster not listed).
 The server runs in a daemon thread (``prometheus_client``'s WSGI app under
 ``wsgiref``) so a scrape never runs on the DNS event loop.
 """
@@ -19,6 +22,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from feddns.hostport import parse_hostport
 
 Check = Callable[[], bool]
+Detail = Callable[[], str]
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -34,17 +38,21 @@ class _ThreadingServer6(_ThreadingServer):
     address_family = socket.AF_INET6
 
 
-def make_app(registry: CollectorRegistry, health: Check, ready: Check) -> Callable[..., Iterable[bytes]]:
-    """A WSGI app serving ``/metrics`` from ``registry`` and the two probes."""
+def make_app(registry: CollectorRegistry, health: Check, ready: Check,
+             detail: Detail | None = None) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app serving ``/metrics`` from ``registry`` and the two probes; ``detail``
+    adds its text (when not empty) to ``/ready``'s body."""
     metrics = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path in ("/health", "/healthz", "/ready", "/readyz"):
-            ok = (health if path.startswith("/health") else ready)()
+            readiness = path.startswith("/ready")
+            ok = (ready if readiness else health)()
             status = "200 OK" if ok else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain")])
-            return [b"ok\n" if ok else b"not ready\n"]
+            more = detail() if readiness and detail is not None else ""
+            return [b"ok\n" if ok else b"not ready\n", f"{more}\n".encode() if more else b""]
         if path == "/metrics":
             body: Iterable[bytes] = metrics(environ, start_response)
             return body
@@ -61,11 +69,12 @@ class ObserveServer:
     cannot be bound); ``port`` is then the bound port; ``stop()`` closes it.
     """
 
-    def __init__(self, listen: str, registry: CollectorRegistry, health: Check, ready: Check) -> None:
+    def __init__(self, listen: str, registry: CollectorRegistry, health: Check, ready: Check,
+                 detail: Detail | None = None) -> None:
         self.listen = listen
         """The ``HOST:PORT`` given (for messages)."""
         self._address = parse_hostport(listen)
-        self._app = make_app(registry, health, ready)
+        self._app = make_app(registry, health, ready, detail)
         self._server: WSGIServer | None = None
 
     def start(self) -> None:

@@ -207,10 +207,12 @@ def run(args: argparse.Namespace) -> int:
     responder = Responder(index, settings)
     feed = Feed(index, responder)
     access = feddns.etcd.access_from(args)
+    etcd_source = None
     if kind == "etcd":
         from feddns.store.etcd import EtcdSource  # noqa: PLC0415 - aetcd and gRPC only with --etcd
 
-        source: object = EtcdSource(feddns.etcd.Endpoints(args.etcd, access=access), layout, feed)
+        etcd_source = EtcdSource(feddns.etcd.Endpoints(args.etcd, access=access), layout, feed)
+        source: object = etcd_source
     elif access != feddns.etcd.Access():
         raise ConfigError("--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and --etcd-password-file "
                           "need --etcd")
@@ -223,7 +225,11 @@ def run(args: argparse.Namespace) -> int:
         registry = CollectorRegistry()
         registry.register(ServeCollector(responder, lambda: feed.restarts, lambda: feed.skipped,
                                          lambda: (sum(c.open for c in tcp), sum(c.refused for c in tcp))))
-        metrics = ObserveServer(args.metrics, registry, lambda: True, lambda: responder.ready)
+        detail = None
+        if etcd_source is not None:  # whether a leader is behind the records
+            registry.register(etcd_source.collector())
+            detail = etcd_source.readiness
+        metrics = ObserveServer(args.metrics, registry, lambda: True, lambda: responder.ready, detail)
     _install_uvloop()
     return asyncio.run(_serve(responder, listens, limits, tcp, source, metrics))
 

@@ -15,21 +15,35 @@ records are served, and retries back off exponentially (0.1 s doubling to 5 s,
 moving to the next ``--etcd`` endpoint each time); the delay is reset only once
 etcd answers again. The loss is logged once (WARNING) and the return once
 (INFO); the retries in between are logged at DEBUG.
+
+A member that has lost its leader (cut off from the others by a partition, or
+left without a quorum) would go on answering what it knew, and the records would
+silently stop following etcd. Every call requires a leader
+(:data:`feddns.etcdclient.REQUIRE_LEADER`), and beside the watch the member is
+asked every :attr:`EtcdSource.leader_check` seconds whether it still has one:
+etcd itself ends a watch on a leaderless member only a few election timeouts
+after the loss. A member without a leader is a loss like any other: the next endpoint
+is tried, and until one with a leader answers, ``/ready``'s body and
+``feddns_etcd_leader`` (:class:`EtcdCollector`) say that the records of revision
+N are served with no leader behind them.
 """
 
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import aetcd
 import aetcd.exceptions
 from aetcd import rpc
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from feddns.dns.index import Index
 from feddns.errors import EtcdCompacted, FeddnsError
 from feddns.etcd import Endpoints, close_quietly, describe, prefix_range_end, unless_stale
+from feddns.etcdclient import Client
 from feddns.keys import Layout
 from feddns.store import Feed
 
@@ -49,17 +63,43 @@ credentials files; anything else is a bug."""
 class EtcdSource:
     """Keeps ``feed`` in step with every key under ``layout.root`` in etcd.
 
-    ``backoff`` is ``(first, most)`` in seconds between retries.
+    ``backoff`` is ``(first, most)`` in seconds between retries; ``leader_check`` the
+    seconds between two questions to the member followed whether it still has a leader.
     """
 
     def __init__(self, endpoints: Endpoints, layout: Layout, feed: Feed,
-                 backoff: tuple[float, float] = (0.1, 5.0)) -> None:
+                 backoff: tuple[float, float] = (0.1, 5.0), leader_check: float = 1.0) -> None:
         self.endpoints = endpoints
         self.root = layout.root.encode()
         self.feed = feed
         self.backoff = backoff
+        self.leader_check = leader_check
         self.revision: int | None = None
         self.lost_since: float | None = None
+        """Monotonic time since when no etcd member with a leader has answered (``None``: one does)."""
+        self.lost_why = ""
+        """The endpoint and the failure that began the loss, for ``/ready``."""
+
+    @property
+    def following(self) -> bool:
+        """True while the records served follow an etcd member that has a leader."""
+        return self.lost_since is None and self.feed.responder.ready
+
+    def collector(self) -> "EtcdCollector":
+        """Its metrics, for the registry of ``--metrics``."""
+        return EtcdCollector(self)
+
+    def readiness(self) -> str:
+        """What ``/ready`` adds to its status: nothing while the records follow a member
+        with a leader; otherwise which records are served, and for how long nothing has been
+        behind them."""
+        lost_since = self.lost_since
+        if lost_since is None:
+            return "" if self.feed.responder.ready else "no records loaded yet (reading etcd)"
+        if not self.feed.responder.ready:
+            return f"no records loaded yet: etcd {self.lost_why}"
+        return (f"serving the records of revision {self.feed.index.revision} with no etcd leader behind them "
+                f"for {time.monotonic() - lost_since:.0f} s (etcd {self.lost_why})")
 
     async def run(self) -> None:
         """Run until cancelled; never raises for etcd failures."""
@@ -70,10 +110,10 @@ class EtcdSource:
                 if self.revision is None:
                     await self._load(client)
                 else:
-                    await client.status()  # etcd answers: the watch can start
+                    await client.check_leader()  # etcd answers, with a leader: the watch can start
                 self._back()
                 delay = self.backoff[0]
-                if await unless_stale(self.endpoints, client, self._watch(client)):
+                if await unless_stale(self.endpoints, client, self._follow(client)):
                     continue  # new certificate or password files: reconnect, resume from the revision
             except EtcdCompacted as exc:
                 log.warning("etcd: revision %s is compacted (%s); listing again", self.revision, exc)
@@ -94,8 +134,10 @@ class EtcdSource:
         reason = _describe(exc)
         if self.lost_since is None:
             self.lost_since = time.monotonic()
-            log.warning("etcd %s lost: %s; serving the last records, retrying with backoff up to %.0fs",
-                        self.endpoints.current, reason, self.backoff[1])
+            self.lost_why = f"{self.endpoints.current}: {reason}"
+            others = "the other endpoints" if len(self.endpoints.urls) > 1 else "it"
+            log.warning("etcd %s lost: %s; serving the records of revision %d, trying %s with backoff up to %.0fs",
+                        self.endpoints.current, reason, self.feed.index.revision, others, self.backoff[1])
         else:
             log.debug("etcd %s: %s; retrying in %.1fs", self.endpoints.current, reason, delay)
         if not isinstance(exc, _ETCD_FAILURES):  # not how etcd fails: a bug, shown with its traceback
@@ -105,6 +147,7 @@ class EtcdSource:
         if self.lost_since is not None:
             log.info("etcd %s back after %.1fs", self.endpoints.current, time.monotonic() - self.lost_since)
             self.lost_since = None
+            self.lost_why = ""
 
     async def _load(self, client: aetcd.Client) -> None:
         """Read every key under the prefix, page by page at one revision."""
@@ -131,6 +174,26 @@ class EtcdSource:
         self.feed.install(fresh)
         self.revision = revision
         log.info("etcd: loaded %d records at revision %d (%d invalid)", len(fresh), revision, len(fresh.invalid))
+
+    async def _follow(self, client: Client) -> None:
+        """The watch, and beside it the leader check; returns never, raises what ends either."""
+        watch = asyncio.ensure_future(self._watch(client))
+        check = asyncio.ensure_future(self._check_leader(client))
+        try:
+            done, _ = await asyncio.wait([watch, check], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (watch, check):
+                task.cancel()
+            await asyncio.gather(watch, check, return_exceptions=True)
+        for task in done:
+            task.result()
+        raise ConnectionError("watch ended")
+
+    async def _check_leader(self, client: Client) -> None:
+        """Every ``leader_check`` seconds, a call that fails when the member has lost its leader."""
+        while True:
+            await asyncio.sleep(self.leader_check)
+            await client.check_leader()
 
     async def _watch(self, client: aetcd.Client) -> None:
         assert self.revision is not None
@@ -159,3 +222,18 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, rpc.AioRpcError):
         return f"{exc.code().name}: {describe(Exception(exc.details()))}"
     return describe(exc)
+
+
+class EtcdCollector(Collector):
+    """``feddns_etcd_leader`` of ``source`` (docs/operations.md): with ``feddns_records_revision``
+    it says which records are served with no leader behind them."""
+
+    def __init__(self, source: EtcdSource) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(
+            "feddns_etcd_leader",
+            "1 while the records follow an etcd member that has a leader; 0 while none is reached "
+            "(no leader, or etcd unreachable) and the last records are served",
+            value=1 if self.source.following else 0)
