@@ -43,6 +43,7 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
     "configmap": ("coredns", "kube-dns"),
     "kubeconfig": ("coredns", "kube-dns"),
     "kube_context": ("coredns", "kube-dns"),
+    "coredns_port": ("coredns",),
     "etcd": ("skydns",),
     "etcd_prefix": ("skydns",),
     "etcd_cacert": ("skydns",),
@@ -81,6 +82,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     kube.add_argument("--kubeconfig", type=Path, metavar="FILE",
                       help="kubeconfig of the API server (default: the pod's service account)")
     kube.add_argument("--kube-context", metavar="NAME", help="context of --kubeconfig (default: its current one)")
+    kube.add_argument("--coredns-port", type=int, metavar="PORT",
+                      help="coredns: port of the server blocks written, where CoreDNS answers the pods (default 53)")
     etcd = parser.add_argument_group("skydns: SkyDNS's etcd")
     etcd.add_argument("--etcd", action="append", metavar="URL",
                       help="the cluster's SkyDNS etcd (repeatable; default http://127.0.0.1:2379)")
@@ -126,6 +129,8 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
         if not seconds > 0:
             raise ConfigError(f"{flag} must be more than 0 seconds")
     listener_settings(args)
+    if args.coredns_port is not None and not 0 < args.coredns_port < 65536:  # noqa: PLR2004 - the port range
+        raise ConfigError(f"--coredns-port {args.coredns_port} is not a port (1-65535)")
     if args.cluster is not None:
         check_cluster(args.cluster)
     elif BACKENDS[args.backend].tags:

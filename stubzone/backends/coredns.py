@@ -41,7 +41,8 @@ def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
         raise ConfigError(f"--cluster {cluster!r}: CoreDNS reads a value starting with 0x as hex; rename the cluster")
     namespace, name = parse_reference(args.configmap or DEFAULT_CONFIGMAP)
     configuration = client_configuration(args.kubeconfig, args.kube_context)
-    return CoreDNSBackend(ConfigMapStore(namespace, name, configuration, args.backend_timeout), domains, cluster)
+    store = ConfigMapStore(namespace, name, configuration, args.backend_timeout)
+    return CoreDNSBackend(store, domains, cluster, args.coredns_port or 53)
 
 
 class CoreDNSBackend(ConfigMapBackend):
@@ -50,9 +51,9 @@ class CoreDNSBackend(ConfigMapBackend):
     name = "coredns"
     max_nameservers = MAX_NAMESERVERS
 
-    def __init__(self, store: ConfigMapStore, domains: StubDomains, cluster: str) -> None:
+    def __init__(self, store: ConfigMapStore, domains: StubDomains, cluster: str, port: int = 53) -> None:
         super().__init__(store, domains)
-        self.cluster = cluster
+        self.cluster, self.port = cluster, port
 
     async def list(self) -> list[StubZone]:
         data, _ = await self.store.read()
@@ -65,7 +66,7 @@ class CoreDNSBackend(ConfigMapBackend):
 
     async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
         key = federation + SUFFIX
-        text = render(federation, self.domains.stub_domain(federation), self.cluster, tuple(nameservers))
+        text = render(federation, self.domains.stub_domain(federation), self.cluster, tuple(nameservers), self.port)
 
         def change(data: Data) -> Data:
             return {**data, key: text}
@@ -86,7 +87,7 @@ class CoreDNSBackend(ConfigMapBackend):
         """F's zone from its block; a block that does not parse as ours shows no nameservers (and is logged)."""
         try:
             (block,) = parse(text).blocks
-            if block.keys != (self.domains.stub_domain(federation) + ":53",):
+            if block.keys != (f"{self.domains.stub_domain(federation)}:{self.port}",):
                 raise ValueError(f"server block keys {' '.join(block.keys)} are not {federation}'s stub domain")
             nameservers = forward_targets(block)
         except (CorefileError, ValueError) as exc:

@@ -31,7 +31,7 @@ TAG_OPTION = 0xFEDD
 
 TEMPLATE = Template("""\
 # Written by feddns stubzone for cluster $cluster; each POST /federations/$federation rewrites it.
-$stub_domain:53 {
+$stub_domain:$port {
     errors
     rewrite edns0 local set 0x$option $cluster
     forward . $nameservers
@@ -44,9 +44,14 @@ class CorefileError(FeddnsError, ValueError):
     """Text that is not a Corefile; the message names the line."""
 
 
-def render(federation: str, stub_domain: str, cluster: str, nameservers: tuple[Nameserver, ...]) -> str:
-    """F's server block; ``cluster`` is a DNS label (never starting with ``0x``: CoreDNS would read hex)."""
-    return TEMPLATE.substitute(federation=federation, stub_domain=stub_domain, cluster=cluster,
+def render(federation: str, stub_domain: str, cluster: str, nameservers: tuple[Nameserver, ...],
+           port: int = 53) -> str:
+    """F's server block; ``cluster`` is a DNS label (never starting with ``0x``: CoreDNS would read hex).
+
+    ``port`` is the port of the server block, the one the cluster's pods ask CoreDNS on (53 in a
+    stock Deployment; CoreDNS serves every block of one port from one listener, zones by longest match).
+    """
+    return TEMPLATE.substitute(federation=federation, stub_domain=stub_domain, cluster=cluster, port=port,
                                option=f"{TAG_OPTION:x}", nameservers=" ".join(ns.host_port() for ns in nameservers))
 
 

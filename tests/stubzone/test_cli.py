@@ -104,6 +104,10 @@ BAD = {
     "zero handshake timeout": (lambda pki, tmp: {"tls_handshake_timeout": "0"}, "--tls-handshake-timeout must be"),
     "zero reload interval": (lambda pki, tmp: {"tls_reload_interval": "0"}, "--tls-reload-interval must be"),
     "no connection allowed": (lambda pki, tmp: {"max_connections": "0"}, "--max-connections must be at least 1"),
+    "coredns port 0": (lambda pki, tmp: {"backend": "coredns", "etcd": None, "cluster": "foo", "coredns_port": "0"},
+                       "--coredns-port 0 is not a port (1-65535)"),
+    "coredns port with skydns": (lambda pki, tmp: {"coredns_port": "5353"},
+                                 "--coredns-port is for --backend coredns, not skydns"),
 }
 
 

@@ -64,6 +64,12 @@ def test_rendered_block_is_the_documented_text():
     )
 
 
+def test_the_block_listens_on_the_port_coredns_answers_the_pods_on():
+    (block,) = parse(render("myfederation", "myfederation.svc.federation.", "foo", nameservers("203.0.113.53"),
+                            port=1053)).blocks
+    assert block.keys == ("myfederation.svc.federation.:1053",)
+
+
 def test_stock_corefile_with_the_import_line_parses():
     corefile = parse("import /etc/coredns/feddns/*.server\n" + STOCK_COREFILE)
     assert corefile.imports == ("/etc/coredns/feddns/*.server",)
