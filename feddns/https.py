@@ -44,6 +44,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import cast
 
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client import Counter as CounterMetric
@@ -72,7 +73,7 @@ class ListenerSettings:
     """Connections past the handshake (and the allow-list) open at once; more are closed (``--max-connections``)."""
     max_pending: int = 256
     """Connections not past the handshake open at once, all addresses together (``--max-pending``)."""
-    max_pending_per_address: int = 16
+    max_pending_per_address: int = 32
     """Connections not past the handshake open at once from one address or IPv6 /64
     (``--max-pending-per-address``)."""
     request_timeout: float = 10.0
@@ -431,7 +432,7 @@ class TLSAcceptor(asyncio.Protocol):
         self._deadline = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's is one without deriving from it
         if not self._listener.admit(transport):
             transport.abort()
             return
@@ -496,8 +497,7 @@ class ServerTLSProtocol(sslproto.SSLProtocol):
         transport = self._transport
         super().connection_lost(exc)
         if transport is not None:
-            assert isinstance(transport, asyncio.Transport)
-            self._listener.release(transport)
+            self._listener.release(cast(asyncio.Transport, transport))
 
 
 class HTTPConnection(asyncio.Protocol):
@@ -516,7 +516,7 @@ class HTTPConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         listener = self._listener
         ssl_object = transport.get_extra_info("ssl_object")

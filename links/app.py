@@ -20,6 +20,8 @@ log = logging.getLogger("links")
 
 MAX_BODY = 6 * 1024 * 1024
 """Bytes of an AdmissionReview accepted (a pod of up to 3 MiB, with room for the review around it)."""
+NAMESPACE = "feddns_links"
+"""Prefix of the metric names; the listener's are ``feddns_links_connections`` and so on (feddns.https)."""
 
 
 class LinksMetrics:

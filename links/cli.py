@@ -2,7 +2,8 @@
 
 Every flag is checked, the certificate and the policy file loaded, the
 kubeconfig read and the resolver chosen before a socket is opened; a bad one
-exits 2 with one line. Then it listens (HTTPS), logs ``listening on
+exits 2 with one line. Then it listens (HTTPS, through the listener it shares
+with ``feddns stubzone``: :mod:`feddns.https`), logs ``listening on
 https://HOST:PORT`` with the bound port (``--listen 127.0.0.1:0`` works),
 lists and watches the local shards, polls the policy file and the
 certificate for changes, and serves until SIGTERM or SIGINT.
@@ -13,7 +14,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +22,20 @@ from prometheus_client import CollectorRegistry
 
 from feddns.errors import ConfigError
 from feddns.hostport import parse_ip_port
-from feddns.lifecycle import StopSignals
-from feddns.listen import ListenAddresses, add_https_arguments, host_port, log_listening, start_observe
+from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
+from feddns.lifecycle import StopSignals, cannot_listen
+from feddns.listen import (
+    ListenAddresses,
+    add_https_arguments,
+    host_port,
+    listener_settings,
+    log_listening,
+    start_observe,
+)
 from feddns.names import normalize_zone
 from feddns.observe import ObserveServer
 from links import files
-from links.app import LinksMetrics, make_app
+from links.app import NAMESPACE, LinksMetrics, make_app
 from links.gating import DEFAULT_TIMEOUT, Gate
 from links.review import Reviewer
 from links.selector import check_key
@@ -63,6 +71,8 @@ class LinksSettings:
 
     addresses: ListenAddresses
     """The HTTPS address of ``POST /mutate`` and the metrics address (``--listen``, ``--metrics``)."""
+    listener: ListenerSettings
+    """The bounds of the HTTPS socket: pools, handshake, request and idle timeouts."""
     certificate: files.ServerCertificate
     """The server certificate and key, loaded and followed on disk (``--cert``, ``--key``)."""
     policies: files.PolicyFile
@@ -79,6 +89,7 @@ class LinksSettings:
 def settings_from(args: argparse.Namespace) -> LinksSettings:
     """Check the flags and load the files; raises :class:`ConfigError` naming the first bad one."""
     addresses = ListenAddresses.from_flags(args.listen, args.metrics)
+    listener = listener_settings(args)
     if not 0 < args.gating_timeout <= MAX_GATING_TIMEOUT:
         raise ConfigError(f"--gating-timeout must be more than 0 and at most {MAX_GATING_TIMEOUT:g} seconds")
     try:
@@ -95,6 +106,7 @@ def settings_from(args: argparse.Namespace) -> LinksSettings:
         resolver = (str(address), port)
     return LinksSettings(
         addresses=addresses,
+        listener=listener,
         certificate=files.ServerCertificate(args.cert, args.key),
         policies=files.PolicyFile(args.policies),
         gate=Gate(resolver, args.gating_timeout),
@@ -124,16 +136,22 @@ async def serve(settings: LinksSettings) -> int:
     registry = CollectorRegistry()
     metrics = LinksMetrics(registry)
     reviewer = Reviewer(settings.zone, settings.policies.current, settings.shards, settings.gate)
-    runner = web.AppRunner(make_app(reviewer, metrics), access_log=None, handle_signals=False)
+    runner = web.AppRunner(make_app(reviewer, metrics), access_log=None, handle_signals=False,
+                           keepalive_timeout=settings.listener.idle_timeout)
     await runner.setup()
+    assert runner.server is not None, "runner.setup() makes it"
+    certificate = settings.certificate
+    listener = TLSListener(runner.server, lambda: certificate.context, ListenerMetrics(registry, NAMESPACE),
+                           settings.listener, log)
     # The kubernetes client alone leaves some 60,000 objects that live as long as the process; a full
     # collection scanning them takes tens of milliseconds, which would be the p99 of every review.
     gc.freeze()
+    server: asyncio.Server | None = None
     observe: ObserveServer | None = None
     watcher: asyncio.Task[None] | None = None
     signals = StopSignals()
     try:
-        await _listen(runner, settings)
+        server = await _listen(listener, settings)
         observe = start_observe(settings.addresses.metrics, registry, ready=lambda: settings.shards.ready)
         if observe is not None:
             log.info("metrics on %s (/metrics, /health, /ready)", observe.url)
@@ -149,20 +167,23 @@ async def serve(settings: LinksSettings) -> int:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
         settings.shards.stop()
+        if server is not None:
+            server.close()
         if observe is not None:
             observe.stop()
-        await runner.cleanup()
+        await runner.cleanup()  # lets reviews in progress finish
+        listener.close()
     return 0
 
 
-async def _listen(runner: web.AppRunner, settings: LinksSettings) -> None:
+async def _listen(listener: TLSListener, settings: LinksSettings) -> asyncio.Server:
     host, port = settings.addresses.listen
-    site = web.TCPSite(runner, host, port, ssl_context=settings.certificate.context, reuse_address=True)
     try:
-        await site.start()
-    except OSError as exc:  # asyncio rewords strerror; the errno is the one line worth printing
-        raise ConfigError(f"--listen {host_port(host, port)}: {os.strerror(exc.errno) if exc.errno else exc}") from exc
-    log_listening(log, "https", runner.addresses)
+        server = await asyncio.get_running_loop().create_server(listener, host, port, reuse_address=True)
+    except OSError as exc:
+        raise cannot_listen("--listen", host_port(host, port), exc) from exc
+    log_listening(log, "https", (sock.getsockname() for sock in server.sockets))
+    return server
 
 
 async def _watch_files(settings: LinksSettings, metrics: LinksMetrics) -> None:

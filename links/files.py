@@ -5,10 +5,10 @@ which follows symlinks, so a Kubernetes ConfigMap or Secret volume's atomic
 ``..data`` swap counts) loads it again. A load that fails keeps what was
 loaded before and is logged once per change of the files, not once per poll.
 
-The server certificate is swapped without a restart: the context given to the
-server has an SNI callback (which OpenSSL calls for every ClientHello, with
-or without SNI) that hands each new handshake the context last loaded.
-Connections already open keep theirs.
+The server certificate is swapped without a restart: the listener
+(:mod:`feddns.https`) asks for :attr:`ServerCertificate.context` when a new
+connection's first bytes arrive, so each new handshake gets the context last
+loaded. Connections already open keep theirs.
 """
 
 import logging
@@ -96,7 +96,8 @@ class PolicyFile:
 
 
 class ServerCertificate:
-    """The server's TLS context, TLS 1.2 or later, whose certificate follows ``cert`` and ``key``.
+    """The server's TLS context (:func:`feddns.tlsfiles.server_context`), whose certificate follows ``cert``
+    and ``key``: :attr:`context` is the one loaded last.
 
     Raises :class:`ConfigError` naming the flag when a file is missing or not
     PEM, or the key does not match the certificate.
@@ -104,16 +105,11 @@ class ServerCertificate:
 
     def __init__(self, cert: Path, key: Path) -> None:
         self._cert, self._key = cert, key
-        self._current = self._load()
         self.context = self._load()
-        self.context.sni_callback = self._pick
         self.watched = Watched(f"certificate {cert} / key {key}", [cert, key], self._reload)
 
     def _load(self) -> ssl.SSLContext:
         return server_context(self._cert, self._key)
 
     def _reload(self) -> None:
-        self._current = self._load()
-
-    def _pick(self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
-        connection.context = self._current
+        self.context = self._load()

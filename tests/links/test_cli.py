@@ -98,4 +98,5 @@ def test_listen_address_in_use_exits_2_naming_the_flag(pki: Pki, kubeconfig: str
         port = taken.getsockname()[1]
         result = links(pki, "--listen", f"127.0.0.1:{port}", kubeconfig=kubeconfig)
     assert result.returncode == 2
-    assert f"--listen 127.0.0.1:{port}: Address already in use" in result.stderr.strip().splitlines()[-1]
+    assert (result.stderr.strip().splitlines()[-1]
+            == f"feddns links: error: --listen 127.0.0.1:{port}: cannot listen: Address already in use")
