@@ -1,20 +1,22 @@
 """The HTTPS application: ``POST /mutate`` takes and returns an AdmissionReview (docs/reference.md section 8).
 
-Every body gets a 200 with an AdmissionReview, even one that is not JSON or
-makes the reviewer fail: the API server would otherwise apply the webhook's
-``failurePolicy`` and show the pod's creator an error for the webhook's fault.
-Bodies are limited to :data:`MAX_BODY` bytes (the API server's own request
-limit is 3 MiB).
+Every body gets an AdmissionReview, allowed and unchanged with a warning when
+the body is not a review or the reviewer fails: the API server would otherwise
+apply the webhook's ``failurePolicy`` and show the pod's creator an error for
+the webhook's fault. Its status is 200 whenever there is a ``request.uid`` to
+answer, else 400 (nothing the API server can take then: not JSON, JSON nested
+too deeply, no uid, a body over :data:`MAX_BODY` bytes or cut short); never a
+500. Bodies are limited to :data:`MAX_BODY` bytes (the API server's own
+request limit is 3 MiB).
 """
 
-import json
 import logging
 import time
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from links.review import Outcome, Reviewer, respond
+from links.review import Outcome, Received, Reviewer, receive, respond
 
 log = logging.getLogger("links")
 
@@ -54,28 +56,31 @@ def make_app(reviewer: Reviewer, metrics: LinksMetrics) -> web.Application:
 
 
 async def mutate(request: web.Request) -> web.Response:
-    """Answer one AdmissionReview; the status is 200 whatever the body."""
+    """Answer one AdmissionReview: 200, or 400 when the body has no uid to answer (module doc)."""
     started = time.perf_counter()
-    body = await request.read()
+    received = await _receive(request)
     try:
-        review, outcome = await request.app[REVIEWER].review(body)
+        review, outcome = await request.app[REVIEWER].review(received)
     except Exception:  # a bug here must not become an error for the pod's creator: allow unchanged
         log.exception("AdmissionReview failed; answering allowed, unchanged")
         outcome = Outcome("error", warnings=["feddns links: internal error (see its log); nothing was changed"])
-        review = respond(_uid(body), outcome)
+        review = respond(received.uid, outcome)
     metrics = request.app[METRICS]
     metrics.reviews.labels(outcome.result).inc()
     metrics.seconds.observe(time.perf_counter() - started)
     _log(outcome)
-    return web.json_response(review)
+    return web.json_response(review, status=200 if received.uid else 400)
 
 
-def _uid(body: bytes) -> str:
+async def _receive(request: web.Request) -> Received:
+    """The body as an AdmissionReview; one that cannot be read whole has no uid to answer."""
     try:
-        uid = json.loads(body)["request"]["uid"]
-    except (ValueError, KeyError, TypeError):
-        return ""
-    return uid if isinstance(uid, str) else ""
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return Received(problem=f"the body is over {MAX_BODY} bytes")
+    except (web.RequestPayloadError, ConnectionError) as exc:
+        return Received(problem=f"the body did not arrive whole ({' '.join(str(exc).split()) or 'connection lost'})")
+    return receive(body)
 
 
 def _log(outcome: Outcome) -> None:

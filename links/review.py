@@ -12,11 +12,13 @@ The steps, for a pod being created:
 4. ports: the local shard's (links.shards), else the link's own ``ports=``;
 5. the variables, conflicts and JSONPatch (links.inject).
 
-Whatever arrives, the answer is an AdmissionReview: a body that is not one,
-or a request for something other than a pod, is allowed unchanged with a
-warning, never answered with an error status, so the API server never has to
-apply ``failurePolicy``. Warnings follow the API server's limits (one line,
-at most 256 characters each, 4 KiB in all).
+Whatever arrives, the answer is an AdmissionReview: a body that is not one
+(not JSON, JSON nested deeper than the parser goes, no ``request.uid``), or a
+request for something other than a pod, is allowed unchanged with a warning.
+Only a body with no uid to answer gets an error status as well (400, from
+links.app): an answer without the request's uid is one the API server
+refuses anyway. Warnings follow the API server's limits (one line, at most
+256 characters each, 4 KiB in all).
 """
 
 import base64
@@ -72,6 +74,37 @@ class Outcome:
     """``namespace/name`` of the pod (``generateName`` when it has no name yet), for logs."""
 
 
+@dataclass(frozen=True)
+class Received:
+    """A request body as far as it is an AdmissionReview (see :func:`receive`)."""
+
+    uid: str = ""
+    """``request.uid``, the one the answer must carry; empty when the body has none (answered 400)."""
+    request: JSON | None = None
+    """``request``; ``None`` when the body is not an AdmissionReview with a uid."""
+    problem: str = ""
+    """Why it is not one, for the warning; empty when it is."""
+
+
+NOT_A_REVIEW = "the request is not an AdmissionReview with a request.uid"
+
+
+def receive(body: bytes) -> Received:
+    """``body`` parsed as an AdmissionReview; never raises, whatever the bytes."""
+    try:
+        review = json.loads(body)
+    except RecursionError:  # the C parser's guard against a deep nesting: a body of b"[" * 100000
+        return Received(problem="the body is JSON nested deeper than the webhook parses")
+    except (ValueError, UnicodeDecodeError):  # json.JSONDecodeError is a ValueError
+        return Received(problem=NOT_A_REVIEW)
+    request = review.get("request") if isinstance(review, dict) else None
+    uid = request.get("uid") if isinstance(request, dict) else None
+    uid = uid if isinstance(uid, str) else ""
+    if not uid or not isinstance(request, dict) or review.get("kind") != "AdmissionReview":
+        return Received(uid, problem=NOT_A_REVIEW)
+    return Received(uid, request)
+
+
 @dataclass
 class Reviewer:
     """Answers AdmissionReviews for ``zone`` with the current ``policies()``, ``shards`` and ``gate``."""
@@ -81,21 +114,14 @@ class Reviewer:
     shards: Shards
     gate: Gate
 
-    async def review(self, body: bytes) -> tuple[JSON, Outcome]:
-        """The AdmissionReview answering ``body`` (raw request bytes), and the outcome for metrics and logs."""
-        try:
-            review = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            review = None
-        request = review.get("request") if isinstance(review, dict) else None
-        uid = request.get("uid") if isinstance(request, dict) else None
-        if not isinstance(request, dict) or not isinstance(uid, str) or review.get("kind") != "AdmissionReview":
-            warning = "feddns links: the request is not an AdmissionReview with a request.uid; nothing was changed"
-            outcome = Outcome("malformed", warnings=[warning])
-            return respond(uid if isinstance(uid, str) else "", outcome), outcome
-        outcome = await self.decide(request)
-        outcome.pod = _pod_name(request)
-        return respond(uid, outcome), outcome
+    async def review(self, received: Received) -> tuple[JSON, Outcome]:
+        """The AdmissionReview answering ``received``, and the outcome for metrics and logs."""
+        if received.request is None:
+            outcome = Outcome("malformed", warnings=[f"feddns links: {received.problem}; nothing was changed"])
+            return respond(received.uid, outcome), outcome
+        outcome = await self.decide(received.request)
+        outcome.pod = _pod_name(received.request)
+        return respond(received.uid, outcome), outcome
 
     async def decide(self, request: JSON) -> Outcome:
         """The outcome for an AdmissionReview's ``request``."""
@@ -135,7 +161,7 @@ class Reviewer:
             return Outcome("conflict", warnings=[*warnings, *refused])
         with_ports, port_warnings = self._ports(links)
         plan = inject.plan(pod, with_ports, self.zone)
-        result = "patched" if plan.patch else "conflict"
+        result = "patched" if plan.patch else "conflict" if plan.conflicted else "unchanged"
         return Outcome(result, patch=plan.patch, warnings=warnings + port_warnings + plan.warnings)
 
     async def _gate(self, links: Sequence[Link]) -> tuple[str, list[str]]:

@@ -1,4 +1,5 @@
-"""Whatever reaches POST /mutate, the answer is a 200 AdmissionReview: never an error status."""
+"""Whatever reaches POST /mutate, the answer is an AdmissionReview, allowed: 200 when the body has a
+request.uid to answer, else 400; never a 500."""
 
 import json
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.links.support import LinksProcess, admission_review, pod
+from tests.links.support import LinksProcess, Reply, admission_review, pod
 
 LINKS = "links.feddns.io/services"
 
@@ -24,18 +25,59 @@ def test_pod_update_is_allowed_unchanged_with_a_warning(webhook: LinksProcess):
     assert reply.warnings == ["feddns links: only pod creation is handled, not UPDATE; nothing was changed"]
 
 
+NOT_A_REVIEW = "feddns links: the request is not an AdmissionReview with a request.uid; nothing was changed"
+
+
+def no_uid(reply: Reply, warning: str) -> None:
+    """``reply`` is the answer to a body with no uid to answer: 400, and still an AdmissionReview with ``warning``."""
+    assert reply.status == 400 and reply.body is not None, reply
+    assert reply.body["kind"] == "AdmissionReview" and reply.response["uid"] == ""
+    assert reply.allowed and "patch" not in reply.response
+    assert reply.warnings == [warning]
+
+
 @pytest.mark.parametrize("body", [
     b"", b"not json", b"[]", b"null", b'{"kind": "Pod"}', b"\xff\xfe",
     b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}',
     b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}',
+    b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": ""}}',
     b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": []}',
-], ids=["empty", "text", "list", "null", "pod", "bytes", "no-request", "uid-number", "request-list"])
-def test_a_body_that_is_not_an_admission_review_is_allowed_with_a_warning(webhook: LinksProcess, body):
-    reply = webhook.post(body)
-    assert reply.status == 200 and reply.body is not None
-    assert reply.body["kind"] == "AdmissionReview" and reply.allowed and "patch" not in reply.response
-    assert reply.warnings == [("feddns links: the request is not an AdmissionReview with a request.uid; "
-                              "nothing was changed")]
+], ids=["empty", "text", "list", "null", "pod", "bytes", "no-request", "uid-number", "uid-empty", "request-list"])
+def test_a_body_with_no_uid_to_answer_gets_400_and_an_admission_review(webhook: LinksProcess, body):
+    no_uid(webhook.post(body), NOT_A_REVIEW)
+
+
+def test_a_body_with_a_uid_that_is_not_an_admission_review_is_allowed_with_a_warning(webhook: LinksProcess):
+    reply = webhook.post(json.dumps({"kind": "Pod", "request": {"uid": "u-1"}}).encode())
+    assert reply.status == 200 and reply.response["uid"] == "u-1"
+    assert reply.allowed and "patch" not in reply.response and reply.warnings == [NOT_A_REVIEW]
+
+
+NESTED = "feddns links: the body is JSON nested deeper than the webhook parses; nothing was changed"
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_json_nested_too_deeply_gets_400_and_an_admission_review_not_a_500(webhook: LinksProcess, depth):
+    """The API server's uid is in there, but so deep a body cannot be parsed to reach it (it was a 500:
+    RecursionError in links/app.py _uid(), outside the reviewer's guard)."""
+    request = admission_review(pod())
+    text = json.dumps(request).replace('"object": {', '"object": {"deep": ' + "[" * depth + "]" * depth + ", ", 1)
+    log_start = len(webhook.lines)
+    no_uid(webhook.post(text.encode()), NESTED)
+    assert not any("Error handling request" in line or "Traceback" in line for line in webhook.lines[log_start:])
+
+
+def test_a_deep_but_parsable_pod_is_reviewed(webhook: LinksProcess):
+    submitted = pod(annotations={LINKS: "DB=postgres.data.myfederation"})
+    submitted["metadata"]["labels"] = {"deep": "x"}
+    submitted["spec"]["affinity"] = {"deep": [[[[[[[[[[[[[[[[[[[[{"x": 1}]]]]]]]]]]]]]]]]]]]]}
+    reply = webhook.review(submitted)
+    assert reply.allowed and reply.applied(submitted)["spec"]["containers"][0]["env"][0]["name"] == "DB_SERVICE_HOST"
+
+
+def test_a_body_over_the_limit_gets_400_and_an_admission_review(webhook: LinksProcess):
+    no_uid(webhook.post(b" " * (6 * 1024 * 1024 + 1)),
+           f"feddns links: the body is over {6 * 1024 * 1024} bytes; nothing was changed")
 
 
 @pytest.mark.parametrize("obj", [
@@ -57,6 +99,7 @@ def test_odd_pod_fields_do_not_break_the_review(webhook: LinksProcess):
     reply = webhook.review(odd)
     assert reply.allowed
     assert reply.applied(odd)["spec"]["containers"][0]["env"][0]["name"] == "DB_SERVICE_HOST"
+
 
 
 @pytest.mark.parametrize("method,path,status", [("GET", "/mutate", 405), ("POST", "/other", 404)])
