@@ -48,7 +48,9 @@ class Plan:
     patch: list[JSON] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     injected: dict[str, list[str]] = field(default_factory=dict)
-    """Variable names injected per link prefix (empty on conflict)."""
+    """Variable names injected per link prefix (empty when nothing is)."""
+    conflicted: bool = False
+    """Nothing is injected because of a conflict (the warnings name it)."""
 
 
 def variables(link: Link, ports: Sequence[LinkPort], zone: str) -> list[Variable]:
@@ -65,6 +67,8 @@ def plan(pod: JSON, links: Sequence[tuple[Link, Sequence[LinkPort]]], zone: str)
     """The patch and warnings for ``pod`` given each link with its ports.
 
     ``pod`` is the AdmissionReview's ``request.object`` (its ``spec`` a mapping).
+    ``links.feddns.io/injected`` is added only with a variable: a pod that gets
+    none (no container, or each has every variable already) is not marked.
     """
     wanted = [variable for link, ports in links for variable in variables(link, ports, zone)]
     conflicts = _clashes(wanted)
@@ -73,10 +77,16 @@ def plan(pod: JSON, links: Sequence[tuple[Link, Sequence[LinkPort]]], zone: str)
         conflicts += _conflicts(where, container, wanted)
     if conflicts:
         warnings = [f"{c}; nothing was injected into this pod" for c in conflicts]
-        return Plan([], warnings + _check_references(containers, [], [link for link, _ in links], conflicted=True))
+        return Plan([], warnings + _check_references(containers, [], [link for link, _ in links], conflicted=True),
+                     conflicted=True)
     patch: list[JSON] = []
     for where, container in containers:
         patch += _env_ops(where, container, wanted)
+    if not containers:
+        return Plan([], ["feddns links: the pod has no container to inject into (spec.containers is not a list of "
+                         "containers); nothing was changed"])
+    if not patch:
+        return Plan([], _check_references(containers, wanted, [link for link, _ in links], conflicted=False))
     injected: dict[str, list[str]] = {}
     for variable in wanted:
         injected.setdefault(variable.link.prefix, []).append(variable.name)
@@ -90,7 +100,8 @@ def _containers(pod: JSON) -> list[tuple[str, JSON]]:
     spec = pod.get("spec") or {}
     found = []
     for key in CONTAINER_LISTS:
-        for index, container in enumerate(spec.get(key) or []):
+        listed = spec.get(key)
+        for index, container in enumerate(listed if isinstance(listed, list) else []):
             if isinstance(container, dict):
                 found.append((f"/spec/{key}/{index}", container))
     return found

@@ -101,6 +101,21 @@ def test_odd_pod_fields_do_not_break_the_review(webhook: LinksProcess):
     assert reply.applied(odd)["spec"]["containers"][0]["env"][0]["name"] == "DB_SERVICE_HOST"
 
 
+NO_CONTAINER = ("feddns links: the pod has no container to inject into (spec.containers is not a list of "
+                "containers); nothing was changed")
+
+
+@pytest.mark.parametrize("containers", [{"name": "app"}, "app", 5, None, [], ["app", None]],
+                         ids=["mapping", "string", "number", "null", "empty", "no-mapping"])
+def test_a_pod_without_a_container_list_is_not_marked_injected(webhook: LinksProcess, containers):
+    """links.feddns.io/injected says what was injected: with nothing injected, it is not set (a mapping
+    got the annotation alone, a number made an internal error)."""
+    odd = pod(annotations={LINKS: "DB=postgres.data.myfederation"})
+    odd["spec"]["containers"] = containers
+    reply = webhook.review(odd)
+    assert reply.allowed and "patch" not in reply.response
+    assert reply.warnings == [NO_CONTAINER]
+
 
 @pytest.mark.parametrize("method,path,status", [("GET", "/mutate", 405), ("POST", "/other", 404)])
 def test_other_routes_are_plain_http_errors(webhook: LinksProcess, method, path, status):

@@ -28,6 +28,15 @@ def test_same_value_already_defined_is_fine_and_not_injected_twice(webhook: Link
         ("DB_SERVICE_PORT", "5432"), ("OTHER", "x")]
 
 
+def test_a_pod_that_defines_every_variable_already_gets_no_patch_and_no_injected_mark(webhook: LinksProcess):
+    """Nothing injected, nothing recorded: links.feddns.io/injected would say otherwise."""
+    submitted = pod(annotations={LINKS: DB}, containers=[container(env=[
+        {"name": "DB_SERVICE_HOST", "value": HOST}, {"name": "DB_SERVICE_PORT", "value": "5432"},
+        {"name": "DB_SERVICE_PORT_SQL", "value": "5432"}, {"name": "DB_SERVICE_PORT_ADMIN", "value": "5433"}])])
+    reply = webhook.review(submitted)
+    assert reply.allowed and reply.warnings == [] and "patch" not in reply.response
+
+
 @pytest.mark.parametrize("containers,words", [
     ([container(env=[{"name": "DB_SERVICE_PORT", "value": "6543"}])],
      "container 'app' sets DB_SERVICE_PORT='6543'; link DB (annotation) would set it to '5432'"),
