@@ -10,8 +10,8 @@ status of section 5, and log one line with the client identity, the route,
 the status and the reason.
 
 Checks run cheapest first and before anything is written: name (400),
-content type (415), size (413, aiohttp stops reading past 64 KiB), JSON and
-fields (400), then the backend (503 when its store cannot be reached, with
+content type (415), size (413, aiohttp stops reading past 64 KiB), JSON (a
+key given twice in one object too) and fields (400), then the backend (503 when its store cannot be reached, with
 ``mayHaveApplied`` saying whether a write may have landed; 409 when the
 backend holds the stub domain somewhere the endpoint does not write). This
 module knows no backend: only :class:`stubzone.backends.Backend`.
@@ -313,9 +313,25 @@ async def _json_body(request: web.Request) -> Any:
     except ConnectionResetError as exc:
         raise ApiError(400, "the connection closed before the whole body arrived", close=True) from exc
     try:
-        return json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=_object)
+    except DuplicateKey as exc:
+        raise ApiError(400, f"body: {exc}") from exc
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
         raise ApiError(400, f"body is not JSON (RFC 8259, UTF-8): {_clip(str(exc))}") from exc
+
+
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice (RFC 8259 section 4: the names SHOULD be unique)."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; :class:`DuplicateKey` when a key is given twice, where ``json`` would keep the last."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKey(f"the key {_clip(key)!r} is given twice in one object")
+        found[key] = value
+    return found
 
 
 def parse_body(body: Any) -> list[Nameserver]:

@@ -50,25 +50,28 @@ class Nameserver:
 
         Refused (docs/reference.md section 5): unspecified (``0.0.0.0``, ``::``),
         the IPv4 broadcast address, multicast, link-local (``169.254/16``,
-        ``fe80::/10``: valid only on one link of one node) and IPv6 addresses
-        with a zone (``%eth0``). An IPv4-mapped IPv6 address (``::ffff:169.254.169.254``)
-        is judged by the IPv4 address it stands for: a dual-stack resolver sends to that one.
+        ``fe80::/10``: valid only on one link of one node), IPv6 addresses
+        with a zone (``%eth0``), and IPv4-mapped IPv6 addresses
+        (``::ffff:1.2.3.4``): such an address is the IPv4 one in disguise, so
+        the list could hold one nameserver twice, or a link-local one unseen,
+        and whether a cluster DNS on an IPv4-only node can send to it depends
+        on the node; the message says which IPv4 address to write instead.
         ``text`` is how the client wrote it, for the message.
         """
         shown = repr(text if text is not None else str(self))
         address = self.address
         mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
-        judged = mapped if mapped is not None else address
+        if mapped is not None:
+            raise ValueError(f"{shown} is an IPv4-mapped IPv6 address; write the IPv4 address {mapped} instead")
         for refused, what in (
-            (judged.is_unspecified, "unspecified"),
-            (judged == BROADCAST, "the broadcast address"),
-            (judged.is_multicast, "multicast"),
-            (judged.is_link_local, "link-local"),
+            (address.is_unspecified, "unspecified"),
+            (address == BROADCAST, "the broadcast address"),
+            (address.is_multicast, "multicast"),
+            (address.is_link_local, "link-local"),
             (bool(getattr(address, "scope_id", None)), "an IPv6 address with a zone"),
         ):
             if refused:
-                how = f" (IPv4-mapped {mapped})" if mapped is not None else ""
-                raise ValueError(f"{shown} is {what}{how}, not a unicast address a DNS server can forward to")
+                raise ValueError(f"{shown} is {what}, not a unicast address a DNS server can forward to")
         return self
 
     def __str__(self) -> str:
