@@ -10,11 +10,15 @@ import socket
 import ssl
 import subprocess
 import sys
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from feddns.cli import main as feddns_main
+from tests.support.ports import free_port
 from tests.support.process import ChildProcess
 
 
@@ -191,3 +195,23 @@ class StubzoneProcess:
 
     def request(self, method: str, path: str, body: Any = None, *, cert: str | None = "client", **kw: Any) -> Answer:
         return request(self.port, client_context(self.pki, cert), method, path, body, **kw)
+
+
+class Endpoint(StubzoneProcess):
+    """The endpoint with ``--metrics``; ``metric(name)`` reads one unlabelled sample."""
+
+    def __init__(self, pki: Pki, etcd_url: str, prefix: str, *flags: str) -> None:
+        self.metrics_port = free_port()
+        super().__init__(pki, *skydns_args(etcd_url, prefix), "--metrics", f"127.0.0.1:{self.metrics_port}", *flags)
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and not sample.labels:
+                    return float(sample.value)
+        raise KeyError(name)
+
+    def open_connections(self) -> int:
+        return int(self.metric("feddns_stubzone_connections"))

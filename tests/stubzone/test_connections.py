@@ -9,36 +9,14 @@ import re
 import socket
 import ssl
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.stubzone.support import StubzoneProcess, client_context, close_all, connect, skydns_args
-from tests.support.ports import free_port, wait_until
+from tests.stubzone.support import Endpoint, StubzoneProcess, client_context, close_all, connect
+from tests.support.ports import wait_until
 
 MB = 1024 * 1024
-
-
-class Endpoint(StubzoneProcess):
-    """The endpoint with ``--metrics``; ``metric(name)`` reads one unlabelled sample."""
-
-    def __init__(self, pki, etcd_url: str, prefix: str, *flags: str) -> None:
-        self.metrics_port = free_port()
-        super().__init__(pki, *skydns_args(etcd_url, prefix), "--metrics", f"127.0.0.1:{self.metrics_port}", *flags)
-
-    def metric(self, name: str) -> float:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
-            text = response.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and not sample.labels:
-                    return float(sample.value)
-        raise KeyError(name)
-
-    def open_connections(self) -> int:
-        return int(self.metric("feddns_stubzone_connections"))
 
 
 @pytest.fixture
