@@ -1,6 +1,7 @@
 """The manifests in deploy/: valid Kubernetes objects whose parts agree with each other
 and with the ``feddns`` command line."""
 
+import ipaddress
 import posixpath
 import tomllib
 from pathlib import Path
@@ -137,6 +138,28 @@ def test_service_ports_reach_a_selected_container(service):
         target = port["targetPort"]
         found = [p for c in selected for p in c.spec.get("ports", []) if p["name"] == target]
         assert found and found[0]["protocol"] == port["protocol"], f"targetPort {target!r}"
+
+
+HTTPS_COMMANDS = ("stubzone", "links")
+"""The feddns commands that serve HTTPS."""
+
+
+def _https_load_balancers() -> list[dict]:
+    return [o for o in OBJECTS if o["kind"] == "Service" and o["spec"].get("type") == "LoadBalancer"
+            and any(c.is_feddns and c.spec.get("args", [""])[0] in HTTPS_COMMANDS
+                    for c in _selected(namespace(o), o["spec"]["selector"]))]
+
+
+def test_https_load_balancers_let_in_only_the_source_ranges_set():
+    """Outside the cluster, only the addresses set may open connections to an HTTPS endpoint at all."""
+    services = _https_load_balancers()
+    assert len(services) == 3  # the stub-zone endpoint of each cluster DNS
+    for service in services:
+        ranges = service["spec"].get("loadBalancerSourceRanges")
+        where = f"Service {namespace(service)}/{service['metadata']['name']}"
+        assert ranges, f"{where} sets no loadBalancerSourceRanges"
+        networks = [ipaddress.ip_network(text) for text in ranges]
+        assert all(network.prefixlen > 0 for network in networks), f"{where} lets every address in: {ranges}"
 
 
 def test_federated_dns_service_answers_on_53_udp_and_tcp():
