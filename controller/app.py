@@ -107,6 +107,10 @@ class Controller:
         self._unreachable_since: dict[str, float | None] = {c.name: time.monotonic() for c in config.clusters}
         """Monotonic time since when each cluster has been unreachable (``None``: reachable);
         a cluster not listed yet counts as unreachable since the start."""
+        self._tried: set[str] = set()
+        """Clusters listed completely, or failed, at least once since the start (:meth:`ready`)."""
+        self._last_error: dict[str, str] = {}
+        """Each cluster's last failure, ``resource: error``, for ``/ready``'s body."""
         self._reflectors: list[watch.Reflector] = []
         self._beat = time.monotonic()
         self._publisher_override = publisher
@@ -125,8 +129,34 @@ class Controller:
         return time.monotonic() - self._beat < self.settings.probes.healthy_within
 
     def ready(self) -> bool:
-        """etcd answered, and as leader the first resync is done (a follower is ready at once)."""
-        return self.elector.contacted and (not self.elector.is_leader or self.syncer.resynced)
+        """etcd answered, as leader the first resync is done, and every cluster has been
+        listed once or has failed with an error.
+
+        A cluster that failed does not keep the replica unready: it runs in the pod of
+        ``feddns serve`` (deploy/), so a member cluster out of reach must not take the
+        DNS server out of its Service; ``/ready``'s body names it (:meth:`readiness`)."""
+        etcd_done = self.elector.contacted and (not self.elector.is_leader or self.syncer.resynced)
+        return etcd_done and len(self._tried) == len(self.views)
+
+    def readiness(self) -> str:
+        """``/ready``'s body after ok or not ready: what is not done yet, and the clusters not synced."""
+        lines = []
+        if not self.elector.contacted:
+            lines.append("etcd has not answered yet")
+        elif self.elector.is_leader and not self.syncer.resynced:
+            lines.append("leading, and the first comparison with etcd is not done yet")
+        named = [text for text in map(self._not_synced, self.views) if text]
+        if named:
+            lines.append(f"clusters not synced: {', '.join(named)}")
+        return "\n".join(lines)
+
+    def _not_synced(self, cluster: str) -> str:
+        """``bar (not listed yet)``, ``bar (services: <error>)``, or empty when ``cluster`` is synced."""
+        if cluster not in self._tried:
+            return f"{cluster} (not listed yet)"
+        if self._broken[cluster] or not self.views[cluster].synced:
+            return f"{cluster} ({self._last_error.get(cluster, 'listing')})"
+        return ""
 
     # -- the run -------------------------------------------------------------------------
 
@@ -241,6 +271,7 @@ class Controller:
             self.syncer.touched(cluster, touched)
         self._set_broken(cluster, resource, None)
         if view.synced:
+            self._tried.add(cluster)
             self.metrics.last_sync.labels(cluster).set(time.time())
 
     def on_event(self, cluster: str, resource: str, event_type: str, obj: Any) -> None:
@@ -250,6 +281,8 @@ class Controller:
             self.syncer.touched(cluster, touched)
 
     def on_failed(self, cluster: str, resource: str, error: str) -> None:
+        self._tried.add(cluster)
+        self._last_error[cluster] = f"{resource}: {error}"
         self._set_broken(cluster, resource, error)
         self.syncer.cluster_failed(cluster)
 

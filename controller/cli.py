@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _observe(listen: str, registry: CollectorRegistry, controller: Controller) -> ObserveServer:
-    observe = ObserveServer(listen, registry, controller.healthy, controller.ready)
+    observe = ObserveServer(listen, registry, controller.healthy, controller.ready, controller.readiness)
     try:
         observe.start()
     except OSError as exc:
