@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.etcd import EtcdServer
 from tests.support.etcdpki import EtcdPki
+from tests.support.kubecluster import KubeCluster
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +23,24 @@ def etcd() -> Iterator[EtcdServer]:
     server.start()
     yield server
     server.destroy()
+
+
+@pytest.fixture(scope="session")
+def kube_foo(etcd: EtcdServer) -> Iterator[KubeCluster]:
+    """Member cluster foo: a real kube-apiserver, started once for the session (tests/support/kubecluster.py).
+
+    Tests share it: each works in namespaces and names of its own and deletes what it made."""
+    cluster = KubeCluster("foo", etcd.url).start()
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture(scope="session")
+def kube_bar(etcd: EtcdServer) -> Iterator[KubeCluster]:
+    """Member cluster bar, as ``kube_foo``."""
+    cluster = KubeCluster("bar", etcd.url).start()
+    yield cluster
+    cluster.close()
 
 
 @pytest.fixture
@@ -53,6 +72,9 @@ LEAK_GRACE = 5.0
 PROCESS_THREADS = ("(_poll_wrapper)",)
 """Threads a library starts once for the whole process, not per use: gRPC's asyncio poller
 (grpc/_cython/_cygrpc/aio/grpc_aio.pyx.pxi), started by the first etcd client."""
+SESSION_THREAD = " (session)"
+"""In the name of a thread that belongs to a fixture wider than the test although the test
+started it: the reader of a session's kube-apiserver that a test restarted (KubeCluster.restart)."""
 
 
 @pytest.fixture(autouse=True)
@@ -64,7 +86,7 @@ def _no_leaked_threads() -> Iterator[None]:
     yield
     deadline = time.monotonic() + LEAK_GRACE
     while leaked := [t for t in threading.enumerate() if t not in before and t.is_alive()
-                     and not t.name.endswith(PROCESS_THREADS)]:
+                     and not t.name.endswith(PROCESS_THREADS) and SESSION_THREAD not in t.name]:
         if time.monotonic() > deadline:
             pytest.fail(f"threads left running: {', '.join(sorted(t.name for t in leaked))}")
         time.sleep(0.02)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.process import ChildProcess
+from tests.support.process import ChildProcess, read_only_root
 
 REPO = Path(__file__).parents[2]
 
@@ -17,15 +17,18 @@ class ControllerProcess:
     """``feddns controller --config FILE --metrics 127.0.0.1:0`` as a child process, its output also in
     ``log_path``.
 
+    ``read_only`` runs it on a read-only root filesystem with no writable /tmp, as deploy/ runs it
+    (:func:`tests.support.process.read_only_root`).
     ``start()`` waits until it says where its metrics are; ``metric()`` scrapes them;
     ``kill()`` is a crash (SIGKILL: no lease revoked); ``terminate()`` a clean stop.
     """
 
-    def __init__(self, config_path: str | Path, log_path: Path) -> None:
+    def __init__(self, config_path: str | Path, log_path: Path, *, read_only: bool = False) -> None:
         self.config_path, self.log_path = config_path, log_path
+        args = [sys.executable, "-m", "feddns", "controller", "--config", str(config_path),
+                "--metrics", "127.0.0.1:0", "--log-level", "info"]
         self.child = ChildProcess(
-            [sys.executable, "-m", "feddns", "controller", "--config", str(config_path),
-             "--metrics", "127.0.0.1:0", "--log-level", "info"],
+            read_only_root(args) if read_only else args,
             ready=r"metrics on http://127\.0\.0\.1:(\d+)/metrics", name="feddns controller", log_path=log_path,
             cwd=REPO,
         )

@@ -23,6 +23,16 @@ def child_env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
+def read_only_root(args: Sequence[str], writable: Sequence[str] = ()) -> list[str]:
+    """``args`` run as a container with ``readOnlyRootFilesystem: true`` runs: in a mount namespace of
+    its own (``unshare(1)``) where the root filesystem is remounted read-only, so no temporary directory
+    is usable (/tmp, /var/tmp and the working directory are on it); each of ``writable`` gets an empty
+    tmpfs, as an ``emptyDir`` volume would. Needs root (CAP_SYS_ADMIN), as the tests run."""
+    mounts = "".join(f" && mount -t tmpfs -o size=16m tmpfs {path}" for path in writable)
+    script = f"mount --make-rprivate / && mount -o remount,bind,ro /{mounts} && exec \"$@\""
+    return ["unshare", "--mount", "--", "sh", "-c", script, "sh", *args]
+
+
 class ChildProcess:
     """``args`` (an argv) as a child process; a thread reads its stdout and stderr (one pipe) into ``lines``.
 

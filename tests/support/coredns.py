@@ -1,0 +1,173 @@
+"""Real CoreDNS as a member cluster's DNS, and the ConfigMap projection kubelet would do for it.
+
+``CoreDNS(cluster, kube)`` runs the CoreDNS built by scripts/peers.sh with the Corefile of a stock
+cluster (the ``kubernetes`` plugin serving ``cluster.local`` from ``kube``'s real API server, ``reload``)
+plus the one line deploy/cluster-dns/coredns/corefile-import.txt adds: ``import DIR/*.server``.
+
+No kubelet runs here, so ``ConfigMapProjector`` plays its part for the ConfigMap volume of
+deploy/cluster-dns/coredns/coredns-deployment.patch.yaml: it polls ConfigMap
+``kube-system/coredns-feddns`` and lays its keys out in DIR as kubelet lays out a ConfigMap volume
+(each key a symlink into ``..data``, itself a symlink swapped atomically; a key removed from the
+ConfigMap disappears; no ConfigMap, no files, as ``optional: true``). kubelet syncs such a volume within
+its sync period (a minute by default); the projector, within ``interval`` seconds.
+"""
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import dns.message
+import dns.query
+import dns.rdatatype
+
+from tests.support import peers
+from tests.support.kubecluster import KubeCluster
+from tests.support.ports import free_port
+from tests.support.process import ChildProcess
+
+
+class ConfigMapVolume:
+    """A directory laid out as kubelet lays out a ConfigMap volume (see the module doc)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+
+    def write(self, files: dict[str, str]) -> None:
+        """Make the directory hold exactly ``files`` (name -> text), all at once."""
+        stamp = self.path / f"..{time.time_ns()}"
+        stamp.mkdir()
+        for name, text in files.items():
+            (stamp / name).write_text(text)
+        data = self.path / "..data"
+        old = os.readlink(data) if data.is_symlink() else None
+        link = self.path / "..data_tmp"
+        os.symlink(stamp.name, link)
+        os.replace(link, data)
+        for name in files:
+            if not (self.path / name).is_symlink():
+                os.symlink(f"..data/{name}", self.path / name)
+        for entry in self.path.iterdir():
+            if entry.is_symlink() and not entry.name.startswith("..") and entry.name not in files:
+                entry.unlink()
+        if old is not None:
+            shutil.rmtree(self.path / old)
+
+    def files(self) -> dict[str, str]:
+        return {p.name: p.read_text() for p in self.path.iterdir() if not p.name.startswith("..")}
+
+
+class ConfigMapProjector:
+    """Copies ConfigMap ``namespace/name`` of ``kube`` into a :class:`ConfigMapVolume` every ``interval``
+    seconds while running; ``synced(resource_version)`` tells whether that version is laid out."""
+
+    def __init__(self, kube: KubeCluster, path: Path, namespace: str = "kube-system",
+                 name: str = "coredns-feddns", interval: float = 0.2) -> None:
+        self.kube, self.namespace, self.name, self.interval = kube, namespace, name, interval
+        self.volume = ConfigMapVolume(path)
+        self.resource_version: str | None = None
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"projector {kube.name}", daemon=True)
+
+    def start(self) -> "ConfigMapProjector":
+        self.sync()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+
+    def sync(self) -> None:
+        """One pass: read the ConfigMap and lay out its keys if its ``resourceVersion`` changed."""
+        found = self.kube.get("ConfigMap", self.namespace, self.name)
+        version = found["metadata"]["resourceVersion"] if found else ""
+        if version != self.resource_version:
+            self.volume.write(dict(found.get("data") or {}) if found else {})
+            self.resource_version = version
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.sync()
+            except (OSError, RuntimeError):  # the API server restarting: kubelet keeps the old files too
+                self.errors += 1
+
+
+COREFILE = """\
+.:{port} {{
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig} {context}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 30
+    }}
+    reload 2s 1s
+}}
+import {imports}/*.server
+"""
+"""A stock cluster's Corefile (kubeadm's, less what needs a network: forward to /etc/resolv.conf,
+loop, health and ready ports), with the import line of deploy/cluster-dns/coredns/corefile-import.txt."""
+
+
+class CoreDNS:
+    """A real CoreDNS for ``kube``'s cluster on 127.0.0.1:``port`` (UDP and TCP), its stub-zone blocks
+    imported from ``imports`` (filled by a :class:`ConfigMapProjector` when ``project`` is true).
+
+    ``reloads()`` counts the reloads CoreDNS logged; ``query()`` asks it over UDP with dnspython.
+    """
+
+    def __init__(self, kube: KubeCluster, *, project: bool = True) -> None:
+        self.kube = kube
+        self.directory = Path(tempfile.mkdtemp(prefix=f"feddns-coredns-{kube.name}-"))
+        self.imports = self.directory / "feddns"
+        self.port = free_port()
+        self.corefile = self.directory / "Corefile"
+        self.corefile.write_text(COREFILE.format(port=self.port, kubeconfig=kube.kubeconfig, context=kube.name,
+                                                 imports=self.imports))
+        self.projector = ConfigMapProjector(kube, self.imports) if project else None
+        if self.projector is None:
+            self.imports.mkdir()
+        self.child = ChildProcess([peers.binary("coredns"), "-conf", str(self.corefile)],
+                                  ready=r"^CoreDNS-\d", name=f"coredns ({kube.name})",
+                                  log_path=self.directory / "coredns.log")
+        self.started_in: float | None = None
+
+    def start(self, timeout: float = 30.0) -> "CoreDNS":
+        began = time.monotonic()
+        if self.projector is not None:
+            self.projector.start()
+        self.child.start(timeout=timeout)
+        self.started_in = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        self.child.stop()
+        if self.projector is not None:
+            self.projector.stop()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def reloads(self) -> int:
+        """How many times CoreDNS logged that it reloaded its configuration."""
+        return sum("Reloading complete" in line for line in self.child.lines)
+
+    def query(self, qname: str, qtype: str = "A", timeout: float = 2.0) -> dns.message.Message:
+        request = dns.message.make_query(qname, dns.rdatatype.from_text(qtype))
+        return dns.query.udp(request, "127.0.0.1", port=self.port, timeout=timeout)
+
+    def addresses(self, qname: str) -> list[str]:
+        """The A and AAAA addresses answered for ``qname``, in order ([] on any failure)."""
+        try:
+            reply = self.query(qname)
+        except (OSError, dns.exception.DNSException):
+            return []
+        return [rr.address for rrset in reply.answer for rr in rrset if rrset.rdtype in (1, 28)]
