@@ -1,14 +1,16 @@
 """The whole chain of tests/chain on one machine, for a person to try (``make demo``).
 
-``demo.py [--once]`` starts a private etcd, two fake member clusters foo and bar,
-``feddns controller``, ``feddns serve`` and one unbound per cluster (as its cluster
-DNS), prints every endpoint and the ``dig`` lines that show each cluster getting its
-own shard first, then keeps everything running until Ctrl-C (``--once``: stop after
-printing). The endpoints are also written to a state file, removed on exit.
+``demo.py [--once]`` starts a private etcd, two member clusters foo and bar (each a real
+kube-apiserver and a real CoreDNS as its cluster DNS, programmed by its own ``feddns
+stubzone --backend coredns``), ``feddns controller``, ``feddns serve`` and one unbound per
+cluster (a second cluster DNS), prints every endpoint and the ``dig`` lines that show each
+cluster getting its own shard first, then keeps everything running until Ctrl-C
+(``--once``: stop after printing). The endpoints are also written to a state file, removed
+on exit.
 
 ``demo.py fail foo``, in another shell while the demo runs, takes foo's shard of
-``myns/myservice`` to 0 ready endpoints (through foo's API server, as a rollout gone
-wrong would), and prints the answers before and after: they move to bar.
+``myns/myservice`` to 0 ready endpoints (through foo's API server with kubectl, as a rollout
+gone wrong would), and prints the answers before and after: they move to bar.
 ``demo.py recover foo`` makes its endpoints ready again.
 """
 
@@ -22,23 +24,28 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.chain.chain import CLUSTERS, QNAME, SLICE_PATH, Chain
+from tests.chain.chain import CLUSTERS, QNAME, Chain, myservice_slice
+from tests.support import peers
 from tests.support.etcd import EtcdServer
 
 STATE = Path(os.environ.get("FEDDNS_DEMO_STATE") or Path(tempfile.gettempdir()) / f"feddns-demo-{os.getuid()}.json")
 """Where a running demo writes its endpoints, for ``demo.py fail``."""
 
 
-def dig_lines(resolvers: dict[str, int], serve: int) -> list[tuple[str, str]]:
-    """(what it shows, dig command) pairs for resolvers on these ports and serve on ``serve``."""
-    lines = [(f"a pod in {name} asks its cluster DNS", f"dig @127.0.0.1 -p {port} {QNAME} +short")
-             for name, port in resolvers.items()]
+def dig_lines(state: dict[str, Any]) -> list[tuple[str, str]]:
+    """(what it shows, dig command) pairs for each cluster's CoreDNS and unbound, and serve."""
+    lines = []
+    for name, cluster in state["clusters"].items():
+        lines.append((f"a pod in {name} asks its cluster DNS (CoreDNS)",
+                      f"dig @127.0.0.1 -p {cluster['coredns']} {QNAME} +short"))
+        lines.append((f"... or {name}'s second cluster DNS (unbound)",
+                      f"dig @127.0.0.1 -p {cluster['unbound']} {QNAME} +short"))
+    serve = state["serve"]
     lines.append(("an external client asks Federated-DNS directly", f"dig @127.0.0.1 -p {serve} {QNAME} +short"))
     return lines
 
@@ -54,9 +61,11 @@ def endpoints(chain: Chain) -> dict[str, Any]:
     """Every endpoint of the running chain (what the state file holds)."""
     return {
         "etcd": chain.etcd.url,
-        "clusters": {name: fake.url for name, fake in chain.fakes.items()},
+        "clusters": {name: {"api": kube.url, "kubeconfig": kube.kubeconfig, "coredns": chain.coredns[name].port,
+                            "stubzone": chain.stubzones[name].port, "unbound": chain.resolvers[name].port}
+                     for name, kube in chain.kubes.items()},
+        "kubectl": peers.binary("kubectl"),
         "serve": chain.serve.port,
-        "resolvers": {name: resolver.port for name, resolver in chain.resolvers.items()},
         "controllerLog": str(chain.controller.log_path),
     }
 
@@ -64,13 +73,15 @@ def endpoints(chain: Chain) -> dict[str, Any]:
 def print_endpoints(state: dict[str, Any]) -> None:
     rows = [("etcd (Federated-DNS's records)", f"{state['etcd']}   "
              f"(etcdctl --endpoints {state['etcd']} get --prefix /myfederation/)")]
-    for name, url in state["clusters"].items():
+    for name, cluster in state["clusters"].items():
         shard = CLUSTERS[name]
-        rows.append((f"cluster {name}'s API server (fake)", f"{url}   (zone {shard['zone']}, myns/myservice "
+        rows.append((f"cluster {name}'s kube-apiserver", f"{cluster['api']}   (zone {shard['zone']}, myns/myservice "
                      f"clusterIP {shard['clusterIP']}, externalIP {shard['externalIP']})"))
+        rows.append(("  kubectl", f"{state['kubectl']} --kubeconfig {cluster['kubeconfig']} get svc -A"))
+        rows.append((f"cluster {name}'s DNS (CoreDNS)", f"udp+tcp 127.0.0.1:{cluster['coredns']}"))
+        rows.append((f"cluster {name}'s feddns stubzone", f"https://127.0.0.1:{cluster['stubzone']}"))
+        rows.append((f"cluster {name}'s second DNS (unbound)", f"udp+tcp 127.0.0.1:{cluster['unbound']}"))
     rows.append(("feddns serve (Federated-DNS)", f"udp+tcp 127.0.0.1:{state['serve']}"))
-    for name, port in state["resolvers"].items():
-        rows.append((f"cluster {name}'s DNS (unbound)", f"udp+tcp 127.0.0.1:{port}"))
     rows.append(("feddns controller's log", state["controllerLog"]))
     width = max(len(what) for what, _ in rows)
     print("endpoints (all on loopback):")
@@ -82,13 +93,14 @@ def demo(args: argparse.Namespace) -> int:
     etcd = EtcdServer()
     chain = Chain(etcd, ttl=args.ttl)
     try:
-        print("starting etcd, fake clusters foo and bar, feddns controller, feddns serve, unbound x2 ...", flush=True)
+        print("starting etcd, clusters foo and bar (kube-apiserver, CoreDNS, feddns stubzone, unbound each), "
+              "feddns controller, feddns serve ...", flush=True)
         etcd.start()
         chain.start()
         state = endpoints(chain)
         STATE.write_text(json.dumps(state))
         print_endpoints(state)
-        run_digs(dig_lines(state["resolvers"], state["serve"]))
+        run_digs(dig_lines(state))
         if not args.once:
             print("\nTry the lines above in another shell; `bash scripts/demo.sh fail foo` takes foo's shard to "
                   "0 ready and shows the answers move to bar (`recover foo` undoes it).\nStop with Ctrl-C.",
@@ -103,16 +115,13 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def set_ready(api_url: str, ready: bool) -> None:
-    """Mark every endpoint of myns/myservice's EndpointSlice in one fake cluster (not) ready."""
-    with urllib.request.urlopen(api_url + SLICE_PATH, timeout=5) as reply:
-        obj = json.load(reply)
-    for endpoint in obj["endpoints"]:
-        endpoint["conditions"].update(ready=ready, serving=ready)
-    request = urllib.request.Request(api_url + SLICE_PATH, data=json.dumps(obj).encode(), method="PUT",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=5):
-        pass
+def set_ready(state: dict[str, Any], cluster: str, ready: bool) -> None:
+    """Mark every endpoint of myns/myservice's EndpointSlice in ``cluster`` (not) ready, with kubectl."""
+    slice_ = myservice_slice(ready=2) if ready else myservice_slice(ready=0, not_ready=2)
+    command = [state["kubectl"], "--kubeconfig", state["clusters"][cluster]["kubeconfig"], "apply",
+               "--server-side", "--force-conflicts", "--field-manager", "feddns-tests", "-f", "-"]
+    print("$ " + " ".join([*command[:1], "...", *command[3:]]) + "   # myns/myservice's EndpointSlice", flush=True)
+    subprocess.run(command, input=json.dumps(slice_), text=True, check=True)
 
 
 def change(args: argparse.Namespace) -> int:
@@ -125,11 +134,11 @@ def change(args: argparse.Namespace) -> int:
     if args.cluster not in state["clusters"]:
         print(f"no cluster {args.cluster!r} in the demo (clusters: {', '.join(state['clusters'])})", file=sys.stderr)
         return 2
-    lines = dig_lines(state["resolvers"], state["serve"])
+    lines = dig_lines(state)
     ready = args.command == "recover"
     print(f"before ({args.cluster}'s shard {'0 ready' if ready else 'ready'}):")
     run_digs(lines)
-    set_ready(state["clusters"][args.cluster], ready=ready)
+    set_ready(state, args.cluster, ready=ready)
     verb = "its endpoints ready again" if ready else "0 ready endpoints"
     print(f"\n{args.cluster}'s myns/myservice now has {verb}; waiting for every answer to show it "
           f"(the resolvers cache answers for up to the TTL) ...", flush=True)

@@ -1,27 +1,33 @@
-"""The whole chain through real resolvers: fake clusters -> feddns controller ->
-etcd -> feddns serve -> unbound per cluster (stub zone + 0xfedd tag) -> the asking pod."""
+"""The whole chain through real programs: kube-apiserver per cluster -> feddns controller -> etcd ->
+feddns serve -> CoreDNS (programmed by feddns stubzone) and unbound per cluster (0xfedd tag) -> the asking pod."""
 
 import re
 import uuid
 
+import dns.rcode
 import pytest
 
 from tests.chain.chain import CLUSTERS, QNAME, Chain, myservice
+from tests.support.ports import wait_until
 from tests.support.unbound import UnboundResolver
+
+COREDNS_MINTTL = 5
+"""Seconds: the least time CoreDNS's cache plugin keeps a successful answer (its default MINTTL)."""
 
 
 @pytest.fixture(scope="module")
-def chain(etcd):
+def chain(etcd, kube_foo, kube_bar):
     """One chain for the module (it takes seconds to build); a test that changes a cluster
     puts it back before it ends, so each test starts from both shards being served."""
-    running = Chain(etcd, f"/t{uuid.uuid4().hex[:12]}", ttl=1).start()
+    running = Chain(etcd, {"foo": kube_foo, "bar": kube_bar}, f"/t{uuid.uuid4().hex[:12]}", ttl=1).start()
     yield running
     running.stop()
 
 
 def test_each_cluster_gets_its_own_shard_first(chain):
-    assert chain.resolvers["foo"].addresses(QNAME) == ["10.0.3.64", "104.32.64.130"]
-    assert chain.resolvers["bar"].addresses(QNAME) == ["10.0.4.20", "104.32.64.128"]
+    for server in ("coredns", "unbound"):
+        assert chain.answers("foo")[server] == ["10.0.3.64", "104.32.64.130"], server
+        assert chain.answers("bar")[server] == ["10.0.4.20", "104.32.64.128"], server
 
 
 def test_the_resolver_tags_its_queries_with_its_cluster_name(chain):
@@ -33,17 +39,52 @@ def test_the_resolver_tags_its_queries_with_its_cluster_name(chain):
 def test_deleting_the_service_in_foo_changes_both_resolvers_after_the_ttl(chain):
     for asker in CLUSTERS:  # warm both caches
         chain.wait_for(asker, chain.expected(asker))
-    chain.fakes["foo"].delete("Service", "myns", "myservice")
+    chain.kubes["foo"].delete("Service", "myns", "myservice")
     try:
         for asker in CLUSTERS:
             chain.wait_for(asker, chain.expected(asker, deleted=frozenset({"foo"})), timeout=20)
-        reply = chain.resolvers["foo"].query(QNAME)
-        assert reply.answer, "bar's shard is still served"
-        assert all(rrset.ttl <= chain.ttl for rrset in reply.answer)
+        # unbound keeps Federated-DNS's TTL; CoreDNS's cache plugin keeps an answer at least its MINTTL,
+        # 5 s by default (docs/stubzone.md, "coredns"), so its TTL may be up to 5 here.
+        for reply, limit in ((chain.resolvers["foo"].query(QNAME), chain.ttl),
+                             (chain.coredns["foo"].query(QNAME), max(chain.ttl, COREDNS_MINTTL))):
+            assert reply.answer, "bar's shard is still served"
+            assert all(rrset.ttl <= limit for rrset in reply.answer), reply
     finally:
-        chain.fakes["foo"].apply(myservice("foo"))
+        chain.kubes["foo"].apply(myservice("foo"))
     for asker in CLUSTERS:  # and creating it again brings it back
         chain.wait_for(asker, chain.expected(asker), timeout=20)
+
+
+def test_the_stub_zone_is_a_configmap_that_coredns_imports_and_reloads(chain):
+    for name, kube in chain.kubes.items():
+        configmap = kube.get("ConfigMap", "kube-system", "coredns-feddns")
+        assert configmap is not None
+        block = configmap["data"]["myfederation.server"]
+        assert f"rewrite edns0 local set 0xfedd {name}" in block
+        assert f"forward . 127.0.0.1:{chain.serve.port}" in block
+        assert chain.coredns[name].projector.volume.files() == configmap["data"]
+        assert chain.coredns[name].reloads() >= 1
+
+
+def test_delete_stops_coredns_forwarding_and_cluster_local_is_answered_throughout(chain):
+    coredns = chain.coredns["foo"]
+    kubernetes_service = "kubernetes.default.svc.cluster.local."
+    assert coredns.addresses(kubernetes_service) == ["10.0.0.1"]
+    reloads = coredns.reloads()
+    chain.unprogram("foo")
+    try:
+        # No block for the federation's zone: the names fall to the "." block, whose kubernetes plugin
+        # serves only cluster.local (a stock Corefile would forward them to the node's resolver).
+        wait_until(lambda: coredns.query(QNAME).rcode() == dns.rcode.SERVFAIL, timeout=20, interval=0.2,
+                   what="foo's CoreDNS no longer forwarding the federation's names")
+        assert coredns.child.wait_for(r"no next plugin found", timeout=5)
+        assert coredns.reloads() > reloads
+        assert coredns.addresses(kubernetes_service) == ["10.0.0.1"]
+        assert chain.answers("bar")["coredns"] == chain.expected("bar")
+    finally:
+        chain.program("foo")
+    chain.wait_for("foo", chain.expected("foo"), timeout=20)
+    assert coredns.addresses(kubernetes_service) == ["10.0.0.1"]
 
 
 def test_unbound_checkconf_refuses_a_bad_config_and_start_says_so():
