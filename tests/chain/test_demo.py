@@ -25,10 +25,13 @@ def test_demo_prints_its_endpoints_fails_foo_over_to_bar_and_cleans_up(tmp_path:
         wait_until(lambda: demo.poll() is None and "Stop with Ctrl-C" in log.read_text(), timeout=90,
                    interval=0.2, what="the demo to start")
         text = log.read_text()
-        for endpoint in ("etcd (Federated-DNS's records)", "cluster foo's API server", "cluster bar's API server",
-                         "feddns serve (Federated-DNS)", "cluster foo's DNS (unbound)", "cluster bar's DNS (unbound)"):
+        for endpoint in ("etcd (Federated-DNS's records)", "feddns serve (Federated-DNS)"):
             assert endpoint in text, text
+        for name in CLUSTERS:
+            for endpoint in ("kube-apiserver", "DNS (CoreDNS)", "feddns stubzone", "second DNS (unbound)"):
+                assert f"cluster {name}'s {endpoint}" in text, text
         assert "etcdctl --endpoints http://127.0.0.1:" in text
+        assert "kubectl --kubeconfig " in text
         assert state.exists()
 
         failed = subprocess.run([sys.executable, "scripts/demo.py", "fail", "foo"], cwd=REPO, env=env,
