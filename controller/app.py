@@ -129,13 +129,18 @@ class Controller:
         return time.monotonic() - self._beat < self.settings.probes.healthy_within
 
     def ready(self) -> bool:
-        """etcd answered, as leader the first resync is done, and every cluster has been
-        listed once or has failed with an error.
+        """etcd answers (its last call succeeded), as leader the first resync is done, and every
+        cluster has been listed once or has failed with an error.
+
+        etcd out of reach makes the replica unready: it can neither write nor take over
+        (docs/controller.md, "Probes"); a follower notices at its next campaign, within the
+        lease TTL plus a call timeout, a leader at its next keep-alive.
 
         A cluster that failed does not keep the replica unready: it runs in the pod of
         ``feddns serve`` (deploy/), so a member cluster out of reach must not take the
         DNS server out of its Service; ``/ready``'s body names it (:meth:`readiness`)."""
-        etcd_done = self.elector.contacted and (not self.elector.is_leader or self.syncer.resynced)
+        etcd_done = (self.elector.contacted and self.elector.unreachable is None
+                     and (not self.elector.is_leader or self.syncer.resynced))
         return etcd_done and len(self._tried) == len(self.views)
 
     def readiness(self) -> str:
@@ -143,6 +148,8 @@ class Controller:
         lines = []
         if not self.elector.contacted:
             lines.append("etcd has not answered yet")
+        elif self.elector.unreachable is not None:
+            lines.append(f"etcd cannot be reached: {self.elector.unreachable}")
         elif self.elector.is_leader and not self.syncer.resynced:
             lines.append("leading, and the first comparison with etcd is not done yet")
         named = [text for text in map(self._not_synced, self.views) if text]

@@ -97,6 +97,9 @@ class Elector:
         self._deadline = 0.0
         self.contacted = False
         """True once etcd has answered (the replica knows whether it leads)."""
+        self.unreachable: str | None = "not asked yet"
+        """Why etcd cannot be reached now (the last failure), or ``None`` while its last call
+        succeeded: a campaign, a keep-alive, or a follower's wait for the election key."""
         self._following: tuple[str, int] | None = None
         """The leader (its name and election key revision) this replica last said it follows."""
 
@@ -141,6 +144,7 @@ class Elector:
             except Exception as exc:  # noqa: BLE001 - etcd errors, and whatever gRPC lets through: retried
                 error = exc
             self._step_down()
+            self.unreachable = describe(error)
             level = logging.DEBUG if failing else logging.WARNING
             log.log(level, "leader election: etcd %s: %s", self.link.endpoints.current, describe(error))
             failing = True
@@ -167,6 +171,7 @@ class Elector:
             failure=[],
         )
         self.contacted = True
+        self.unreachable = None
         current = await client.get(self.key)
         if won and current is not None and current.lease == lease.id:
             self._lead(lease.id, current.create_revision, sent)
@@ -225,6 +230,7 @@ class Elector:
             try:
                 reply, ours = await asyncio.wait_for(self._confirm(client), max(0.1, self._deadline - sent))
             except (EtcdError, TimeoutError) as exc:
+                self.unreachable = describe(exc)
                 if not failing:
                     log.warning("leader election: keep-alive failed (%s); retrying while the lease lasts",
                                 describe(exc))
@@ -241,6 +247,7 @@ class Elector:
                 log.warning("leader election: the election key is no longer ours; stepping down")
                 return
             self._confirmed(sent)
+            self.unreachable = None
             if failing:
                 log.info("leader election: keep-alive confirmed again; still the leader")
             # A reply that took long (etcd stalled) only vouches for the time the request was

@@ -43,3 +43,28 @@ def test_not_ready_until_every_cluster_is_listed_or_failed(etcd: EtcdServer, etc
     finally:
         bar.restore()
         assert process.terminate() == 0, process.log()
+
+
+def test_not_ready_while_etcd_cannot_be_reached(private_etcd: EtcdServer, etcd_prefix: str, foo: FakeKube,
+                                                 tmp_path: Path) -> None:
+    """etcd frozen (SIGSTOP) for longer than the lease: the leader and the follower both say not ready,
+    naming etcd, and both are ready again once it answers (docs/controller.md, "Metrics and probes")."""
+    raw = config_raw(private_etcd.url, etcd_prefix, [cluster_entry(foo, tmp_path)])
+    path = write_config(tmp_path / "controller.yaml", raw)
+    replicas = [ControllerProcess(path, tmp_path / f"controller-{i}.log").start() for i in range(2)]
+    try:
+        for process in replicas:
+            wait_until(lambda p=process: p.get("/ready")[0] == 200, timeout=15, what="ready")
+        private_etcd.pause()
+        for process in replicas:
+            wait_until(lambda p=process: p.get("/ready")[0] == 503, timeout=15, what="not ready with etcd frozen")
+            status, body = process.get("/ready")
+            assert "etcd cannot be reached" in body, body
+        private_etcd.resume()
+        for process in replicas:
+            wait_until(lambda p=process: p.get("/ready")[0] == 200, timeout=20, what="ready once etcd answers")
+    finally:
+        if private_etcd.paused:
+            private_etcd.resume()
+        for process in replicas:
+            assert process.terminate() == 0, process.log()
