@@ -58,7 +58,7 @@ def test_not_ready_while_etcd_cannot_be_reached(private_etcd: EtcdServer, etcd_p
         private_etcd.pause()
         for process in replicas:
             wait_until(lambda p=process: p.get("/ready")[0] == 503, timeout=15, what="not ready with etcd frozen")
-            status, body = process.get("/ready")
+            body = process.get("/ready")[1]
             assert "etcd cannot be reached" in body, body
         private_etcd.resume()
         for process in replicas:
