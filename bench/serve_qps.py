@@ -49,7 +49,6 @@ import random
 import re
 import shlex
 import shutil
-import socket
 import string
 import subprocess
 import sys
@@ -68,6 +67,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support import peers  # noqa: E402  (where scripts/peers.sh built CoreDNS)
 from tests.support.etcd import EtcdServer  # noqa: E402  (the test suite's etcd runner)
+from tests.support.ports import free_port  # noqa: E402  (free for UDP and TCP: NSD and CoreDNS bind both)
 
 ZONE = "federation."
 QNAME = f"myservice.myns.myfederation.svc.{ZONE}"
@@ -181,19 +181,16 @@ def write_queries(directory: Path) -> dict[str, Path]:
     return files
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_answering(port: int) -> bytes:
+def wait_answering(port: int, proc: subprocess.Popen[bytes]) -> bytes:
+    """The reply to the exact-repeat question once the server ``proc`` answers on ``port``."""
     query = dns.message.make_query(QNAME, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"foo")])
     deadline = time.monotonic() + 30
     while True:
         try:
             return dns.query.udp(query, "127.0.0.1", port=port, timeout=0.5).to_wire()
         except Exception:  # not up yet: any failure means "try again" until the deadline
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.args} exited with {proc.returncode}") from None
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
@@ -377,14 +374,13 @@ def start_servers(work: Path, args: argparse.Namespace) -> list[Server]:
     and CoreDNS's file and etcd plugins; each must answer the exact-repeat question as feddns does."""
     servers = [start_feddns(work, args)]
     try:
-        reply = wait_answering(servers[0].port)
-        servers.append(start_nsd(work, args))
-        servers.append(start_fixed(reply, args))
-        servers.append(start_coredns("coredns-file", work, f"file {write_zone(work)}", args))
-        servers.append(start_coredns_etcd(work, args))
-        for server in servers[1:]:
-            if addresses(wait_answering(server.port)) != addresses(reply):
-                raise RuntimeError(f"{server.name} does not answer {QNAME} as feddns does")
+        reply = wait_answering(servers[0].port, servers[0].proc)
+        for begin in (lambda: start_nsd(work, args), lambda: start_fixed(reply, args),
+                      lambda: start_coredns("coredns-file", work, f"file {write_zone(work)}", args),
+                      lambda: start_coredns_etcd(work, args)):
+            servers.append(begin())  # and answering, before the next one picks a free port
+            if addresses(wait_answering(servers[-1].port, servers[-1].proc)) != addresses(reply):
+                raise RuntimeError(f"{servers[-1].name} does not answer {QNAME} as feddns does")
     except BaseException:
         for server in servers:
             stop_server(server)
