@@ -22,6 +22,13 @@ or sockets:
   completes), and clients that send a message a byte every few seconds;
 * at most ``max_connections`` connections at once; one above that is closed as
   soon as it is accepted.
+
+Several processes (``feddns serve --workers N``) answer on one address through
+SO_REUSEPORT: the kernel spreads datagrams and connections over the sockets by
+a hash of the client's address and port. :func:`reserve` checks the address as
+:func:`listen` binds it (a program already there is refused), then each worker
+gets sockets of its own from :func:`bind_shared` and answers on them with
+:func:`answer_on`.
 """
 
 import asyncio
@@ -218,3 +225,65 @@ async def listen(responder: Responder, host: str, port: int,
         udp, _ = await loop.create_datagram_endpoint(lambda: UdpServer(responder), sock=udp_sock)
         return [udp, server], bound, connections
     raise OSError(f"could not bind UDP and TCP on one port of {host}")
+
+
+UDP_RECEIVE_BUFFER = 4 * 1024 * 1024
+"""SO_RCVBUF of a UDP socket: bursts queue in the kernel, not on the floor."""
+
+
+def reserve(host: str, port: int) -> int:
+    """The port ``host:port`` gives UDP and TCP alike (port 0: one the OS picks), checked
+    free as :func:`listen` binds it, without SO_REUSEPORT; the sockets are closed again.
+
+    Raises ``OSError`` when the address cannot be bound. Checked without SO_REUSEPORT, an
+    address that another program holds stays refused even when that program set the option
+    (CoreDNS does): the kernel would otherwise share its queries with ours. Another program
+    could take the port between this check and :func:`bind_shared`; then that bind fails.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for attempt in range(BIND_ATTEMPTS if port == 0 else 1):
+        with socket.socket(family, socket.SOCK_DGRAM) as udp_sock, socket.socket(family, socket.SOCK_STREAM) as tcp:
+            udp_sock.bind((host, port))
+            bound = int(udp_sock.getsockname()[1])
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's create_server binds
+            try:
+                tcp.bind((host, bound))
+            except OSError:
+                if attempt == BIND_ATTEMPTS - 1 or port != 0:
+                    raise
+                continue
+            return bound
+    raise OSError(f"could not bind UDP and TCP on one port of {host}")
+
+
+def bind_shared(host: str, port: int) -> tuple[socket.socket, socket.socket]:
+    """A UDP and a TCP socket bound to ``host:port`` with SO_REUSEPORT, for one worker
+    (the TCP one listens once :func:`answer_on` serves it). Raises ``OSError``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    udp_sock = socket.socket(family, socket.SOCK_DGRAM)
+    tcp = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        udp_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        udp_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RECEIVE_BUFFER)
+        udp_sock.bind((host, port))
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:  # as asyncio's create_server binds an IPv6 host
+            tcp.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        tcp.bind((host, port))
+    except BaseException:
+        udp_sock.close()
+        tcp.close()
+        raise
+    return udp_sock, tcp
+
+
+async def answer_on(responder: Responder, udp_sock: socket.socket, tcp_sock: socket.socket,
+                    limits: TcpLimits = TcpLimits()) -> tuple[list[Any], TcpConnections]:
+    """Answer on sockets already bound (:func:`bind_shared`). Returns the transports/servers
+    to close and the TCP connection counter, as :func:`listen` does."""
+    loop = asyncio.get_running_loop()
+    connections = TcpConnections(responder, limits)
+    server = await loop.create_server(connections.protocol, sock=tcp_sock)
+    udp, _ = await loop.create_datagram_endpoint(lambda: UdpServer(responder), sock=udp_sock)
+    return [udp, server], connections
