@@ -32,13 +32,16 @@ MERGE_KEYS = {"containers": "name", "initContainers": "name", "volumes": "name",
 
 MONITORING = DEPLOY / "monitoring"
 """prometheus-operator objects (CRDs, not in the Kubernetes schemas): tests/deploy/test_monitoring.py."""
+HELM = DEPLOY / "helm"
+"""The charts the plain manifests are rendered from (their templates are not manifests): tests/deploy/test_charts.py."""
 
 
 def manifest_files() -> list[Path]:
     """Every ``*.yaml`` under deploy/ that is a whole manifest of built-in kinds (not a
-    patch, not the monitoring CRDs), sorted."""
+    patch, not the monitoring CRDs, not a chart), sorted."""
     return sorted(path for path in DEPLOY.rglob("*.yaml")
-                  if not path.name.endswith(PATCH_SUFFIX) and MONITORING not in path.parents)
+                  if not path.name.endswith(PATCH_SUFFIX) and MONITORING not in path.parents
+                  and HELM not in path.parents)
 
 
 def patch_files() -> list[Path]:

@@ -1,0 +1,23 @@
+{{/* What values.schema.json cannot say: names across entries. Each failure names the value. */}}
+{{- define "feddns.checks" -}}
+{{- $names := list }}
+{{- range $i, $c := .Values.clusters }}
+{{- if has $c.name $names }}
+{{- fail (printf "clusters[%d].name: %s is listed twice" $i $c.name) }}
+{{- end }}
+{{- $names = append $names $c.name }}
+{{- if and $c.stubzone (not $.Values.nameservers) }}
+{{- fail (printf "clusters[%d].stubzone: needs nameservers (Federated-DNS's addresses, to program there)" $i) }}
+{{- end }}
+{{- end }}
+{{- with .Values.nameservers }}
+{{- if and (kindIs "map" .) (not (has .fromService.cluster $names)) }}
+{{- fail (printf "nameservers.fromService.cluster: %s is not one of clusters[].name (%s)" .fromService.cluster (join ", " $names)) }}
+{{- end }}
+{{- end }}
+{{- with .Values.controller.external.cluster }}
+{{- if not (has . $names) }}
+{{- fail (printf "controller.external.cluster: %s is not one of clusters[].name (%s)" . (join ", " $names)) }}
+{{- end }}
+{{- end }}
+{{- end }}
