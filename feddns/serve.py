@@ -8,6 +8,14 @@ explicitly. Then it binds UDP and TCP on every ``--listen`` address and the
 bind failure names the flag and the address and exits 2); it loads records
 and keeps them in step, on one asyncio loop (uvloop where installed), until
 SIGTERM or SIGINT, logging the stop.
+
+With ``--workers N`` over 1 (by default, one per CPU the process may use) the
+same server runs in N worker processes on the same addresses (SO_REUSEPORT),
+each loading and following the records itself; this process checks the flags,
+binds, starts and keeps the workers (``feddns.workers``), serves ``/metrics``
+and ``/ready`` for all of them, and says where it listens once every worker
+answers. The cache and the TCP connection limit are the whole server's, split
+evenly between the workers. ``--workers 1`` is the one process, as before.
 """
 
 import argparse
@@ -15,15 +23,17 @@ import asyncio
 import ipaddress
 import logging
 import re
+import socket
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
 import feddns.etcd
-from feddns import names
+from feddns import cpus, names, workers
 from feddns.dns import transport
 from feddns.dns.answer import OUR_PAYLOAD
 from feddns.dns.index import Index
@@ -37,7 +47,10 @@ from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.observe import ObserveServer
 from feddns.records import IPAddress
 from feddns.store import Feed
-from feddns.store.file import EXAMPLE, FileSource
+from feddns.store.file import EXAMPLE, FileSource, read_records
+
+if TYPE_CHECKING:
+    from feddns.store.etcd import EtcdSource
 
 log = logging.getLogger("feddns.serve")
 
@@ -76,10 +89,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="EDNS0 option code carrying the asking cluster's name (default 65245)")
     add("--ns-address", action="append", metavar="IP",
         help="address(es) of this server for ns.dns.<zone> (default: the --listen addresses)")
+    add("--workers", type=int, metavar="N",
+        help="processes answering on the same port (SO_REUSEPORT), each from its own copy of the records "
+             "(default: the CPUs this process may use, by its affinity and cgroup CPU quota; 1: one process)")
     add("--cache-size", default="64MiB", metavar="BYTES",
-        help="bound of the reply and answer cache in bytes; suffixes KiB, MiB, GiB (default 64MiB)")
+        help="bound of the reply and answer cache in bytes, for the whole server: the --workers split it "
+             "evenly; suffixes KiB, MiB, GiB (default 64MiB)")
     add("--max-tcp-connections", type=int, default=1000, metavar="N",
-        help="open DNS-over-TCP connections at most; more are closed at once (default 1000)")
+        help="open DNS-over-TCP connections at most, for the whole server: the --workers split it evenly; "
+             "more are closed at once (default 1000)")
     add("--tcp-idle-timeout", type=float, default=10.0, metavar="SECONDS",
         help="close a TCP connection that completes no message for this long (default 10)")
     add("--max-udp-size", type=int, default=OUR_PAYLOAD, metavar="BYTES",
@@ -201,37 +219,79 @@ def run(args: argparse.Namespace) -> int:
     limits = tcp_limits_from(args)
     if args.metrics:
         parse_hostport(args.metrics)
+    count = workers_from(args)
+    if count > 1:
+        return _run_workers(args, listens, settings, limits, count)
+    server = _records(args, settings)
+    metrics = None
+    tcp: list[transport.TcpConnections] = []
+    if args.metrics:
+        registry = _registry(server, tcp)
+        detail = server.etcd_source.readiness if server.etcd_source is not None else None
+        metrics = ObserveServer(args.metrics, registry, lambda: True, lambda: server.responder.ready, detail)
+    _install_uvloop()
+    return asyncio.run(_serve(server.responder, listens, limits, tcp, server.source, metrics))
+
+
+@dataclass(frozen=True, slots=True)
+class _Records:
+    """What one process answers from: the responder, the feed and the source that fills it
+    (``etcd_source`` too when it is etcd: its metrics and its word on ``/ready``)."""
+
+    responder: Responder
+    feed: Feed
+    source: "EtcdSource | FileSource"
+    etcd_source: "EtcdSource | None"
+
+
+def _records(args: argparse.Namespace, settings: Settings) -> _Records:
+    """The responder and its source; a records file is read here (a bad one: :class:`ConfigError`)."""
     layout = Layout(args.etcd_prefix)
     kind = check_source(args)
     index = Index(layout)
     responder = Responder(index, settings)
     feed = Feed(index, responder)
-    access = feddns.etcd.access_from(args)
-    etcd_source = None
-    if kind == "etcd":
+    endpoints = _endpoints(args, kind)
+    if endpoints is not None:
         from feddns.store.etcd import EtcdSource  # noqa: PLC0415 - aetcd and gRPC only with --etcd
 
-        etcd_source = EtcdSource(feddns.etcd.Endpoints(args.etcd, access=access), layout, feed)
-        source: object = etcd_source
-    elif access != feddns.etcd.Access():
+        etcd_source = EtcdSource(endpoints, layout, feed)
+        return _Records(responder, feed, etcd_source, etcd_source)
+    source = FileSource(Path(args.records) if kind == "records" else EXAMPLE, layout, feed)
+    source.load()  # a bad records file stops start-up here (exit 2)
+    return _Records(responder, feed, source, None)
+
+
+def _check_records(args: argparse.Namespace) -> None:
+    """What :func:`_records` checks, loading nothing: for the parent of workers, which answers no
+    query (a records file is read and checked, but no index is built)."""
+    layout = Layout(args.etcd_prefix)
+    kind = check_source(args)
+    if _endpoints(args, kind) is None:
+        read_records(Path(args.records) if kind == "records" else EXAMPLE, layout)
+
+
+def _endpoints(args: argparse.Namespace, kind: str) -> feddns.etcd.Endpoints | None:
+    """The etcd endpoints with their TLS files and user (``None`` for a records file, which
+    takes none of them); raises :class:`ConfigError`."""
+    access = feddns.etcd.access_from(args)
+    if kind == "etcd":
+        return feddns.etcd.Endpoints(args.etcd, access=access)
+    if access != feddns.etcd.Access():
         raise ConfigError("--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and --etcd-password-file "
                           "need --etcd")
-    else:
-        source = FileSource(Path(args.records) if kind == "records" else EXAMPLE, layout, feed)
-        source.load()  # a bad records file stops start-up here (exit 2)
-    metrics = None
-    tcp: list[transport.TcpConnections] = []
-    if args.metrics:
-        registry = CollectorRegistry()
-        registry.register(ServeCollector(responder, lambda: feed.restarts, lambda: feed.skipped,
-                                         lambda: (sum(c.open for c in tcp), sum(c.refused for c in tcp))))
-        detail = None
-        if etcd_source is not None:  # whether a leader is behind the records
-            registry.register(etcd_source.collector())
-            detail = etcd_source.readiness
-        metrics = ObserveServer(args.metrics, registry, lambda: True, lambda: responder.ready, detail)
-    _install_uvloop()
-    return asyncio.run(_serve(responder, listens, limits, tcp, source, metrics))
+    return None
+
+
+def _registry(server: _Records, tcp: list[transport.TcpConnections]) -> CollectorRegistry:
+    """The metrics of one process (``etcd_source``'s too)."""
+    registry = CollectorRegistry()
+    feed = server.feed
+    registry.register(ServeCollector(server.responder, lambda: feed.restarts, lambda: feed.skipped,
+                                     lambda: (sum(c.open for c in tcp), sum(c.refused for c in tcp))))
+    if server.etcd_source is not None:  # whether a leader is behind the records
+        registry.register(server.etcd_source.collector())
+    return registry
 
 
 def _install_uvloop() -> None:
@@ -297,3 +357,219 @@ def _close(closers: list[Any], metrics: ObserveServer | None) -> None:
         closer.close()
     if metrics is not None:
         metrics.stop()
+
+
+# --- --workers N ----------------------------------------------------------------------------------------
+
+WORKER_COMMAND = (sys.executable, "-c", "from feddns.serve import worker_main; worker_main()")
+"""How the parent runs a worker: a fresh interpreter (feddns.workers appends its pair's descriptor)."""
+
+ACROSS_WORKERS: dict[str, workers.Combine] = {
+    # What every worker holds alike, as the one furthest behind holds it; the rest is added up.
+    "feddns_ready": min, "feddns_records_revision": min, "feddns_records_loaded": min,
+    "feddns_records_invalid": min, "feddns_etcd_leader": min,
+    "feddns_records_skipped": max,  # each worker skips the same records: counted once
+}
+"""How ``/metrics`` combines a family over the workers, when not by adding it up."""
+
+
+def workers_from(args: argparse.Namespace) -> int:
+    """``--workers``, or the CPUs this process may use (``feddns.cpus``); raises :class:`ConfigError`."""
+    if args.workers is None:
+        return cpus.available()
+    if args.workers < 1:
+        raise ConfigError(f"--workers {args.workers} is not at least 1")
+    return int(args.workers)
+
+
+def split(total: int, count: int) -> list[int]:
+    """``total`` shared by ``count`` workers as evenly as whole units go (the first ones get one more)."""
+    return [total // count + (1 if number < total % count else 0) for number in range(count)]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPlan:
+    """What a worker runs with: the flags, the settings made once by the parent (one SOA serial
+    for all), its share of ``--cache-size`` and ``--max-tcp-connections``, and the addresses
+    bound (a worker started again binds its own sockets on them)."""
+
+    args: argparse.Namespace
+    settings: Settings
+    limits: transport.TcpLimits
+    addresses: list[tuple[str, int]]
+
+
+def _shares(args: argparse.Namespace, settings: Settings, limits: transport.TcpLimits,
+            count: int) -> tuple[list[int], list[int]]:
+    """Each worker's cache bytes and TCP connections; raises :class:`ConfigError` when a share
+    is less than one server may have."""
+    caches = split(settings.cache_size, count)
+    if min(caches) < MIN_CACHE_BYTES:
+        raise ConfigError(f"--cache-size {args.cache_size} split between {count} workers is less than 64KiB each")
+    connections = split(limits.max_connections, count)
+    if min(connections) < 1:
+        raise ConfigError(f"--max-tcp-connections {limits.max_connections} is fewer than the {count} workers "
+                          "that split it")
+    return caches, connections
+
+
+def _run_workers(args: argparse.Namespace, listens: list[tuple[str, int]], settings: Settings,
+                 limits: transport.TcpLimits, count: int) -> int:
+    """``count`` workers on the ``--listen`` addresses (``feddns.workers``); this process binds,
+    serves ``/metrics``, and keeps them."""
+    caches, connections = _shares(args, settings, limits, count)
+    _check_records(args)  # as one process checks them: a bad records file exits 2 here
+    addresses: list[tuple[str, int]] = []
+
+    def plan(number: int) -> WorkerPlan:
+        return WorkerPlan(args, replace(settings, cache_size=caches[number - 1]),
+                          replace(limits, max_connections=connections[number - 1]), addresses)
+
+    supervisor = workers.Supervisor(count, WORKER_COMMAND, plan)
+    metrics = None
+    if args.metrics:
+        registry = CollectorRegistry()
+        registry.register(workers.WorkersCollector(supervisor, ACROSS_WORKERS))
+        metrics = ObserveServer(args.metrics, registry, lambda: True, supervisor.ready, supervisor.detail)
+    return asyncio.run(_supervise(supervisor, listens, addresses, metrics))
+
+
+async def _supervise(supervisor: workers.Supervisor, listens: list[tuple[str, int]],
+                     addresses: list[tuple[str, int]], metrics: ObserveServer | None) -> int:
+    """Bind, start the workers, say where it listens once they answer, and keep them until SIGTERM."""
+    signals = StopSignals()
+    try:
+        sockets = _bind_shared(listens, len(supervisor.workers), addresses)
+        if metrics is not None:
+            _start_metrics(metrics)
+    except BaseException:
+        signals.close()
+        if metrics is not None:
+            metrics.stop()
+        raise
+    stop = asyncio.ensure_future(signals.wait())
+    started = asyncio.ensure_future(supervisor.start(sockets))
+    await asyncio.wait([stop, started], return_when=asyncio.FIRST_COMPLETED)
+    status = 0
+    if started.done() and started.exception() is None:
+        _announce(addresses, len(supervisor.workers), metrics)
+        await asyncio.wait([stop])
+    if stop.done():
+        print(f"feddns serve: stopping ({stop.result()})", file=sys.stderr, flush=True)
+    else:  # a worker exited before it answered (it said why)
+        exc = started.exception()
+        print(f"feddns serve: error: {exc}", file=sys.stderr, flush=True)
+        status = exc.status if isinstance(exc, workers.WorkerExited) and exc.status > 0 else 1
+    signals.close()
+    for task in (started, stop):
+        task.cancel()
+    await asyncio.gather(started, stop, return_exceptions=True)
+    await supervisor.stop()
+    if metrics is not None:
+        metrics.stop()
+    print("feddns serve: stopped", file=sys.stderr, flush=True)
+    return status
+
+
+def _announce(addresses: list[tuple[str, int]], count: int, metrics: ObserveServer | None) -> None:
+    for host, port in addresses:
+        shown = f"[{host}]" if ":" in host else host
+        print(f"feddns serve: listening on udp+tcp {shown}:{port} ({count} workers)", file=sys.stderr, flush=True)
+    if metrics is not None:
+        print(f"feddns serve: metrics on {metrics.url}/metrics", file=sys.stderr, flush=True)
+
+
+def _bind_shared(listens: list[tuple[str, int]], count: int,
+                 addresses: list[tuple[str, int]]) -> list[list[tuple[socket.socket, socket.socket]]]:
+    """Every ``--listen`` address checked (as one process binds it) and bound once per worker,
+    with SO_REUSEPORT; the addresses with the ports bound go into ``addresses``. Raises
+    :class:`ConfigError` naming the flag and the address that cannot be bound."""
+    sockets: list[list[tuple[socket.socket, socket.socket]]] = [[] for _ in range(count)]
+    try:
+        for host, port in listens:
+            shown = f"[{host}]" if ":" in host else host
+            try:
+                bound = transport.reserve(host, port)
+                for own in sockets:
+                    own.append(transport.bind_shared(host, bound))
+            except OSError as exc:
+                raise cannot_listen("--listen", f"{shown}:{port}", exc) from exc
+            addresses.append((host, bound))
+    except BaseException:
+        for own in sockets:
+            for udp, tcp in own:
+                udp.close()
+                tcp.close()
+        raise
+    return sockets
+
+
+def _start_metrics(metrics: ObserveServer) -> None:
+    try:
+        metrics.start()
+    except OSError as exc:
+        raise cannot_listen("--metrics", metrics.listen, exc) from exc
+
+
+def worker_main() -> None:
+    """A worker process (started by ``feddns.workers.Supervisor``): serve what the parent sends
+    until SIGTERM or until the parent is gone; exit 2 on a :class:`ConfigError`."""
+    parent = workers.Parent.from_argv()
+    start = parent.start
+    plan = start.plan
+    assert isinstance(plan, WorkerPlan)
+    logging.basicConfig(level=plan.args.log_level.upper(), stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s %(name)s (worker {start.number}): %(message)s")
+    try:
+        server = _records(plan.args, plan.settings)
+        tcp: list[transport.TcpConnections] = []
+        registry = _registry(server, tcp)
+        readiness = server.etcd_source.readiness if server.etcd_source is not None else (lambda: "")
+        parent.answer_questions(registry, lambda: server.responder.ready, readiness)
+        _install_uvloop()
+        asyncio.run(_serve_worker(server, plan, start.fds, parent, tcp))
+    except ConfigError as exc:
+        print(f"feddns serve: error: worker {start.number}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    answered = sum(s.value for f in registry.collect() if f.name == "feddns_dns_queries" for s in f.samples)
+    log.info("stopped; this worker answered %d queries", answered)
+
+
+async def _serve_worker(server: _Records, plan: WorkerPlan, fds: list[tuple[int, int]] | None,
+                        parent: workers.Parent, tcp: list[transport.TcpConnections]) -> None:
+    """Answer on the sockets the parent passed; or, started again, load first and bind its own
+    then (the other workers answer meanwhile): it never answers SERVFAIL for want of records."""
+    signals = StopSignals()
+    stop = asyncio.ensure_future(signals.wait())
+    task = asyncio.create_task(server.source.run())
+    closers: list[Any] = []
+    try:
+        if fds is None:
+            # Responder.ready is a plain attribute the store sets (the query path reads it); a look every
+            # 20 ms costs nothing beside a load of records.
+            while not server.responder.ready and not stop.done():  # noqa: ASYNC110
+                await asyncio.sleep(LOAD_POLL)
+            if stop.done():
+                return
+            try:
+                sockets = [transport.bind_shared(host, port) for host, port in plan.addresses]
+            except OSError as exc:
+                raise cannot_listen("--listen", ", ".join(f"{h}:{p}" for h, p in plan.addresses), exc) from exc
+        else:
+            sockets = [(socket.socket(fileno=udp), socket.socket(fileno=tcp_fd)) for udp, tcp_fd in fds]
+        for udp_sock, tcp_sock in sockets:
+            transports, connections = await transport.answer_on(server.responder, udp_sock, tcp_sock, plan.limits)
+            closers.extend(transports)
+            tcp.append(connections)
+        parent.answering()
+        await stop
+    finally:
+        signals.close()
+        stop.cancel()
+        task.cancel()
+        await asyncio.gather(task, stop, return_exceptions=True)
+        _close(closers, None)
+
+
+LOAD_POLL = 0.02
+"""Seconds between two looks, by a worker started again, at whether its records are loaded."""
