@@ -35,6 +35,8 @@ def one_line(result: subprocess.CompletedProcess[str], words: str) -> None:
     (["--gating-timeout", "5"], "--gating-timeout"),
     (["--listen", "127.0.0.1"], "has no port"),
     (["--metrics", "localhost"], "has no port"),
+    (["--max-pending-per-address", "0"], "--max-pending-per-address must be at least 1"),
+    (["--request-timeout", "0"], "--request-timeout must be more than 0 seconds"),
     (["--federation-label", "not a label"], "--federation-label: 'not a label' is not a label key"),
     (["--cert", "/nonexistent.crt"], "--cert /nonexistent.crt: No such file or directory"),
     (["--kubeconfig", "/nonexistent.kubeconfig"], "/nonexistent.kubeconfig"),

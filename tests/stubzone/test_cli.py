@@ -104,6 +104,11 @@ BAD = {
     "zero handshake timeout": (lambda pki, tmp: {"tls_handshake_timeout": "0"}, "--tls-handshake-timeout must be"),
     "zero reload interval": (lambda pki, tmp: {"tls_reload_interval": "0"}, "--tls-reload-interval must be"),
     "no connection allowed": (lambda pki, tmp: {"max_connections": "0"}, "--max-connections must be at least 1"),
+    "no pending connection allowed": (lambda pki, tmp: {"max_pending": "0"}, "--max-pending must be at least 1"),
+    "share over the pool": (lambda pki, tmp: {"max_pending": "8", "max_pending_per_address": "9"},
+                            "--max-pending-per-address 9 is more than --max-pending 8"),
+    "zero request timeout": (lambda pki, tmp: {"request_timeout": "0"}, "--request-timeout must be more than 0"),
+    "zero idle timeout": (lambda pki, tmp: {"idle_timeout": "-1"}, "--idle-timeout must be more than 0"),
     "coredns port 0": (lambda pki, tmp: {"backend": "coredns", "etcd": None, "cluster": "foo", "coredns_port": "0"},
                        "--coredns-port 0 is not a port (1-65535)"),
     "coredns port with skydns": (lambda pki, tmp: {"coredns_port": "5353"},
@@ -150,11 +155,11 @@ def test_sigterm_stops_cleanly_and_metrics_count_requests(pki, etcd, etcd_prefix
     try:
         assert server.request("GET", "/federations").status == 200
         assert server.request("GET", "/federations", cert="stranger").status == 403
-        server.wait_for_log(r"status=403")
+        server.wait_for_log(r"client refused: .* is not allowed")
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as response:
             text = response.read().decode()
         assert 'feddns_stubzone_requests_total{method="GET",route="/federations",status="200"} 1.0' in text
-        assert 'feddns_stubzone_requests_total{method="GET",route="/federations",status="403"} 1.0' in text
+        assert "feddns_stubzone_tls_refused_total 1.0" in text  # refused after the handshake, never a request
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/ready", timeout=5) as response:
             assert response.status == 200
     finally:
