@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 import dns.edns
 import dns.message
@@ -28,11 +29,16 @@ class ServeProcess:
     ``start()`` waits until the server has said where it listens (and, with ``--metrics``,
     where its metrics are); ``port`` is its UDP and TCP port; ``stop()`` ends it.
     ``log`` holds what it wrote so far; ``child`` is its :class:`ChildProcess`.
+
+    ``workers`` is ``--workers``: 1 (one process, as most tests want it on two shared cores)
+    unless a test asks for more (or ``extra_args`` says ``--workers``); ``None`` leaves the
+    flag out (the CPUs it may use).
     """
 
     def __init__(self, *, etcd_url: str | None = None, prefix: str = "", records: str | None = None,
-                 example: bool = False, extra_args: Sequence[str] = ()) -> None:
-        args = [sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0", *extra_args]
+                 example: bool = False, extra_args: Sequence[str] = (), workers: int | None = 1) -> None:
+        chosen = ["--workers", str(workers)] if workers is not None else []  # before extra_args, which may say again
+        args = [sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0", *chosen, *extra_args]
         if etcd_url:
             args += ["--etcd", etcd_url, "--etcd-prefix", prefix]
         if records:
@@ -85,6 +91,12 @@ class ServeProcess:
     def rss(self) -> int:
         """Resident memory of the server process in bytes (VmRSS)."""
         return self.child.rss()
+
+    def worker_pids(self) -> list[int]:
+        """The process ids of its workers (``--workers`` over 1), from ``/proc``."""
+        assert self.proc is not None
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+        return sorted(int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split())
 
     def metrics(self) -> dict[str, float]:
         """The samples of ``/metrics`` (needs ``--metrics``), by name with labels."""
