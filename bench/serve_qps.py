@@ -39,8 +39,10 @@ rounds are printed at the end. Each dnsperf run reads its query file from the st
 feddns keeps nothing for a name that does not exist, so a random name asked again costs
 what a new one costs.
 
+feddns serve runs one process unless --workers says more (its default would be one per CPU).
+
 Usage: python bench/serve_qps.py [--seconds 10] [--slice 2] [--clients 8] [--rounds 1] [--feddns-args "..."]
-                                 [--server-cpu 1] [--client-cpu 0] [--no-pin] [--no-coredns-cache]
+                                 [--workers 1] [--server-cpu 1] [--client-cpu 0] [--no-pin] [--no-coredns-cache]
 """
 
 import argparse
@@ -314,7 +316,7 @@ def stop_server(server: Server) -> None:
 def start_feddns(work: Path, args: argparse.Namespace) -> Server:
     """Start feddns serve on port 0 and read the port it prints (no race for a free port)."""
     cmd = [sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0", "--records", str(work / "records.yaml"),
-           "--log-level", "warning", *shlex.split(args.feddns_args)]
+           "--log-level", "warning", "--workers", str(args.workers), *shlex.split(args.feddns_args)]
     proc = subprocess.Popen(on_cpu(args.server_cpu, cmd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     assert proc.stderr is not None
     for line in proc.stderr:
@@ -508,6 +510,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=1, help="repeat the whole run (the machine is noisy)")
     parser.add_argument("--feddns-args", default="", help="extra flags for feddns serve")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="feddns serve --workers: its processes (default 1; 2 with --no-pin uses both cores)")
     parser.add_argument("--server-cpu", type=int, default=1, help="the one CPU every server (and etcd) runs on")
     parser.add_argument("--client-cpu", type=int, default=0, help="the CPU dnsperf runs on")
     parser.add_argument("--no-pin", action="store_true", help="let the servers and dnsperf run on any CPU")
