@@ -293,9 +293,10 @@ class TLSListener:
         if len(self._authenticated) >= self.settings.max_connections:
             self._overflow(transport, f"{len(self._authenticated)} connections open (--max-connections)")
             return False
-        if self._forget_pending(transport):
-            self._authenticated.add(transport)
-            self._count()
+        if not self._forget_pending(transport):  # closed meanwhile: never serve a connection not counted
+            return False
+        self._authenticated.add(transport)
+        self._count()
         return True
 
     def release(self, transport: asyncio.Transport) -> None:
