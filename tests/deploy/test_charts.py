@@ -15,6 +15,7 @@
 * deploy/cluster-dns/coredns/coredns-import.sh patches a stock CoreDNS Deployment and Corefile in the
   API server (and its --undo takes the changes out), and deploy/member/kubeconfig.sh writes a
   kubeconfig that reaches the API server as the chart's ServiceAccount, with its rights only.
+* Joining and removing a cluster with ``helm upgrade`` changes the controller's ConfigMap and no pod template.
 """
 
 import base64
@@ -416,3 +417,44 @@ def test_kubeconfig_script_gives_the_controller_the_charts_service_account_and_n
         assert refused.returncode != 0 and "forbidden" in refused.stderr, refused.stdout + refused.stderr
     finally:
         cluster.request("DELETE", path)
+
+
+def test_joining_and_removing_a_cluster_is_a_helm_upgrade_that_restarts_nothing(
+        cluster: KubeCluster, tmp_path: Path) -> None:
+    """docs/operations.md's join and leave, as far as the federation's cluster goes, with the real helm
+    against the real API server: the upgrade changes the controller's ConfigMap (which the running
+    controller re-reads) and no pod template, so no pod is restarted."""
+    ns = f"feddns-join-{uuid.uuid4().hex[:8]}"
+    values = tmp_path / "myfederation.yaml"
+    env = script_env(cluster)
+
+    def helm_against(*args: str) -> None:
+        done = subprocess.run([peers.binary("helm"), *args, "--namespace", ns], capture_output=True, text=True,
+                              timeout=120, check=False, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def members() -> list[str]:
+        config = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps/feddns-controller")
+        return [c["name"] for c in yaml.safe_load(config["data"]["controller.yaml"])["clusters"]]
+
+    def pod_templates() -> dict[str, Any]:
+        return {name: cluster.request("GET", f"/apis/apps/v1/namespaces/{ns}/deployments/{name}")["spec"]["template"]
+                for name in ("feddns", "feddns-controller")}
+
+    foo = {"name": "foo", "zone": "us-central1-a", "region": "us-central1"}
+    bar = {"name": "bar", "zone": "us-central1-b", "region": "us-central1"}
+    baz = {"name": "baz", "zone": "europe-west1-c", "region": "europe-west1"}
+    values.write_text(yaml.safe_dump({"clusters": [foo, bar]}))
+    helm_against("install", "myfederation", str(FEDERATION), "--create-namespace", "--values", str(values))
+    try:
+        before = pod_templates()
+        values.write_text(yaml.safe_dump({"clusters": [foo, bar, baz]}))
+        helm_against("upgrade", "myfederation", str(FEDERATION), "--values", str(values))
+        assert members() == ["foo", "bar", "baz"]
+        values.write_text(yaml.safe_dump({"clusters": [foo, baz]}))
+        helm_against("upgrade", "myfederation", str(FEDERATION), "--values", str(values))
+        assert members() == ["foo", "baz"]
+        assert pod_templates() == before
+    finally:
+        helm_against("uninstall", "myfederation")
+        cluster.request("DELETE", f"/api/v1/namespaces/{ns}")
