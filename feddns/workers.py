@@ -61,6 +61,8 @@ Sample = tuple[str, dict[str, str], float]
 Family = tuple[str, str, str, list[Sample]]
 """A metric family as it crosses the pair: name, type, help, samples (name, labels, value)."""
 Combine = Callable[[Sequence[float]], float]
+SampleKey = tuple[str, str, tuple[tuple[str, str], ...]]
+"""A sample across workers: its family's name, its own name, its labels in order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +129,9 @@ class Worker:
     families: list[Family] = field(default_factory=list)
     """What it said at the last scrape."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    """One question at a time on the pair."""
     asked: int = 0
+    """The number of the last question (an answer carries it back)."""
 
     def ask(self, question: str, timeout: float) -> Any:
         """The worker's answer to ``question``; raises ``OSError``, ``EOFError`` or ``TimeoutError``.
@@ -160,10 +164,11 @@ class Supervisor:
         self.command = list(command)
         self.plan = plan
         self.timing = timing
-        self.stopping = False
-        self.departed: dict[tuple[str, str, tuple[tuple[str, str], ...]], float] = {}
+        self.departed: dict[SampleKey, float] = {}
         """Counter samples of workers that exited, as they last said them: added to the totals."""
         self._watches: list[asyncio.Task[None]] = []
+        self._lock = threading.Lock()
+        """Held while a worker's last figures move to :attr:`departed`, and while both are read."""
 
     async def start(self, sockets: Sequence[Sequence[tuple[socket.socket, socket.socket]]]) -> None:
         """Start a worker on each entry of ``sockets`` (its UDP and TCP socket per address) and
@@ -234,7 +239,11 @@ class Supervisor:
             log.warning("worker %d (pid %d) %s; starting another in %.1f s",
                         worker.number, worker.process.pid, describe_exit(status), worker.backoff)
             await asyncio.sleep(worker.backoff)
-            await self._spawn(worker, None)
+            try:
+                await self._spawn(worker, None)
+            except OSError as exc:  # no process to wait for: the old one's status comes again, with a longer backoff
+                log.error("worker %d: cannot start a process: %s", worker.number, exc)
+                continue
             try:
                 await self._until_answering(worker)
             except WorkerExited as exc:
@@ -245,14 +254,15 @@ class Supervisor:
         ran = time.monotonic() - worker.since if worker.answering else 0.0
         first, most = self.timing.first_backoff, self.timing.most_backoff
         worker.backoff = first if ran >= self.timing.steady or not worker.backoff else min(worker.backoff * 2, most)
-        worker.answering = False
         worker.last_exit = describe_exit(status)
-        for name, kind, _, samples in worker.families:
-            if kind == "counter":
-                for sample, labels, value in samples:
-                    key = (name, sample, tuple(sorted(labels.items())))
-                    self.departed[key] = self.departed.get(key, 0.0) + value
-        worker.families = []
+        with self._lock:
+            worker.answering = False
+            for name, kind, _, samples in worker.families:
+                if kind == "counter":
+                    for sample, labels, value in samples:
+                        key = (name, sample, tuple(sorted(labels.items())))
+                        self.departed[key] = self.departed.get(key, 0.0) + value
+            worker.families = []
         if worker.pair is not None:
             with worker.lock:
                 worker.pair.close()
@@ -260,7 +270,6 @@ class Supervisor:
 
     async def stop(self) -> None:
         """SIGTERM every worker and wait for them (SIGKILL after ``timing.drain`` seconds)."""
-        self.stopping = True
         for task in self._watches:
             task.cancel()
         await asyncio.gather(*self._watches, return_exceptions=True)
@@ -308,15 +317,19 @@ class Supervisor:
         """``/ready``'s lines: what each worker says, named (none while all are well)."""
         return "\n".join(f"worker {worker.number}: {text}" for worker, _, text in self.states() if text)
 
-    def families(self) -> list[list[Family]]:
-        """Every answering worker's metric families (what it said last when it does not answer now)."""
-        out = []
+    def families(self) -> tuple[list[list[Family]], dict[SampleKey, float]]:
+        """Every answering worker's metric families (what it said last when it does not answer
+        now), and :attr:`departed`, taken together: a worker that exits meanwhile is in one or the
+        other, never both, so a counter's total never goes down."""
         for worker in self.workers:
+            process = worker.process
             with contextlib.suppress(OSError, EOFError, TimeoutError):  # then what it said last
-                worker.families = worker.ask(METRICS, self.timing.ask)
-            if worker.answering:
-                out.append(worker.families)
-        return out
+                said = worker.ask(METRICS, self.timing.ask)
+                with self._lock:
+                    if worker.answering and worker.process is process:
+                        worker.families = said
+        with self._lock:
+            return [w.families for w in self.workers if w.answering], dict(self.departed)
 
 
 class WorkersCollector(Collector):
@@ -328,10 +341,9 @@ class WorkersCollector(Collector):
         self.combine = combine
 
     def collect(self) -> Iterator[Metric]:
-        reports = self.supervisor.families()
-        departed = self.supervisor.departed
+        reports, departed = self.supervisor.families()
         order: dict[str, Metric] = {}
-        values: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[float]] = {}
+        values: dict[SampleKey, list[float]] = {}
         for families in reports:
             for name, kind, documentation, samples in families:
                 order.setdefault(name, Metric(name, documentation, kind))

@@ -16,14 +16,18 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import dns.edns
 import dns.exception
 import dns.message
+import dns.opcode
 import dns.query
+import dns.rcode
 import pytest
 
 from feddns import cpus
 from tests.dns.conftest import RECORDS
 from tests.dns.test_etcd import QNAME, put_design_keys
+from tests.dns.test_protocol import MALFORMED, query_bytes, raw_exchange, rcode_of
 from tests.support.ports import free_port, wait_until
 from tests.support.process import child_env
 from tests.support.serve import ServeProcess, write_records
@@ -199,6 +203,45 @@ def test_tcp_connection_limit_is_for_the_whole_server():
     assert alive <= 2, f"{alive} connections answered with a limit of 2"
     assert values["feddns_dns_tcp_connections"] <= 2
     assert values["feddns_dns_tcp_refused_total"] >= 10
+
+
+def refused_today() -> dict[str, bytes]:
+    """Queries one process refuses (an error rcode) or drops, by what is wrong with them."""
+    notify = dns.message.make_query(WEB, "A")
+    notify.set_opcode(dns.opcode.NOTIFY)
+    response = bytearray(query_bytes())
+    response[2] |= 0x80  # QR
+    bad_ecs = dns.edns.GenericOption(8, b"\x00\x01\x18\x00\x0a\xf0")  # /24 with 2 address bytes
+    return {**MALFORMED,
+            "NOTIFY": notify.to_wire(),
+            "class CH": dns.message.make_query(WEB, "A", rdclass="CH").to_wire(),
+            "AXFR at the apex": dns.message.make_query("federation.", "AXFR").to_wire(),
+            "outside the zone": dns.message.make_query("example.com.", "A").to_wire(),
+            "EDNS version 1": dns.message.make_query(WEB, "A", use_edns=1).to_wire(),
+            "malformed ECS": dns.message.make_query(WEB, "A", use_edns=0, options=[bad_ecs]).to_wire(),
+            "TKEY": dns.message.make_query(WEB, "TKEY").to_wire(),
+            "shorter than a header": b"\x01\x02\x03" * 3,
+            "a response": bytes(response)}
+
+
+def outcome(port: int, packet: bytes) -> str:
+    reply = raw_exchange(port, packet, timeout=0.3)
+    if reply is None:
+        return "dropped"
+    try:
+        return dns.rcode.to_text(dns.message.from_wire(reply).rcode())  # BADVERS is an extended rcode
+    except dns.exception.DNSException:  # a reply without a question (NOTIMP to a bare header)
+        return dns.rcode.to_text(rcode_of(reply))
+
+
+def test_what_one_process_refuses_every_worker_refuses():
+    path = write_records(RECORDS)
+    with ServeProcess(records=path) as one, ServeProcess(records=path, workers=2) as two:
+        for what, packet in refused_today().items():
+            expected = outcome(one.port, packet)
+            assert expected != "NOERROR", what
+            # from six sockets: each worker gets some (all six to one worker once in 32 runs)
+            assert {outcome(two.port, packet) for _ in range(6)} == {expected}, what
 
 
 def feddns(*args: str) -> subprocess.CompletedProcess[str]:
