@@ -8,7 +8,9 @@ contexts checked, but nothing is contacted: exec credential plugins and
 in-cluster tokens are only used when the controller starts watching.
 
 Extensions to docs/reference.md section 7 (documented in docs/controller.md):
-``leaseSeconds`` (the leader election lease TTL).
+``leaseSeconds`` (the leader election lease TTL); ``nameservers`` and
+``clusters[].stubzone`` (the design's "Initial Setup": the controller's leader keeps each
+member's stub zone forwarding to Federated-DNS, :mod:`controller.stubzones`).
 """
 
 import ipaddress
@@ -26,6 +28,7 @@ from feddns import names
 from feddns.configmapping import check_mapping
 from feddns.errors import ConfigError
 from feddns.etcd import Access, Endpoints, TLSFiles
+from feddns.hostport import parse_ip_port
 from feddns.keys import Layout
 from feddns.records import POD_NETWORKS, STALE_ACTIONS, ClusterRecord, IPNetwork
 
@@ -35,9 +38,14 @@ DEFAULT_LEASE_SECONDS = 15
 MIN_LEASE_SECONDS = 2
 """etcd refuses shorter lease TTLs with its default election timeout."""
 
-_TOP_KEYS = ("federation", "etcd", "clusters", "selector", "resyncSeconds", "leaseSeconds", "external")
+_TOP_KEYS = ("federation", "etcd", "clusters", "selector", "resyncSeconds", "leaseSeconds", "external",
+             "nameservers")
 _CLUSTER_KEYS = ("name", "kubeconfig", "context", "zone", "region", "cidrs", "podNetwork", "staleAfterSeconds",
-                 "staleAction")
+                 "staleAction", "stubzone")
+_STUBZONE_KEYS = ("url", "cert", "key", "ca")
+_SERVICE_KEYS = ("cluster", "namespace", "name")
+MAX_NAMESERVERS = 16
+"""The most nameservers the stub-zone API takes in one list (docs/reference.md section 5)."""
 _ETCD_KEYS = ("endpoints", "prefix", "tls", "user", "passwordFile")
 _TLS_KEYS = ("cacert", "cert", "key")
 # A Kubernetes label key: an optional DNS subdomain prefix and "/", then a name
@@ -49,6 +57,39 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 
 
 @dataclass(frozen=True, slots=True)
+class StubzoneEndpoint:
+    """A member cluster's ``feddns stubzone`` endpoint (``clusters[].stubzone``): its ``url``
+    (``https://host[:port]``), and the PEM files the controller presents and trusts there: its
+    client certificate ``cert`` and ``key`` (a CN on the endpoint's ``--allow`` list), and the
+    ``ca`` that signed the endpoint's server certificate. The files are read at each request
+    cycle, so a rotated Secret applies without a restart (docs/operations.md)."""
+
+    url: str
+    cert: Path
+    key: Path
+    ca: Path
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRef:
+    """``nameservers.fromService``: the Federated-DNS Service, ``namespace/name`` in ``cluster``."""
+
+    cluster: str
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class NameserversConfig:
+    """Federated-DNS's addresses (``nameservers``), POSTed to every member's stub-zone endpoint:
+    a fixed list ``addresses`` (``ip:port`` text, port 53 when not given; IPv6 in brackets), or
+    ``from_service``, whose ``status.loadBalancer.ingress[].ip`` are followed as they change."""
+
+    addresses: tuple[str, ...] = ()
+    from_service: ServiceRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """One member cluster (``clusters[]``).
 
@@ -57,7 +98,8 @@ class ClusterConfig:
     current-context). ``zone``/``region``/``cidrs``/``pod_network`` go to the
     cluster record; ``pod_network`` is ``"routable"`` when other clusters can
     reach this cluster's pod IPs (then they are answered its headless Services'
-    endpoints), else ``"isolated"``. ``stale_after`` (seconds, ``None``: never) is
+    endpoints), else ``"isolated"``. ``stubzone`` is the member's stub-zone endpoint, ``None``
+    when the controller does not program its stub zone. ``stale_after`` (seconds, ``None``: never) is
     how long the cluster may be unreachable before its record says ``"stale":
     true``, and ``stale_action`` what ``feddns serve`` then does with its shards
     (``demote``: last tier; ``drop``: left out; docs/reference.md section 2).
@@ -72,6 +114,7 @@ class ClusterConfig:
     pod_network: str = "isolated"
     stale_after: float | None = None
     stale_action: str = "demote"
+    stubzone: StubzoneEndpoint | None = None
 
     def record(self, stale: bool = False) -> ClusterRecord:
         """The cluster record written at ``P/F/_clusters/C`` (docs/reference.md section 4)."""
@@ -108,6 +151,7 @@ class ControllerConfig:
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
     lease_seconds: int = DEFAULT_LEASE_SECONDS
     external: ExternalConfig | None = None
+    nameservers: NameserversConfig | None = None
 
     @property
     def layout(self) -> Layout:
@@ -146,6 +190,10 @@ def parse_config(raw: object) -> ControllerConfig:
     federation = _label(_required(top, "federation", ""), "federation")
     endpoints, prefix, access = _etcd(_required(top, "etcd", ""))
     clusters = _clusters(_required(top, "clusters", ""))
+    nameservers = _nameservers(top["nameservers"], clusters) if top.get("nameservers") is not None else None
+    for i, cluster in enumerate(clusters):
+        if cluster.stubzone is not None and nameservers is None:
+            raise ConfigError(f"clusters[{i}].stubzone: needs nameservers (the addresses to program there)")
     return ControllerConfig(
         federation=federation,
         etcd_endpoints=endpoints,
@@ -156,6 +204,7 @@ def parse_config(raw: object) -> ControllerConfig:
         resync_seconds=_positive(top.get("resyncSeconds", DEFAULT_RESYNC_SECONDS), "resyncSeconds"),
         lease_seconds=_lease(top.get("leaseSeconds", DEFAULT_LEASE_SECONDS)),
         external=_external(top["external"], clusters) if "external" in top else None,
+        nameservers=nameservers,
     )
 
 
@@ -309,7 +358,55 @@ def _cluster(raw: object, where: str) -> ClusterConfig:
         stale_after=None if item.get("staleAfterSeconds") is None else _positive(
             item["staleAfterSeconds"], f"{where}.staleAfterSeconds"),
         stale_action=_choice(item, "staleAction", STALE_ACTIONS, where) or "demote",
+        stubzone=_stubzone(item["stubzone"], f"{where}.stubzone") if item.get("stubzone") is not None else None,
     )
+
+
+def _stubzone(raw: object, where: str) -> StubzoneEndpoint:
+    section = _mapping(raw, where, _STUBZONE_KEYS)
+    url = _string(_required(section, "url", where), f"{where}.url")
+    scheme, _, rest = url.partition("://")
+    host = rest.split("/", 1)[0]
+    if scheme != "https" or not host or rest.rstrip("/") != host:
+        raise ConfigError(f"{where}.url: must be https://HOST[:PORT] (the endpoint's address), not {url!r}")
+    files = {}
+    for key in ("cert", "key", "ca"):
+        path = Path(_string(_required(section, key, where), _where(where, key)))
+        if not path.is_file():
+            raise ConfigError(f"{where}.{key}: {path} is not a readable file")
+        files[key] = path
+    return StubzoneEndpoint(url=url.rstrip("/"), cert=files["cert"], key=files["key"], ca=files["ca"])
+
+
+def _nameservers(raw: object, clusters: tuple[ClusterConfig, ...]) -> NameserversConfig:
+    """``nameservers``: a list of ``ip[:port]``, or ``{fromService: {cluster, namespace, name}}``."""
+    if isinstance(raw, list):
+        if not 0 < len(raw) <= MAX_NAMESERVERS:
+            raise ConfigError(f"nameservers: must list 1 to {MAX_NAMESERVERS} addresses, not {len(raw)}")
+        addresses = tuple(_nameserver(text, f"nameservers[{i}]") for i, text in enumerate(raw))
+        if len(set(addresses)) != len(addresses):
+            raise ConfigError("nameservers: lists an address twice")
+        return NameserversConfig(addresses=addresses)
+    section = _mapping(raw, "nameservers", ("fromService",))
+    where = "nameservers.fromService"
+    service = _mapping(_required(section, "fromService", "nameservers"), where, _SERVICE_KEYS)
+    cluster, namespace, name = (_string(_required(service, key, where), _where(where, key)) for key in _SERVICE_KEYS)
+    names = [c.name for c in clusters]
+    if cluster not in names:
+        raise ConfigError(f"{where}.cluster: {cluster!r} is not one of clusters[].name ({', '.join(names)})")
+    return NameserversConfig(from_service=ServiceRef(cluster, namespace, name))
+
+
+def _nameserver(text: object, where: str) -> str:
+    """``ip:port`` (``[v6]:port``) of one nameserver; a unicast address a DNS server can forward to."""
+    try:
+        address, port = parse_ip_port(_string(text, where), 53)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+    mapped = getattr(address, "ipv4_mapped", None)
+    if address.is_unspecified or address.is_multicast or address.is_link_local or mapped is not None:
+        raise ConfigError(f"{where}: {text!r} is not a unicast address a DNS server can forward to")
+    return f"[{address}]:{port}" if isinstance(address, ipaddress.IPv6Address) else f"{address}:{port}"
 
 
 def _choice(raw: Mapping[str, Any], key: str, choices: tuple[str, ...], where: str) -> str | None:

@@ -84,4 +84,27 @@ class Metrics:
         self.last_resync = gauge(
             "last_resync_timestamp_seconds", "Unix time of the last full comparison done by this replica (0: none)"
         )
+        self.stubzone_synced = gauge(
+            "stubzone_synced", "1 while the member's stub zone is known to forward to the nameservers", ("cluster",)
+        )
+        self.stubzone_last_success = gauge(
+            "stubzone_last_success_timestamp_seconds",
+            "Unix time of the last request to the member's stub-zone endpoint that succeeded (0: none)",
+            ("cluster",),
+        )
+        self.stubzone_requests = counter(
+            "stubzone_requests", "requests sent to members' stub-zone endpoints by this replica", ("cluster", "method")
+        )
+        self.stubzone_errors = counter(
+            "stubzone_errors",
+            "failed requests to a stub-zone endpoint (kind: http-4xx, http-5xx, unreachable, tls, files)",
+            ("cluster", "kind"),
+        )
+        self.nameservers = gauge(
+            "nameservers", "Federated-DNS's addresses known (0 while nameservers.fromService has none)"
+        )
+        self.config_stale = gauge(
+            "config_file_stale",
+            "1 while the config file on disk is not the one in use (it was refused: see the log)",
+        )
 

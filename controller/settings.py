@@ -46,6 +46,26 @@ class ExternalSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class StubzoneSettings:
+    """The stub-zone programmer, :class:`controller.stubzones.StubZones` (docs/controller.md,
+    "Members' stub zones"). A member whose endpoint fails is tried again after ``first``
+    seconds, doubling up to ``maximum`` (+-10% jitter); the others are not held up."""
+
+    timeout: float = 5.0
+    """Per request to a stub-zone endpoint (connect, TLS handshake and answer)."""
+    first: float = 1.0
+    """First wait after a failed request."""
+    maximum: float = 60.0
+    """Longest wait between two attempts for one member."""
+    hold_back: float = 0.5
+    """How often a replica that may not write (not the leader, or its lease unconfirmed) looks again."""
+    service_poll: float = 2.0
+    """How often ``nameservers.fromService``'s Service is read (every replica reads it)."""
+    config_poll: float = 1.0
+    """How often the config file is read to see whether it changed (a mounted ConfigMap)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeSettings:
     """The controller's own loops (:mod:`controller.app`): the heartbeat behind
     ``/health``, and the check that marks a cluster stale."""
@@ -72,3 +92,5 @@ class Settings:
     """The external DNS publisher (used when the config has an ``external`` section)."""
     probes: ProbeSettings = field(default_factory=ProbeSettings)
     """The heartbeat and the staleness check."""
+    stubzone: StubzoneSettings = field(default_factory=StubzoneSettings)
+    """The members' stub zones, Federated-DNS's Service and the config file's reload."""
