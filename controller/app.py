@@ -12,7 +12,10 @@ Design ("DNS Record Creation" of the design document; docs/reference.md sections
                                                     Elector: etcd lease election
 
 Every replica lists and watches all clusters, so that a new leader has warm
-views and writes within the lease TTL; only the leader writes. The elector,
+views and writes within the lease TTL; only the leader writes. The leader also
+keeps the members' stub zones forwarding to Federated-DNS (:mod:`controller.stubzones`).
+With a config file path, each replica reloads the file when it changes
+(:meth:`Controller.reconfigure`): clusters join and leave without a restart. The elector,
 the writer and the writer's watch of its own prefix each own an etcd
 connection, so that a failure of one never cancels a call of another.
 """
@@ -22,13 +25,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import kubernetes.client
 from prometheus_client import CollectorRegistry
 
 from controller import watch
-from controller.config import ClusterConfig, ControllerConfig
+from controller.config import ClusterConfig, ControllerConfig, load_config
 from controller.etcdlink import EtcdLink
 from controller.external.dnsendpoint import DnsEndpointProvider
 from controller.external.provider import Provider
@@ -36,8 +40,10 @@ from controller.external.publisher import ExternalPublisher
 from controller.leader import Elector, election_key
 from controller.metrics import Metrics
 from controller.settings import Settings
+from controller.stubzones import StubZones, follow_service
 from controller.sync import ExternalSink, Syncer
 from controller.view import SERVICE_EXPORTS, SERVICES, ClusterView
+from feddns.errors import ConfigError
 from feddns.etcd import Endpoints
 
 log = logging.getLogger(__name__)
@@ -83,14 +89,14 @@ class Controller:
         publisher: ExternalSink | None = None,
     ) -> None:
         self.config = config
+        self.config_path: str | None = None
+        """The config file, re-read while running (``feddns controller`` sets it; tests may not)."""
         self.settings = settings = settings or Settings()
         self.registry = registry
         self.metrics = Metrics(registry)
-        names = frozenset(c.name for c in config.clusters)
-        self.views = {
-            c.name: ClusterView(c.name, config.federation, config.selector, self.metrics, names)
-            for c in config.clusters
-        }
+        self._names: set[str] = {c.name for c in config.clusters}
+        """The configured cluster names, one set shared by every view (a failover order may name them)."""
+        self.views = {c.name: self._view(c) for c in config.clusters}
         self.elector = Elector(
             self._link(),
             election_key(config.etcd_prefix, config.federation),
@@ -101,6 +107,10 @@ class Controller:
         )
         self.syncer = Syncer(config, self.views, self.elector, self.metrics, self._link, timing=settings.sync)
         self.syncer.unreachable = lambda: {cluster for cluster, broken in self._broken.items() if broken}
+        self.stubzones = StubZones(config.federation, config.clusters, self.elector.holds_lease, self.metrics,
+                                   settings.stubzone, config.resync_seconds)
+        if config.nameservers is not None and config.nameservers.addresses:
+            self.stubzones.set_nameservers(config.nameservers.addresses)
         self.metrics.lease_seconds.set(config.lease_seconds)
         self._connect = connect
         self._broken: dict[str, set[str]] = {c.name: set() for c in config.clusters}
@@ -111,11 +121,16 @@ class Controller:
         """Clusters listed completely, or failed, at least once since the start (:meth:`ready`)."""
         self._last_error: dict[str, str] = {}
         """Each cluster's last failure, ``resource: error``, for ``/ready``'s body."""
-        self._reflectors: list[watch.Reflector] = []
+        self._reflectors: dict[str, list[watch.Reflector]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._follower: asyncio.Task[None] | None = None
         self._beat = time.monotonic()
         self._publisher_override = publisher
         self._stopping = False
         """Set once ``run`` is stopping: a step-down then is the replica's own."""
+
+    def _view(self, cluster: ClusterConfig) -> ClusterView:
+        return ClusterView(cluster.name, self.config.federation, self.config.selector, self.metrics, self._names)
 
     # -- probes (called from the metrics thread) ------------------------------------
 
@@ -171,18 +186,27 @@ class Controller:
         """Watch, elect and write until ``stop`` is set; then stop the threads and resign."""
         publisher = self._publisher()
         self.syncer.publisher = publisher
-        self._start_reflectors(asyncio.get_running_loop())
+        self._loop = asyncio.get_running_loop()
+        for cluster in self.config.clusters:
+            self._start_reflectors(cluster)
+        self._follow_nameservers()
         tasks = [
             asyncio.create_task(self.elector.run(), name="elector"),
             asyncio.create_task(self.syncer.run(), name="syncer"),
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
             asyncio.create_task(self._check_staleness(), name="staleness"),
+            asyncio.create_task(self.stubzones.run(), name="stubzones"),
         ]
+        if self.config_path is not None:
+            tasks.append(asyncio.create_task(self._watch_config(self.config_path), name="config"))
         try:
             await _until_stopped(stop, tasks)
         finally:
             self._stopping = True
-            await asyncio.to_thread(self._stop_reflectors)
+            await asyncio.to_thread(self._stop_reflectors, list(self._reflectors))
+            if self._follower is not None:
+                self._follower.cancel()
+                tasks.append(self._follower)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -203,33 +227,130 @@ class Controller:
         return ExternalPublisher(config, self.config.federation, self.registry, timing=self.settings.external,
                                  provider=provider, may_write=self.elector.holds_lease)
 
-    def _start_reflectors(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _start_reflectors(self, cluster: ClusterConfig) -> None:
+        """One list/watch thread per resource of ``cluster``."""
+        assert self._loop is not None
         selector = self.config.selector
         label_selector = None if selector.service_exports else f"{selector.label}={self.config.federation}"
-        for cluster in self.config.clusters:
-            sink = _ClusterSink(self, cluster.name, loop)
-            for resource in self.views[cluster.name].resources:
-                target = watch.Target(
-                    cluster.name,
-                    resource,
-                    label_selector=label_selector if resource == SERVICES else None,
-                    optional=resource == SERVICE_EXPORTS,
-                )
-                reflector = watch.Reflector(
-                    target,
-                    lambda cluster=cluster: self._connect(cluster),  # type: ignore[misc]
-                    sink,
-                    self.metrics,
-                    timing=self.settings.watch,
-                    shrink=self.views[cluster.name].shrinker(resource),
-                )
-                reflector.start()
-                self._reflectors.append(reflector)
+        sink = _ClusterSink(self, cluster.name, self._loop)
+        started = self._reflectors.setdefault(cluster.name, [])
+        for resource in self.views[cluster.name].resources:
+            target = watch.Target(
+                cluster.name,
+                resource,
+                label_selector=label_selector if resource == SERVICES else None,
+                optional=resource == SERVICE_EXPORTS,
+            )
+            reflector = watch.Reflector(
+                target,
+                lambda cluster=cluster: self._connect(cluster),  # type: ignore[misc]
+                sink,
+                self.metrics,
+                timing=self.settings.watch,
+                shrink=self.views[cluster.name].shrinker(resource),
+            )
+            reflector.start()
+            started.append(reflector)
 
-    def _stop_reflectors(self) -> None:
-        for reflector in self._reflectors:
-            reflector.stop()
-        self._reflectors.clear()
+    def _stop_reflectors(self, clusters: list[str]) -> None:
+        """Stop the threads of ``clusters`` (blocking: call it in a worker thread)."""
+        for name in clusters:
+            for reflector in self._reflectors.pop(name, []):
+                reflector.stop()
+
+    def _follow_nameservers(self) -> None:
+        """(Re)start reading ``nameservers.fromService``'s Service, when the config names one."""
+        if self._follower is not None:
+            self._follower.cancel()
+            self._follower = None
+        wanted = self.config.nameservers
+        if wanted is None or wanted.from_service is None:
+            return
+        ref = wanted.from_service
+        cluster = next(c for c in self.config.clusters if c.name == ref.cluster)
+        self._follower = asyncio.get_running_loop().create_task(
+            follow_service(ref, lambda: self._connect(cluster), self.stubzones, self.settings.stubzone.service_poll),
+            name="nameservers")
+
+    # -- reloading the config file ------------------------------------------------------
+
+    async def _watch_config(self, path: str) -> None:
+        """Read ``path`` every ``config_poll`` seconds; a changed file is loaded and applied, or
+        refused (logged once, ``feddns_controller_config_file_stale`` 1) with the old config kept.
+        Reading the whole file, not its mtime, also sees a ConfigMap volume's symlink swap."""
+        last = await asyncio.to_thread(Path(path).read_bytes)
+        while True:
+            await asyncio.sleep(self.settings.stubzone.config_poll)
+            try:
+                text = await asyncio.to_thread(Path(path).read_bytes)
+            except OSError as exc:
+                text = f"unreadable: {exc}".encode()
+            if text == last:
+                continue
+            last = text
+            try:
+                new = await asyncio.to_thread(load_config, path)
+                await self.reconfigure(new)
+            except ConfigError as exc:
+                self.metrics.config_stale.set(1)
+                log.error("config file changed but is refused, keeping the config in use: %s", exc)
+                continue
+            self.metrics.config_stale.set(0)
+
+    async def reconfigure(self, new: ControllerConfig) -> None:
+        """Apply a reloaded config without a restart (docs/controller.md, "Reloading the config").
+
+        Clusters join (their views and watches start; the leader programs their stub zone) and leave
+        (their watches stop; the leader's resync deletes their shards and cluster record and their stub
+        zone), a cluster whose kubeconfig or context changed is watched anew, and the other clusters'
+        views, the leadership and the shards are untouched. ``nameservers`` and each member's
+        ``stubzone`` change live too. Raises :class:`ConfigError` for a change that needs a restart
+        (the federation, etcd, the lease, the selector, ``external``, ``resyncSeconds``).
+        """
+        old = self.config
+        fixed = ("federation", "etcd_endpoints", "etcd_prefix", "etcd_access", "lease_seconds", "selector",
+                 "external", "resync_seconds")
+        changed = [name for name in fixed if getattr(old, name) != getattr(new, name)]
+        if changed:
+            raise ConfigError(f"changing {', '.join(changed)} needs a restart of the controller")
+        before = {c.name: c for c in old.clusters}
+        after = {c.name: c for c in new.clusters}
+        rewatch = [n for n in before if n in after and (before[n].kubeconfig, before[n].context)
+                   != (after[n].kubeconfig, after[n].context)]
+        leaving = [n for n in before if n not in after]
+        joining = [n for n in after if n not in before]
+        await asyncio.to_thread(self._stop_reflectors, leaving + rewatch)
+        for name in leaving + rewatch:
+            self._forget(name)
+        self.config = self.syncer.config = new
+        self._names.clear()
+        self._names.update(after)
+        for name in joining + rewatch:
+            self._add(after[name])
+        self.syncer.reconfigured()
+        self.stubzones.configure(new.clusters)
+        if new.nameservers != old.nameservers:
+            if new.nameservers is not None and new.nameservers.addresses:
+                self.stubzones.set_nameservers(new.nameservers.addresses)
+            elif new.nameservers is None:
+                self.stubzones.set_nameservers(None)
+            self._follow_nameservers()
+        log.info("config reloaded: %d clusters (joined: %s; left: %s; watched anew: %s)", len(new.clusters),
+                 ", ".join(joining) or "none", ", ".join(leaving) or "none", ", ".join(rewatch) or "none")
+
+    def _forget(self, name: str) -> None:
+        for state in (self.views, self._broken, self._unreachable_since, self._last_error):
+            state.pop(name, None)
+        self._tried.discard(name)
+        for gauge in (self.metrics.connected, self.metrics.stale, self.metrics.kept_shards):
+            with contextlib.suppress(KeyError):
+                gauge.remove(name)
+
+    def _add(self, cluster: ClusterConfig) -> None:
+        self.views[cluster.name] = self._view(cluster)
+        self._broken[cluster.name] = set()
+        self._unreachable_since[cluster.name] = time.monotonic()
+        self._start_reflectors(cluster)
 
     async def _heartbeat(self) -> None:
         while True:
@@ -242,7 +363,7 @@ class Controller:
         while True:
             now = time.monotonic()
             for cluster in self.config.clusters:
-                since = self._unreachable_since[cluster.name]
+                since = self._unreachable_since.get(cluster.name)
                 stale = cluster.stale_after is not None and since is not None and now - since >= cluster.stale_after
                 if stale != self.syncer.stale[cluster.name]:
                     self._mark_stale(cluster, stale, now - since if since is not None else 0.0)
@@ -265,11 +386,14 @@ class Controller:
         else:
             log.info("stepping down: this replica no longer writes to etcd")
         self.syncer.leadership_changed(leader)
+        self.stubzones.leadership_changed(leader)
 
     # -- from the watch threads, on the loop -------------------------------------------
 
     def on_listed(self, cluster: str, resource: str, objects: list[Any]) -> None:
-        view = self.views[cluster]
+        view = self.views.get(cluster)
+        if view is None:
+            return  # a cluster that just left: its thread was stopping
         was_synced = view.synced
         touched = view.replace(resource, objects)  # the reflector logged the list
         if view.synced and not was_synced:
@@ -282,12 +406,16 @@ class Controller:
             self.metrics.last_sync.labels(cluster).set(time.time())
 
     def on_event(self, cluster: str, resource: str, event_type: str, obj: Any) -> None:
-        view = self.views[cluster]
+        view = self.views.get(cluster)
+        if view is None:
+            return
         touched = view.apply(resource, event_type, obj)
         if view.synced:
             self.syncer.touched(cluster, touched)
 
     def on_failed(self, cluster: str, resource: str, error: str) -> None:
+        if cluster not in self.views:
+            return
         self._tried.add(cluster)
         self._last_error[cluster] = f"{resource}: {error}"
         self._set_broken(cluster, resource, error)

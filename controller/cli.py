@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         parse_hostport(args.metrics)
     registry = CollectorRegistry()
     controller = Controller(config, registry)
+    controller.config_path = args.config
     observe = _observe(args.metrics, registry, controller) if args.metrics else None
     try:
         asyncio.run(_main(controller, observe))

@@ -19,6 +19,7 @@ says what was wrong.
 
 import sys
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -126,7 +127,7 @@ def object_key(obj: object) -> tuple[str, str]:
         raise ShapeError(f"metadata: {exc}") from exc
 
 
-def service_info(obj: object, federation: str, label: str, clusters: frozenset[str] = frozenset()) -> ServiceInfo:
+def service_info(obj: object, federation: str, label: str, clusters: AbstractSet[str] = frozenset()) -> ServiceInfo:
     """Shrink a ``v1`` Service (Kubernetes API fields ``metadata.labels``,
     ``metadata.annotations``, ``spec.type``, ``spec.clusterIPs``,
     ``spec.externalIPs``, ``spec.ports``, ``status.loadBalancer.ingress``);
@@ -156,7 +157,7 @@ def service_info(obj: object, federation: str, label: str, clusters: frozenset[s
                        record.external_ips if from_ingress and record is not None else ())
 
 
-def read_annotations(annotations: object, clusters: frozenset[str]) -> tuple[Policy, str | None]:
+def read_annotations(annotations: object, clusters: AbstractSet[str]) -> tuple[Policy, str | None]:
     """The answer policy set by a Service's annotations (:data:`POLICY_ANNOTATION`,
     :data:`FAILOVER_ORDER_ANNOTATION`, :data:`WEIGHT_ANNOTATION`), or the default
     policy and what is wrong: an unknown policy, a failover policy without an
@@ -186,7 +187,7 @@ def read_annotations(annotations: object, clusters: frozenset[str]) -> tuple[Pol
     return Policy(name, order, weight), None
 
 
-def _failover_order(order_text: object, clusters: frozenset[str]) -> tuple[tuple[str, ...], str | None]:
+def _failover_order(order_text: object, clusters: AbstractSet[str]) -> tuple[tuple[str, ...], str | None]:
     """The clusters named by :data:`FAILOVER_ORDER_ANNOTATION`, in order, or what is wrong with it."""
     order = tuple(dict.fromkeys(c.strip() for c in str(order_text or "").split(",") if c.strip()))
     unknown = [c for c in order if c not in clusters]

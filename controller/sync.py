@@ -192,6 +192,14 @@ class Syncer:
         self.metrics.leader.set(1 if leader else 0)
         self._wake.set()
 
+    def reconfigured(self) -> None:
+        """The controller's config changed (clusters joined or left; ``config`` and the views are the
+        new ones already): resync now, which deletes what a cluster that left had in etcd and writes the
+        new clusters' records."""
+        self.stale = {c.name: self.stale.get(c.name, False) for c in self.config.clusters}
+        self._next_resync = 0.0
+        self._wake.set()
+
     async def close(self) -> None:
         """Stop the prefix watch and close the connections."""
         self._stop_watch()

@@ -11,6 +11,7 @@ on the controller's event loop; the watch threads hand it objects through
 
 import logging
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from controller import shards
@@ -38,7 +39,7 @@ class ClusterView:
     """
 
     def __init__(self, cluster: str, federation: str, selector: SelectorConfig, metrics: Metrics,
-                 clusters: frozenset[str] = frozenset()) -> None:
+                 clusters: AbstractSet[str] = frozenset()) -> None:
         self.cluster = cluster
         self.federation = federation
         self.selector = selector

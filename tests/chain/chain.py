@@ -15,9 +15,10 @@ Every part is the real program (tests/support/kubecluster.py, tests/support/core
   bound only to deploy/member/controller-access.yaml's ClusterRole, on a read-only root filesystem;
 * each cluster's DNS is a real CoreDNS (``kubernetes`` plugin for ``cluster.local``, ``reload``, and the
   import line of deploy/cluster-dns/coredns/), programmed by its own ``feddns stubzone --backend coredns``
-  with the ServiceAccount and Role of deploy/cluster-dns/coredns/stubzone.yaml: the chain POSTs
-  Federated-DNS's address to each endpoint as the federation control plane does; kubelet's part, the
-  ConfigMap volume, is played by tests/support/coredns.py's projector;
+  with the ServiceAccount and Role of deploy/cluster-dns/coredns/stubzone.yaml; the controller's leader
+  POSTs Federated-DNS's address to each endpoint (its config's ``nameservers`` and ``stubzone`` blocks),
+  as the design's cluster controller does; kubelet's part, the ConfigMap volume, is played by
+  tests/support/coredns.py's projector;
 * unbound, with a static stub zone, stays as a second cluster DNS of each cluster.
 
 Clusters foo (us-central1-a) and bar (us-central1-b) are in one region, so each sees its own clusterIP
@@ -81,13 +82,15 @@ class Chain:
     (unbound) by cluster name.
 
     ``kubes`` are the member clusters to use (the tests' session clusters); without them the chain starts
-    and owns its own (the demo). ``ttl`` (seconds) is Federated-DNS's answer and negative TTL and the
-    resolvers' cache limit. ``start()`` returns once every cluster DNS gives its own cluster's clusterIP
-    first; ``stop()`` ends every process it started and removes the stub zones it programmed.
+    and owns its own (the demo). ``members`` are the clusters in the controller's config at the start
+    (default: all); ``set_members`` changes the file, which the controller reloads. ``ttl`` (seconds) is
+    Federated-DNS's answer and negative TTL and the resolvers' cache limit. ``start()`` returns once every
+    member's cluster DNS gives its own cluster's clusterIP first; ``stop()`` ends every process it started
+    and removes the stub zones it programmed.
     """
 
     def __init__(self, etcd: EtcdServer, kubes: dict[str, KubeCluster] | None = None, prefix: str = "",
-                 ttl: int = 1) -> None:
+                 ttl: int = 1, members: tuple[str, ...] | None = None) -> None:
         self.etcd, self.prefix, self.ttl = etcd, prefix, ttl
         self.directory = Path(tempfile.mkdtemp(prefix="feddns-chain-"))
         self.owns_kubes = kubes is None
@@ -100,6 +103,8 @@ class Chain:
         self.coredns: dict[str, CoreDNS] = {}
         self.stubzones: dict[str, StubzoneProcess] = {}
         self.resolvers: dict[str, UnboundResolver] = {}
+        self.members = tuple(members if members is not None else self.kubes)
+        self._kubeconfigs: dict[str, str] = {}
 
     def start(self) -> "Chain":
         for name, kube in self.kubes.items():
@@ -108,19 +113,26 @@ class Chain:
             install_member(kube)
             kube.apply(myservice(name))
             kube.apply(myservice_slice(ready=2))
-        (self.directory / "controller.yaml").write_text(yaml.safe_dump(self.controller_config()))
-        self.controller.start()
         self.serve.start()
         for name, kube in self.kubes.items():
             self.coredns[name] = CoreDNS(kube).start()
             self.stubzones[name] = self._stubzone(name, kube)
             self.stubzones[name].start()
-            self.program(name)
             self.resolvers[name] = UnboundResolver(name, stub_zone=STUB_ZONE, stub_port=self.serve.port,
                                                    cache_max_ttl=self.ttl).start()
-        for name in self.kubes:
-            self.wait_for(name, self.expected(name), timeout=30)
+        self.set_members(self.members)
+        self.controller.start()
+        for name in self.members:
+            self.wait_for(name, self.expected(name, members=self.members), timeout=30)
         return self
+
+    def set_members(self, names: tuple[str, ...]) -> None:
+        """Write the controller's config with clusters ``names`` (the file replaced at once, as a
+        ConfigMap volume's update is); a running controller reloads it."""
+        self.members = tuple(names)
+        path = self.directory / "controller.yaml"
+        path.with_suffix(".new").write_text(yaml.safe_dump(self.controller_config()))
+        path.with_suffix(".new").replace(path)
 
     def _stubzone(self, name: str, kube: KubeCluster) -> StubzoneProcess:
         token = kube.service_account_token("kube-system", "feddns-stubzone")
@@ -139,20 +151,29 @@ class Chain:
         assert answer.status in (200, 404), answer
 
     def controller_config(self) -> dict[str, Any]:
-        """The controller's config file (docs/reference.md section 7) for the member clusters."""
+        """The controller's config file (docs/reference.md section 7) for the clusters in ``members``:
+        each with its stub-zone endpoint, and Federated-DNS's address as ``nameservers``."""
         clusters = []
-        for name, kube in self.kubes.items():
-            token = kube.service_account_token("feddns-system", "feddns-controller")
-            kubeconfig = kube.write_kubeconfig(self.directory / f"{name}.kubeconfig", token=token)
-            clusters.append({"name": name, "kubeconfig": kubeconfig,
-                             "zone": CLUSTERS[name]["zone"], "region": CLUSTERS[name]["region"]})
+        for name in self.members:
+            if name not in self._kubeconfigs:
+                kube = self.kubes[name]
+                token = kube.service_account_token("feddns-system", "feddns-controller")
+                self._kubeconfigs[name] = kube.write_kubeconfig(self.directory / f"{name}.kubeconfig", token=token)
+            cert, key = self.pki.cert("client")
+            clusters.append({"name": name, "kubeconfig": self._kubeconfigs[name],
+                             "zone": CLUSTERS[name]["zone"], "region": CLUSTERS[name]["region"],
+                             "stubzone": {"url": f"https://127.0.0.1:{self.stubzones[name].port}",
+                                          "cert": cert, "key": key, "ca": self.pki.ca}})
         return {"federation": FEDERATION, "etcd": {"endpoints": [self.etcd.url], "prefix": self.prefix},
-                "clusters": clusters}
+                "nameservers": [f"127.0.0.1:{self.serve.port}"], "clusters": clusters}
 
-    def expected(self, asker: str, deleted: frozenset[str] = frozenset()) -> list[str]:
-        """What ``asker``'s cluster DNS should return: its own clusterIP, then the others' externalIPs."""
-        own = [] if asker in deleted else [CLUSTERS[asker]["clusterIP"]]
-        return own + [c["externalIP"] for n, c in CLUSTERS.items() if n != asker and n not in deleted]
+    def expected(self, asker: str, deleted: frozenset[str] = frozenset(),
+                 members: tuple[str, ...] | None = None) -> list[str]:
+        """What ``asker``'s cluster DNS should return: its own clusterIP, then the other members'
+        externalIPs (``members``: the clusters in the controller's config, default all)."""
+        gone = deleted | (frozenset(CLUSTERS) - frozenset(members if members is not None else CLUSTERS))
+        own = [] if asker in gone else [CLUSTERS[asker]["clusterIP"]]
+        return own + [c["externalIP"] for n, c in CLUSTERS.items() if n != asker and n not in gone]
 
     def answers(self, asker: str) -> dict[str, list[str]]:
         """What each of ``asker``'s cluster DNSes answers for QNAME now."""
