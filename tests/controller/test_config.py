@@ -115,7 +115,37 @@ CASES = [
     (lambda r: r["clusters"][0].update(staleAction="hide"), "clusters[0].staleAction: must be one of demote, drop"),
     (lambda r: r.update(leaseSeconds=1), "leaseSeconds: must be a whole number of seconds >= 2"),
     (lambda r: r.update(external={"provider": "rfc2136"}), "external.server"),
+    (lambda r: r.update(nameservers=["ns1.example.net"]),
+     "nameservers[0]: 'ns1.example.net' is not an IP address (hostnames are not accepted)"),
+    (lambda r: r.update(nameservers=["0.0.0.0"]), "nameservers[0]: '0.0.0.0' is not a unicast address"),
+    (lambda r: r.update(nameservers=["::ffff:192.0.2.1"]), "nameservers[0]: '::ffff:192.0.2.1' is not a unicast"),
+    (lambda r: r.update(nameservers=["192.0.2.1", "192.0.2.1:53"]), "nameservers: lists an address twice"),
+    (lambda r: r.update(nameservers=[]), "nameservers: must list 1 to 16 addresses, not 0"),
+    (lambda r: r.update(nameservers={"fromService": {"cluster": "bar", "namespace": "n", "name": "s"}}),
+     "nameservers.fromService.cluster: 'bar' is not one of clusters[].name (foo)"),
+    (lambda r: r.update(nameservers={"fromService": {"cluster": "foo", "name": "s"}}),
+     "nameservers.fromService.namespace: is required"),
+    (lambda r: r.update(nameservers={"service": {}}), "nameservers.service: unknown key (known: fromService)"),
+    (lambda r: r["clusters"][0].update(stubzone={"url": "https://s.example.net", "cert": "/etc/hostname",
+                                                 "key": "/etc/hostname", "ca": "/etc/hostname"}),
+     "clusters[0].stubzone: needs nameservers"),
+    (lambda r: r.update(nameservers=["192.0.2.1"]) or r["clusters"][0].update(stubzone={
+        "url": "http://s.example.net", "cert": "/etc/hostname", "key": "/etc/hostname", "ca": "/etc/hostname"}),
+     "clusters[0].stubzone.url: must be https://HOST[:PORT]"),
+    (lambda r: r.update(nameservers=["192.0.2.1"]) or r["clusters"][0].update(stubzone={
+        "url": "https://s.example.net", "cert": "/nonexistent.crt", "key": "/etc/hostname", "ca": "/etc/hostname"}),
+     "clusters[0].stubzone.cert: /nonexistent.crt is not a readable file"),
+    (lambda r: r.update(nameservers=["192.0.2.1"]) or r["clusters"][0].update(stubzone={"url": "https://s"}),
+     "clusters[0].stubzone.cert: is required"),
 ]
+
+
+def test_nameservers_are_written_with_their_port(tmp_path, kubeconfig):
+    raw = minimal(kubeconfig)
+    raw["nameservers"] = ["192.0.2.1", "2001:db8::1", "[2001:db8::2]:5353"]
+    config = load_config(write(tmp_path, raw))
+    assert config.nameservers is not None
+    assert config.nameservers.addresses == ("192.0.2.1:53", "[2001:db8::1]:53", "[2001:db8::2]:5353")
 
 
 @pytest.mark.parametrize(("change", "message"), CASES, ids=[m for _, m in CASES])
