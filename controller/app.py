@@ -151,9 +151,9 @@ class Controller:
         (docs/controller.md, "Probes"); a follower notices at its next campaign, within the
         lease TTL plus a call timeout, a leader at its next keep-alive.
 
-        A cluster that failed does not keep the replica unready: it runs in the pod of
-        ``feddns serve`` (deploy/), so a member cluster out of reach must not take the
-        DNS server out of its Service; ``/ready``'s body names it (:meth:`readiness`)."""
+        A cluster that failed does not keep the replica unready: a member out of reach is
+        for alerts, not a reason to take the replica out of rotation; ``/ready``'s body
+        names it (:meth:`readiness`)."""
         etcd_done = (self.elector.contacted and self.elector.unreachable is None
                      and (not self.elector.is_leader or self.syncer.resynced))
         return etcd_done and len(self._tried) == len(self.views)
@@ -277,24 +277,33 @@ class Controller:
     async def _watch_config(self, path: str) -> None:
         """Read ``path`` every ``config_poll`` seconds; a changed file is loaded and applied, or
         refused (logged once, ``feddns_controller_config_file_stale`` 1) with the old config kept.
-        Reading the whole file, not its mtime, also sees a ConfigMap volume's symlink swap."""
-        last = await asyncio.to_thread(Path(path).read_bytes)
+        A refused file is tried again at each poll, since what it names (a kubeconfig of a Secret
+        volume) may arrive after it. Reading the whole file, not its mtime, also sees a ConfigMap
+        volume's symlink swap."""
+        in_use = await asyncio.to_thread(Path(path).read_bytes)
+        refused: str | None = None
         while True:
             await asyncio.sleep(self.settings.stubzone.config_poll)
             try:
                 text = await asyncio.to_thread(Path(path).read_bytes)
             except OSError as exc:
                 text = f"unreadable: {exc}".encode()
-            if text == last:
+            if text == in_use:
+                if refused is not None:
+                    log.info("config file is the one in use again")
+                    refused = None
+                    self.metrics.config_stale.set(0)
                 continue
-            last = text
             try:
                 new = await asyncio.to_thread(load_config, path)
                 await self.reconfigure(new)
             except ConfigError as exc:
                 self.metrics.config_stale.set(1)
-                log.error("config file changed but is refused, keeping the config in use: %s", exc)
+                if str(exc) != refused:
+                    log.error("config file changed but is refused, keeping the config in use: %s", exc)
+                refused = str(exc)
                 continue
+            in_use, refused = text, None
             self.metrics.config_stale.set(0)
 
     async def reconfigure(self, new: ControllerConfig) -> None:

@@ -6,6 +6,7 @@ endpoints (tests/chain/chain.py)."""
 
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,22 @@ def test_a_config_that_does_not_load_is_refused_and_the_old_one_kept(chain):
         path.write_text(good)
     wait_until(lambda: chain.controller.metric("feddns_controller_config_file_stale") == 0, timeout=10,
                what="the good file back in use")
+
+
+def test_a_refused_config_is_tried_again_until_what_it_names_arrives(chain):
+    """A kubelet may deliver the config naming a new cluster before that cluster's kubeconfig."""
+    path = chain.directory / "controller.yaml"
+    good = path.read_text()
+    late = chain.directory / "late.kubeconfig"
+    try:
+        path.write_text(good.replace(chain._kubeconfigs["foo"], str(late)))
+        wait_until(lambda: chain.controller.metric("feddns_controller_config_file_stale") == 1, timeout=10,
+                   what="the config naming a missing kubeconfig refused")
+        late.write_text(Path(chain._kubeconfigs["foo"]).read_text())
+        wait_until(lambda: chain.controller.metric("feddns_controller_config_file_stale") == 0, timeout=10,
+                   what="the same file applied once the kubeconfig is there")
+        assert "watched anew: foo" in chain.controller.log()
+        assert chain.controller.log().count(f"cannot read {late}") == 1, "refused once, not once a second"
+        chain.wait_for("foo", chain.expected("foo", members=chain.members), timeout=20)
+    finally:
+        path.write_text(good)
