@@ -61,15 +61,16 @@ def set_ingress(kube: KubeCluster, namespace: str, ips: list[str]) -> None:
 
 
 def write_config(path: Path, etcd: Any, prefix: str, kube: KubeCluster, namespace: str,
-                 endpoints: dict[str, StubzoneProcess], pki: Any) -> Path:
-    cert, key = pki.cert("client")
+                 endpoints: dict[str, StubzoneProcess], pki: Any, certs: dict[str, str] | None = None) -> Path:
+    """The controller's config; ``certs`` names the client certificate per cluster (default ``client``)."""
     kubeconfig = controller_kubeconfig(kube, path.parent)
     config = {
         "federation": FEDERATION, "etcd": {"endpoints": [etcd.url], "prefix": prefix}, "leaseSeconds": 2,
         "nameservers": {"fromService": {"cluster": "foo", "namespace": namespace, "name": "feddns"}},
         "clusters": [{"name": name, "kubeconfig": kubeconfig,
-                      "stubzone": {"url": f"https://127.0.0.1:{endpoint.port}", "cert": cert, "key": key,
-                                   "ca": pki.ca}}
+                      "stubzone": {"url": f"https://127.0.0.1:{endpoint.port}",
+                                   "cert": pki.cert((certs or {}).get(name, "client"))[0],
+                                   "key": pki.cert((certs or {}).get(name, "client"))[1], "ca": pki.ca}}
                      for name, endpoint in endpoints.items()],
     }
     path.write_text(yaml.safe_dump(config))
@@ -116,6 +117,25 @@ def test_a_member_that_fails_is_retried_and_holds_up_no_other(etcd, etcd_prefix,
                                           kind="unreachable") >= 2, timeout=15, what="bar retried")
         assert process.metric("feddns_controller_stubzone_synced", cluster="bar") == 0
         assert process.log().count("cluster bar: stub zone not synced") == 1, "a failure is logged once"
+    finally:
+        assert process.terminate() == 0, process.log()
+
+
+def test_a_refusal_is_logged_once_with_its_body_and_the_others_go_on(etcd, etcd_prefix, service, endpoints, pki,
+                                                                     tmp_path):
+    """bar's endpoint does not allow the certificate the controller presents there: 403."""
+    kube, namespace = service
+    path = write_config(tmp_path / "controller.yaml", etcd, etcd_prefix, kube, namespace, endpoints, pki,
+                        certs={"bar": "stranger"})
+    process = ControllerProcess(path, tmp_path / "controller.log").start()
+    try:
+        wait_until(lambda: held(endpoints["foo"]) == ["192.0.2.10:5353"], timeout=15, what="foo programmed")
+        wait_until(lambda: process.metric("feddns_controller_stubzone_errors_total", cluster="bar",
+                                          kind="http-4xx") >= 2, timeout=15, what="bar refused twice")
+        refusals = [line for line in process.log().splitlines() if "cluster bar: stub zone not synced" in line]
+        assert len(refusals) == 1, refusals
+        assert ": 403 {" in refusals[0] and "someone-else" in refusals[0], refusals[0]
+        assert held(endpoints["bar"]) is None
     finally:
         assert process.terminate() == 0, process.log()
 
