@@ -15,7 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/debian-deps.sh
-source tests/peers/versions.env
+# FEDDNS_PEERS_VERSIONS: another versions file (the tests try a version the proxy refuses).
+source "${FEDDNS_PEERS_VERSIONS:-tests/peers/versions.env}"
 PEERS_DIR="${FEDDNS_PEERS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/feddns-peers}"
 mkdir -p "$PEERS_DIR/logs"
 export CGO_ENABLED=0

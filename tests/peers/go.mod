@@ -1,5 +1,5 @@
 // Build module for the real peers the tests, the demo and the benchmarks run (kube-apiserver,
-// kubectl, etcd for the API servers). k8s.io/kubernetes replaces its staging modules with local
+// kubectl; Debian's etcd serves the API servers). k8s.io/kubernetes replaces its staging modules with local
 // paths, so `go install` refuses it; here each staging module maps to its published v0.37.2.
 // Built by scripts/peers.sh; nothing of feddns is Go.
 module feddns.test/peers
