@@ -60,3 +60,5 @@ def test_test_sh_installs_every_program_the_tests_start() -> None:
                         "unbound": "unbound", "named": "bind9", "curl": "curl", "promtool": "prometheus",
                         "testssl": "testssl.sh", "nsd": "nsd", "dnsperf": "dnsperf"}
     assert re.search(r"^\.ci/run|exec bash scripts/test.sh", (REPO / ".ci" / "run").read_text(), re.MULTILINE)
+    assert re.search(r"^bash scripts/peers\.sh", text, re.MULTILINE), "the real peers are built before the tests"
+    assert text.index("bash scripts/peers.sh") < text.index("wait \"$peers\"") < text.index("exec ")
