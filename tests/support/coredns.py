@@ -1,6 +1,6 @@
 """Real CoreDNS as a member cluster's DNS, and the ConfigMap projection kubelet would do for it.
 
-``CoreDNS(cluster, kube)`` runs the CoreDNS built by scripts/peers.sh with the Corefile of a stock
+``CoreDNS(kube)`` runs the CoreDNS built by scripts/peers.sh with the Corefile of a stock
 cluster (the ``kubernetes`` plugin serving ``cluster.local`` from ``kube``'s real API server, ``reload``)
 plus the one line deploy/cluster-dns/coredns/corefile-import.txt adds: ``import DIR/*.server``.
 
@@ -12,7 +12,6 @@ ConfigMap disappears; no ConfigMap, no files, as ``optional: true``). kubelet sy
 its sync period (a minute by default); the projector, within ``interval`` seconds.
 """
 
-import os
 import shutil
 import tempfile
 import threading
@@ -27,47 +26,17 @@ from tests.support import peers
 from tests.support.kubecluster import KubeCluster
 from tests.support.ports import free_port
 from tests.support.process import ChildProcess
-
-
-class ConfigMapVolume:
-    """A directory laid out as kubelet lays out a ConfigMap volume (see the module doc)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.mkdir(parents=True, exist_ok=True)
-
-    def write(self, files: dict[str, str]) -> None:
-        """Make the directory hold exactly ``files`` (name -> text), all at once."""
-        stamp = self.path / f"..{time.time_ns()}"
-        stamp.mkdir()
-        for name, text in files.items():
-            (stamp / name).write_text(text)
-        data = self.path / "..data"
-        old = os.readlink(data) if data.is_symlink() else None
-        link = self.path / "..data_tmp"
-        os.symlink(stamp.name, link)
-        os.replace(link, data)
-        for name in files:
-            if not (self.path / name).is_symlink():
-                os.symlink(f"..data/{name}", self.path / name)
-        for entry in self.path.iterdir():
-            if entry.is_symlink() and not entry.name.startswith("..") and entry.name not in files:
-                entry.unlink()
-        if old is not None:
-            shutil.rmtree(self.path / old)
-
-    def files(self) -> dict[str, str]:
-        return {p.name: p.read_text() for p in self.path.iterdir() if not p.name.startswith("..")}
+from tests.support.volume import KubeletVolume
 
 
 class ConfigMapProjector:
-    """Copies ConfigMap ``namespace/name`` of ``kube`` into a :class:`ConfigMapVolume` every ``interval``
-    seconds while running; ``synced(resource_version)`` tells whether that version is laid out."""
+    """Copies ConfigMap ``namespace/name`` of ``kube`` into a :class:`~tests.support.volume.KubeletVolume`
+    every ``interval`` seconds while running."""
 
     def __init__(self, kube: KubeCluster, path: Path, namespace: str = "kube-system",
                  name: str = "coredns-feddns", interval: float = 0.2) -> None:
         self.kube, self.namespace, self.name, self.interval = kube, namespace, name, interval
-        self.volume = ConfigMapVolume(path)
+        self.volume = KubeletVolume(path)
         self.resource_version: str | None = None
         self.errors = 0
         self._stop = threading.Event()

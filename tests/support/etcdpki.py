@@ -20,8 +20,6 @@
 import datetime
 import ipaddress
 import os
-import shutil
-import time
 from pathlib import Path
 
 from cryptography import x509
@@ -31,39 +29,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from feddns.cli import main as feddns_main
 from stubzone import pki
+from tests.support.volume import KubeletVolume
 
 
 def certs(*args: str) -> None:
     """``feddns certs ARGS`` in this process; fails unless it exits 0."""
     assert feddns_main(["certs", *args]) == 0, args
-
-
-class SecretVolume:
-    """A directory laid out as kubelet lays out a Secret volume: each file is a symlink
-    into ``..data``, itself a symlink to a timestamped directory swapped atomically."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.mkdir(parents=True, exist_ok=True)
-
-    def write(self, files: dict[str, bytes]) -> None:
-        """Replace every file at once (new directory, then one ``rename`` of the ``..data`` link)."""
-        stamp = self.path / f"..{time.time_ns()}"
-        stamp.mkdir()
-        for name, data in files.items():
-            (stamp / name).write_bytes(data)
-        link = self.path / "..data_tmp"
-        os.symlink(stamp.name, link)
-        old = os.readlink(self.path / "..data") if (self.path / "..data").is_symlink() else None
-        os.replace(link, self.path / "..data")
-        for name in files:
-            if not (self.path / name).is_symlink():
-                os.symlink(f"..data/{name}", self.path / name)
-        if old is not None:
-            shutil.rmtree(self.path / old)
-
-    def file(self, name: str) -> Path:
-        return self.path / name
 
 
 class EtcdPki:
@@ -76,7 +47,7 @@ class EtcdPki:
         certs("init", "--dir", str(root / "admin"), "--cn", "etcd admin CA")
         certs("issue-client", "--dir", str(root / "admin"), "--cn", "root")
         self.generation = 0
-        self.component = SecretVolume(root / "component")
+        self.component = KubeletVolume(root / "component")
         self.rotate()
 
     @property
