@@ -26,19 +26,29 @@ def etcd() -> Iterator[EtcdServer]:
 
 
 @pytest.fixture(scope="session")
-def kube_foo(etcd: EtcdServer) -> Iterator[KubeCluster]:
+def kube_etcd() -> Iterator[EtcdServer]:
+    """The etcd of the session's kube-apiservers: theirs alone, since an API server writes all the time
+    (leases, events) and tests of the session's ``etcd`` count its revisions."""
+    server = EtcdServer(enable_v2=False)
+    server.start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture(scope="session")
+def kube_foo(kube_etcd: EtcdServer) -> Iterator[KubeCluster]:
     """Member cluster foo: a real kube-apiserver, started once for the session (tests/support/kubecluster.py).
 
     Tests share it: each works in namespaces and names of its own and deletes what it made."""
-    cluster = KubeCluster("foo", etcd.url).start()
+    cluster = KubeCluster("foo", kube_etcd.url).start()
     yield cluster
     cluster.close()
 
 
 @pytest.fixture(scope="session")
-def kube_bar(etcd: EtcdServer) -> Iterator[KubeCluster]:
+def kube_bar(kube_etcd: EtcdServer) -> Iterator[KubeCluster]:
     """Member cluster bar, as ``kube_foo``."""
-    cluster = KubeCluster("bar", etcd.url).start()
+    cluster = KubeCluster("bar", kube_etcd.url).start()
     yield cluster
     cluster.close()
 

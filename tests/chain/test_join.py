@@ -15,7 +15,7 @@ from tests.controller.harness import mod_revisions, records
 from tests.support.ports import wait_until
 
 JOIN_WITHIN = 10.0
-"""Seconds from the config change to the new member answering its own shard first (issue 21)."""
+"""Seconds from the config change to the new member answering its own shard first (docs/operations.md)."""
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,13 @@ OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 SERVE_PREFIXES = ("feddns_dns_", "feddns_records_", "feddns_etcd_", "feddns_ready")
 
 
-def exported() -> dict[str, str]:
-    """Metric family name -> type, from a running serve's /metrics."""
-    with ServeProcess(example=True, extra_args=["--metrics", "127.0.0.1:0"]) as server:
-        server.query("myservice.myns.myfederation.svc.federation.", cluster="foo")
-        server.query("nosuch.federation.")
-        with urllib.request.urlopen(server.metrics_url + "/metrics", timeout=5) as reply:
-            text = reply.read().decode()
+def exported(etcd_url: str | None = None) -> dict[str, str]:
+    """Metric family name -> type, from a running serve's /metrics: serving the example, and, with
+    ``etcd_url``, serving etcd (the families only a store in etcd has: ``feddns_etcd_leader``)."""
+    text = _scrape(ServeProcess(example=True, extra_args=["--metrics", "127.0.0.1:0"]))
+    if etcd_url is not None:
+        text += _scrape(ServeProcess(etcd_url=etcd_url, prefix="/metricsdocs",
+                                     extra_args=["--metrics", "127.0.0.1:0"]))
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
     names = {}
     for line in text.splitlines():
@@ -27,8 +27,16 @@ def exported() -> dict[str, str]:
     return names
 
 
-def test_operations_lists_every_serve_metric_with_its_type_and_uses_no_other():
-    names = exported()
+def _scrape(process: ServeProcess) -> str:
+    with process as server:
+        server.query("myservice.myns.myfederation.svc.federation.", cluster="foo")
+        server.query("nosuch.federation.")
+        with urllib.request.urlopen(server.metrics_url + "/metrics", timeout=5) as reply:
+            return reply.read().decode()
+
+
+def test_operations_lists_every_serve_metric_with_its_type_and_uses_no_other(etcd):
+    names = exported(etcd.url)
     assert all(n.startswith("feddns_") for n in names)
     text = OPERATIONS.read_text()
     section = text[text.index("## Metrics to watch") : text.index("`feddns controller` (port 9154)")]
