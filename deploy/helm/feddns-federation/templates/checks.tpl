@@ -20,4 +20,11 @@
 {{- fail (printf "controller.external.cluster: %s is not one of clusters[].name (%s)" . (join ", " $names)) }}
 {{- end }}
 {{- end }}
+{{- with (.Values.serve.resources.limits | default dict).cpu }}
+{{- $text := toString . }}
+{{- $cpus := ternary (div (atoi (trimSuffix "m" $text)) 1000) (int (float64 $text)) (hasSuffix "m" $text) }}
+{{- if ne (int $cpus) (int $.Values.serve.workers) }}
+{{- fail (printf "serve.workers: %d, but serve.resources.limits.cpu is %s: keep them equal (one worker per whole CPU; each holds a copy of the records)" (int $.Values.serve.workers) $text) }}
+{{- end }}
+{{- end }}
 {{- end }}
