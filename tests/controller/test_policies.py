@@ -81,9 +81,11 @@ def test_weights_reach_etcd_and_weight_0_leaves_a_shard_out(etcd, etcd_prefix, c
     annotate(bar, "myservice", {POLICY: "weighted", WEIGHT: "1"})
     wait_shard(etcd, etcd_prefix, "myns/myservice/bar", lambda r: r.get("weight") == 1)
     wait_shard(etcd, etcd_prefix, "myns/myservice/foo", lambda r: (r.get("policy"), r.get("weight")) == ("weighted", 3))
-    srv = serve.query("_http._tcp." + QNAME, "SRV")
-    assert sorted(f"{rd.priority} {rd.weight} {rd.target}" for rd in srv.answer[0]) == [
-        f"0 1 bar.{QNAME}", f"0 3 foo.{QNAME}"]
+    # etcd holding both records does not mean serve has applied the second yet: wait for its answer
+    wanted = [f"0 1 bar.{QNAME}", f"0 3 foo.{QNAME}"]
+    wait_until(lambda: sorted(f"{rd.priority} {rd.weight} {rd.target}"
+                              for rd in serve.query("_http._tcp." + QNAME, "SRV").answer[0]) == wanted,
+               timeout=5, what=f"serve's SRV answer {wanted}")
     firsts = {serve.addresses(QNAME)[0] for _ in range(60)}
     assert firsts == {"104.32.64.128", "104.32.64.130"}  # both come first sometimes (odds of not: 0.75^60)
     annotate(bar, "myservice", {POLICY: "weighted", WEIGHT: "0"})
