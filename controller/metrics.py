@@ -97,7 +97,7 @@ class Metrics:
         )
         self.stubzone_errors = counter(
             "stubzone_errors",
-            "failed requests to a stub-zone endpoint (kind: http-4xx, http-5xx, unreachable, tls, files)",
+            "failed requests to a stub-zone endpoint (kind: http-4xx, http-5xx, unreachable, tls, files, error)",
             ("cluster", "kind"),
         )
         self.nameservers = gauge(

@@ -146,7 +146,11 @@ class StubZones:
                 now = time.monotonic()
                 due = [(n, m, self._sync) for n, m in self.members.items() if self._due(m, now)]
                 due += [(n, m, self._delete) for n, m in self.leaving.items() if m.retry_at <= now]
-                await asyncio.gather(*(step(session, name, member) for name, member, step in due))
+                results = await asyncio.gather(*(step(session, name, member) for name, member, step in due),
+                                               return_exceptions=True)
+                for (name, member, _), result in zip(due, results, strict=True):
+                    if isinstance(result, Exception):  # a bug or an answer of a shape we did not expect
+                        self._failed(name, member, StubzoneFailure("error", f"{type(result).__name__}: {result}"))
 
     def _due(self, member: _Member, now: float) -> bool:
         if self.nameservers is None or member.retry_at > now:
