@@ -250,7 +250,7 @@ def _records(args: argparse.Namespace, settings: Settings) -> _Records:
     kind = check_source(args)
     index = Index(layout)
     responder = Responder(index, settings)
-    feed = Feed(index, responder)
+    feed = Feed(index, responder, freeze=True)
     endpoints = _endpoints(args, kind)
     if endpoints is not None:
         from feddns.store.etcd import EtcdSource  # noqa: PLC0415 - aetcd and gRPC only with --etcd
