@@ -107,7 +107,7 @@ class Controller:
         )
         self.syncer = Syncer(config, self.views, self.elector, self.metrics, self._link, timing=settings.sync)
         self.syncer.unreachable = lambda: {cluster for cluster, broken in self._broken.items() if broken}
-        self.stubzones = StubZones(config.federation, config.clusters, self.elector.holds_lease, self.metrics,
+        self.stubzones = StubZones(config.federation, config.clusters, self.elector.lease_left, self.metrics,
                                    settings.stubzone, config.resync_seconds)
         if config.nameservers is not None and config.nameservers.addresses:
             self.stubzones.set_nameservers(config.nameservers.addresses)
@@ -297,11 +297,12 @@ class Controller:
             try:
                 new = await asyncio.to_thread(load_config, path)
                 await self.reconfigure(new)
-            except ConfigError as exc:
+            except Exception as exc:  # noqa: BLE001 - ConfigError, or a file no check foresaw: never fatal
                 self.metrics.config_stale.set(1)
-                if str(exc) != refused:
-                    log.error("config file changed but is refused, keeping the config in use: %s", exc)
-                refused = str(exc)
+                reason = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+                if reason != refused:
+                    log.error("config file changed but is refused, keeping the config in use: %s", reason)
+                refused = reason
                 continue
             in_use, refused = text, None
             self.metrics.config_stale.set(0)
@@ -329,6 +330,7 @@ class Controller:
         leaving = [n for n in before if n not in after]
         joining = [n for n in after if n not in before]
         await asyncio.to_thread(self._stop_reflectors, leaving + rewatch)
+        unreachable_since = {name: self._unreachable_since.get(name) for name in rewatch}
         for name in leaving + rewatch:
             self._forget(name)
         self.config = self.syncer.config = new
@@ -336,14 +338,17 @@ class Controller:
         self._names.update(after)
         for name in joining + rewatch:
             self._add(after[name])
+        for name, since in unreachable_since.items():  # a stale cluster stays stale while it is watched anew
+            self._unreachable_since[name] = since
         self.syncer.reconfigured()
         self.stubzones.configure(new.clusters)
-        if new.nameservers != old.nameservers:
+        follows = new.nameservers.from_service.cluster if new.nameservers and new.nameservers.from_service else None
+        if new.nameservers != old.nameservers or follows in rewatch:
             if new.nameservers is not None and new.nameservers.addresses:
                 self.stubzones.set_nameservers(new.nameservers.addresses)
             elif new.nameservers is None:
                 self.stubzones.set_nameservers(None)
-            self._follow_nameservers()
+            self._follow_nameservers()  # a cluster watched anew: the follower reads with its new kubeconfig
         log.info("config reloaded: %d clusters (joined: %s; left: %s; watched anew: %s)", len(new.clusters),
                  ", ".join(joining) or "none", ", ".join(leaving) or "none", ", ".join(rewatch) or "none")
 

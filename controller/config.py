@@ -178,10 +178,14 @@ def load_config(path: str) -> ControllerConfig:
             text = stream.read()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     try:
         return parse_config(_load_yaml(text))
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: nested too deeply") from exc
 
 
 def parse_config(raw: object) -> ControllerConfig:
@@ -435,9 +439,9 @@ def _check_kubeconfig(path: str, context: str | None, where: str) -> None:
             doc = yaml.safe_load(stream)
     except OSError as exc:
         raise ConfigError(f"{where}.kubeconfig: cannot read {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
         raise ConfigError(f"{where}.kubeconfig: {path} is not valid YAML") from exc
-    if not isinstance(doc, dict):
+    if not isinstance(doc, dict) or not isinstance(doc.get("contexts") or [], list):
         raise ConfigError(f"{where}.kubeconfig: {path} is not a kubeconfig (not a mapping)")
     contexts = {c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)}
     wanted = context or doc.get("current-context")

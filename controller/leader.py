@@ -117,6 +117,11 @@ class Elector:
         a replica paused or cut off past its lease answers False before it has noticed."""
         return self._guard is not None and time.monotonic() < self._deadline
 
+    def lease_left(self) -> float:
+        """Seconds this replica may still count on its lease (0 when it does not lead): a request
+        fenced by the lease must be over by then (:mod:`controller.stubzones`)."""
+        return max(0.0, self._deadline - time.monotonic()) if self._guard is not None else 0.0
+
     def guard(self) -> Guard:
         if self._guard is None:
             raise NotLeader("this replica is not the leader")

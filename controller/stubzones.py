@@ -37,7 +37,7 @@ from typing import Any
 import aiohttp
 import kubernetes.client
 
-from controller.config import ClusterConfig, ServiceRef, StubzoneEndpoint
+from controller.config import MAX_NAMESERVERS, ClusterConfig, ServiceRef, StubzoneEndpoint
 from controller.metrics import Metrics
 from controller.settings import StubzoneSettings
 from feddns.errors import ConfigError
@@ -82,13 +82,15 @@ class _Member:
 class StubZones:
     """Keeps the members' stub zones equal to the nameservers (see the module doc).
 
-    ``clusters`` are the config's clusters (those with ``stubzone`` are members); ``may_write()`` is
-    true while this replica leads and holds its lease; ``verify_every`` (seconds) is ``resyncSeconds``.
+    ``clusters`` are the config's clusters (those with ``stubzone`` are members); ``lease_left()`` is
+    how many seconds this replica may still count on its lease (0 when it does not lead): a request is
+    sent only with some left, and its deadline is the lease's end if that comes before the timeout;
+    ``verify_every`` (seconds) is ``resyncSeconds``.
     """
 
-    def __init__(self, federation: str, clusters: Iterable[ClusterConfig], may_write: Callable[[], bool],
+    def __init__(self, federation: str, clusters: Iterable[ClusterConfig], lease_left: Callable[[], float],
                  metrics: Metrics, settings: StubzoneSettings, verify_every: float) -> None:
-        self.federation, self.may_write, self.metrics = federation, may_write, metrics
+        self.federation, self.lease_left, self.metrics = federation, lease_left, metrics
         self.settings, self.verify_every = settings, verify_every
         self.nameservers: tuple[str, ...] | None = None
         self.members: dict[str, _Member] = {}
@@ -97,16 +99,22 @@ class StubZones:
         self._wake = asyncio.Event()
         self.configure(clusters)
 
+    def may_write(self) -> bool:
+        return self.lease_left() > 0
+
     # -- what the controller tells it -------------------------------------------------------
 
     def configure(self, clusters: Iterable[ClusterConfig]) -> None:
         """The clusters of a (re)loaded config: members joining are programmed, members leaving get
         a DELETE, a member whose endpoint changed is programmed at its new address."""
         wanted = {c.name: c.stubzone for c in clusters if c.stubzone is not None}
+        urls = {endpoint.url for endpoint in wanted.values()}
+        for name in [n for n, m in self.leaving.items() if m.endpoint.url in urls]:
+            del self.leaving[name]  # a member renamed, or another at the same endpoint: no DELETE there
         for name in [n for n in self.members if wanted.get(n) != self.members[n].endpoint]:
             member = self.members.pop(name)
             self.metrics.stubzone_synced.labels(name).set(0)
-            if name not in wanted:
+            if name not in wanted and member.endpoint.url not in urls:
                 log.info("cluster %s left: deleting its stub zone at %s", name, member.endpoint.url)
                 self.leaving[name] = _Member(member.endpoint)
         for name, endpoint in wanted.items():
@@ -123,8 +131,9 @@ class StubZones:
             return
         self.nameservers = new
         self.metrics.nameservers.set(len(new or ()))
-        for member in self.members.values():
+        for name, member in self.members.items():
             member.synced, member.retry_at, member.failures = False, 0.0, 0
+            self.metrics.stubzone_synced.labels(name).set(0)
         self._wake.set()
 
     def leadership_changed(self, leader: bool) -> None:
@@ -170,8 +179,12 @@ class StubZones:
         self._wake.clear()
 
     def _next(self, member: _Member, leaving: bool) -> float:
-        """Monotonic time at which ``member`` is next due."""
-        if member.error is not None or leaving:
+        """Monotonic time at which ``member`` is next due (never while no address is known)."""
+        if leaving:
+            return member.retry_at
+        if self.nameservers is None:
+            return float("inf")
+        if member.error is not None:
             return member.retry_at
         if not member.synced:
             return 0.0 if self.nameservers is not None else float("inf")
@@ -207,12 +220,14 @@ class StubZones:
     async def _request(self, session: aiohttp.ClientSession, name: str, member: _Member, method: str,
                        context: ssl.SSLContext, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """One request; its JSON answer (``None`` for a 404 to GET or DELETE). Raises StubzoneFailure."""
-        if not self.may_write():  # fenced: the lease may have expired while we waited
+        left = self.lease_left()
+        if left <= 0:  # fenced: the lease may have expired while we waited
             raise StubzoneFailure("fenced", "no longer the leader holding its lease")
         url = f"{member.endpoint.url}/federations/{self.federation}"
         self.metrics.stubzone_requests.labels(name, method).inc()
+        deadline = aiohttp.ClientTimeout(total=min(self.settings.timeout, left))  # over before the lease is
         try:
-            async with session.request(method, url, json=body, ssl=context) as response:
+            async with session.request(method, url, json=body, ssl=context, timeout=deadline) as response:
                 text = await response.text()
                 status = response.status
         except aiohttp.ClientSSLError as exc:
@@ -220,7 +235,7 @@ class StubZones:
         except aiohttp.ClientConnectorError as exc:  # its text names the SSL context object: not the same twice
             raise StubzoneFailure("unreachable", f"{method} {url}: cannot connect: {exc.os_error}") from exc
         except TimeoutError as exc:
-            raise StubzoneFailure("unreachable", f"{method} {url}: no answer within {self.settings.timeout:g} s") \
+            raise StubzoneFailure("unreachable", f"{method} {url}: no answer within {deadline.total:g} s") \
                 from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise StubzoneFailure("unreachable", f"{method} {url}: {type(exc).__name__}: {exc}") from exc
@@ -288,7 +303,10 @@ def service_nameservers(service: Any) -> list[str] | None:
                 addresses.append(canonical(f"[{item['ip']}]:{port}" if ":" in item["ip"] else f"{item['ip']}:{port}"))
             except ConfigError:
                 log.warning("Federated-DNS's Service: ingress ip %r is not an IP address; left out", item["ip"])
-    return addresses or None
+    if len(addresses) > MAX_NAMESERVERS:
+        log.warning("Federated-DNS's Service has %d ingress IPs; the stub-zone API takes %d, the first of them "
+                    "in address order", len(addresses), MAX_NAMESERVERS)
+    return sorted(addresses)[:MAX_NAMESERVERS] or None  # in a stable order: the API server's may change
 
 
 async def follow_service(ref: ServiceRef, client: Callable[[], kubernetes.client.ApiClient], stubzones: StubZones,
@@ -307,6 +325,7 @@ async def follow_service(ref: ServiceRef, client: Callable[[], kubernetes.client
                                             field_selector=f"metadata.name={ref.name}", _request_timeout=10)
             addresses = service_nameservers(found.items[0]) if found.items else None
         except Exception as exc:  # noqa: BLE001 - the API server's failures are many; each is retried
+            api = None  # a client made anew: rotated credentials are read again
             message = f"nameservers: cannot read {where}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
             if message != last:
                 log.warning("%s (the last addresses known are kept)", message)

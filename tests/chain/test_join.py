@@ -71,11 +71,14 @@ def test_a_config_that_does_not_load_is_refused_and_the_old_one_kept(chain):
     path = chain.directory / "controller.yaml"
     good = path.read_text()
     try:
-        path.write_text(good + "clusters: []\n")  # a key given twice
+        path.write_bytes(good.encode() + b"# caf\xe9\n")  # not UTF-8: refused, not fatal
         wait_until(lambda: chain.controller.metric("feddns_controller_config_file_stale") == 1, timeout=10,
-                   what="the bad file refused")
-        assert "config file changed but is refused" in chain.controller.log()
-        assert "duplicate key 'clusters'" in chain.controller.log()
+                   what="the file that is not UTF-8 refused")
+        assert chain.controller.child.running
+        path.write_text(good + "clusters: []\n")  # a key given twice
+        wait_until(lambda: "duplicate key 'clusters'" in chain.controller.log(), timeout=10,
+                   what="the file with a key given twice refused")
+        assert chain.controller.metric("feddns_controller_config_file_stale") == 1
         assert chain.answers("foo")["coredns"] == chain.expected("foo", members=chain.members)
     finally:
         path.write_text(good)

@@ -211,3 +211,18 @@ def test_cli_exits_2_with_one_line(tmp_path, kubeconfig, argv):
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("feddns controller: error: "), result.stderr
+
+
+def test_a_file_that_is_not_utf8_is_refused_naming_the_byte(tmp_path):
+    path = tmp_path / "controller.yaml"
+    path.write_bytes(b"# caf\xe9\nfederation: myfederation\n")
+    with pytest.raises(ConfigError, match=r"controller\.yaml: not UTF-8 text \(byte 5\)"):
+        load_config(str(path))
+
+
+def test_a_kubeconfig_that_is_not_utf8_is_refused(tmp_path, kubeconfig):
+    (tmp_path / "bad.kubeconfig").write_bytes(b"\xff\xfe")
+    raw = minimal(kubeconfig)
+    raw["clusters"][0]["kubeconfig"] = str(tmp_path / "bad.kubeconfig")
+    with pytest.raises(ConfigError, match=r"clusters\[0\]\.kubeconfig: .* is not valid YAML"):
+        load_config(write(tmp_path, raw))

@@ -3,6 +3,7 @@
 (``feddns stubzone --backend skydns`` over the session's etcd: the quickest real backend) and, for
 ``nameservers.fromService``, a real kube-apiserver holding Federated-DNS's Service."""
 
+import asyncio
 import signal
 import time
 import uuid
@@ -12,8 +13,13 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from controller.config import ClusterConfig, StubzoneEndpoint
+from controller.metrics import Metrics
+from controller.settings import StubzoneSettings
+from controller.stubzones import StubZones
 from tests.controller.harness import FEDERATION
 from tests.controller.test_real_cluster import controller_kubeconfig, install_access
 from tests.stubzone.support import StubzoneProcess, make_pki, skydns_args
@@ -169,3 +175,34 @@ def test_a_deposed_leader_never_writes_a_stub_zone(etcd, etcd_prefix, service, e
     finally:
         for process in replicas:
             assert process.terminate() == 0, process.log()
+
+
+def test_no_address_known_means_no_request_and_no_busy_loop(tmp_path):
+    """A member failed, then the Service lost its addresses: nothing is sent, and the loop sleeps."""
+    files = tmp_path / "x.pem"
+    files.write_text("not a certificate")
+    endpoint = StubzoneEndpoint("https://127.0.0.1:9", files, files, files)
+    zones = StubZones(FEDERATION, [ClusterConfig("foo", stubzone=endpoint)], lambda: 10.0,
+                      Metrics(CollectorRegistry()), StubzoneSettings(first=0.05), verify_every=300)
+    sleeps = 0
+
+    async def scenario() -> None:
+        nonlocal sleeps
+        original = zones._sleep
+
+        async def counted() -> None:
+            nonlocal sleeps
+            sleeps += 1
+            await original()
+        zones._sleep = counted  # type: ignore[method-assign]
+        zones.set_nameservers(["192.0.2.1"])
+        task = asyncio.create_task(zones.run())
+        await asyncio.sleep(0.3)  # the certificate files do not load: the member fails, with backoff
+        assert zones.members["foo"].error is not None
+        zones.set_nameservers(None)
+        before = sleeps
+        await asyncio.sleep(1.0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert sleeps - before <= 3, f"{sleeps - before} wake-ups in 1 s with nothing to do"
+    asyncio.run(scenario())
