@@ -6,9 +6,11 @@ import re
 from pathlib import Path
 
 from tests.controller.harness import cluster_entry, config_raw, write_config
+from tests.controller.test_real_cluster import controller_kubeconfig, install_access
 from tests.support.controller import ControllerProcess
 from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube
+from tests.support.kubecluster import KubeCluster
 from tests.support.ports import wait_until
 
 
@@ -45,11 +47,14 @@ def test_not_ready_until_every_cluster_is_listed_or_failed(etcd: EtcdServer, etc
         assert process.terminate() == 0, process.log()
 
 
-def test_not_ready_while_etcd_cannot_be_reached(private_etcd: EtcdServer, etcd_prefix: str, foo: FakeKube,
+def test_not_ready_while_etcd_cannot_be_reached(private_etcd: EtcdServer, etcd_prefix: str, kube_foo: KubeCluster,
                                                  tmp_path: Path) -> None:
     """etcd frozen (SIGSTOP) for longer than the lease: the leader and the follower both say not ready,
-    naming etcd, and both are ready again once it answers (docs/controller.md, "Metrics and probes")."""
-    raw = config_raw(private_etcd.url, etcd_prefix, [cluster_entry(foo, tmp_path)])
+    naming etcd, and both are ready again once it answers (docs/controller.md, "Metrics and probes").
+    The member cluster is a real kube-apiserver: nothing here needs a fault of the API server."""
+    install_access(kube_foo)
+    foo = {"name": "foo", "kubeconfig": controller_kubeconfig(kube_foo, tmp_path)}
+    raw = config_raw(private_etcd.url, etcd_prefix, [foo])
     path = write_config(tmp_path / "controller.yaml", raw)
     replicas = [ControllerProcess(path, tmp_path / f"controller-{i}.log").start() for i in range(2)]
     try:
