@@ -67,6 +67,7 @@ import dns.query
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.dns.nsd import nsd_conf  # noqa: E402  (the tests' NSD config: one for both)
 from tests.support import peers  # noqa: E402  (where scripts/peers.sh built CoreDNS)
 from tests.support.etcd import EtcdServer  # noqa: E402  (the test suite's etcd runner)
 from tests.support.ports import free_port  # noqa: E402  (free for UDP and TCP: NSD and CoreDNS bind both)
@@ -144,28 +145,8 @@ def skydns_records() -> dict[str, str | dict[str, Any]]:
 def write_nsd(directory: Path, port: int) -> Path:
     write_zone(directory)
     conf = directory / "nsd.conf"
-    conf.write_text(f"""server:
-    ip-address: 127.0.0.1@{port}
-    server-count: 1
-    username: ""
-    chroot: ""
-    zonesdir: "{directory}"
-    database: ""
-    zonelistfile: "{directory}/zone.list"
-    xfrdfile: "{directory}/xfrd.state"
-    xfrdir: "{directory}"
-    pidfile: "{directory}/nsd.pid"
-    logfile: "{directory}/nsd.log"
-    verbosity: 0
-    hide-version: yes
-    rrl-ratelimit: 0
-    rrl-whitelist-ratelimit: 0
-remote-control:
-    control-enable: no
-zone:
-    name: "{ZONE}"
-    zonefile: "federation.zone"
-""")
+    conf.write_text(nsd_conf(port=port, directory=directory, zone=ZONE, zonefile="federation.zone", verbosity=0,
+                             logfile=True))
     return conf
 
 

@@ -17,19 +17,26 @@ from typing import Self
 from tests.support.ports import free_port, wait_until
 from tests.support.process import ChildProcess
 
-_CONF = """\
+
+def nsd_conf(*, port: int, directory: Path, zone: str, zonefile: str, verbosity: int = 1,
+             logfile: bool = False) -> str:
+    """nsd.conf of one server process on 127.0.0.1:``port`` serving ``zone`` from ``directory/zonefile``:
+    rate limiting off, no zone transfers allowed, NSD's default EDNS buffer; ``logfile``: NSD logs to
+    ``directory/nsd.log`` instead of its standard error. Also bench/serve_qps.py's NSD."""
+    log = f'\n    logfile: "{directory}/nsd.log"' if logfile else ""
+    return f"""\
 server:
     ip-address: 127.0.0.1@{port}
     server-count: 1
     username: ""
     chroot: ""
-    zonesdir: "{dir}"
+    zonesdir: "{directory}"
     database: ""
-    zonelistfile: "{dir}/zone.list"
-    xfrdfile: "{dir}/xfrd.state"
-    xfrdir: "{dir}"
-    pidfile: "{dir}/nsd.pid"
-    verbosity: 1
+    zonelistfile: "{directory}/zone.list"
+    xfrdfile: "{directory}/xfrd.state"
+    xfrdir: "{directory}"
+    pidfile: "{directory}/nsd.pid"{log}
+    verbosity: {verbosity}
     hide-version: yes
     rrl-ratelimit: 0
     rrl-whitelist-ratelimit: 0
@@ -37,8 +44,9 @@ remote-control:
     control-enable: no
 zone:
     name: "{zone}"
-    zonefile: "zone"
+    zonefile: "{zonefile}"
 """
+
 
 _ZONE = """\
 $ORIGIN {zone}
@@ -66,7 +74,7 @@ class NsdServer:
         self.port = free_port()
         (self.dir / "zone").write_text(_ZONE.format(zone=zone, records=records))
         conf = self.dir / "nsd.conf"
-        conf.write_text(_CONF.format(port=self.port, dir=self.dir, zone=zone))
+        conf.write_text(nsd_conf(port=self.port, directory=self.dir, zone=zone, zonefile="zone"))
         binary = shutil.which("nsd") or "/usr/sbin/nsd"
         self.child = ChildProcess([binary, "-d", "-c", str(conf)], ready=r"nsd started", name="nsd")
 
