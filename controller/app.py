@@ -209,7 +209,11 @@ class Controller:
                 tasks.append(self._follower)
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if not await _stopped_within(tasks, STOP_GRACE_SECONDS):
+                # A gRPC call can ignore its task's cancellation (grpc.aio leaves the call's
+                # own task waiting on the channel): closing the channel ends every call on it.
+                await self.elector.link.close()
+                await _stopped_within(tasks, STOP_GRACE_SECONDS)
             await self.elector.resign()
             if publisher is not None:
                 await publisher.close()
@@ -456,6 +460,26 @@ class Controller:
             log.debug("cluster %s: %s still failing: %s", cluster, resource, error)
         elif not was_connected and not broken:
             log.info("cluster %s: reachable again", cluster)
+
+
+STOP_GRACE_SECONDS = 5.0
+"""How long the controller's stop waits for its cancelled tasks before it closes their etcd
+channel under them, and again after that, before it gives up on them (seconds)."""
+
+
+async def _stopped_within(tasks: list["asyncio.Task[None]"], seconds: float) -> bool:
+    """Wait up to ``seconds`` for cancelled ``tasks`` to end; False (and one warning naming the
+    tasks still running) when some have not. Their exceptions are retrieved, not raised."""
+    if not tasks:
+        return True
+    done, pending = await asyncio.wait(tasks, timeout=seconds)
+    for task in done:
+        if not task.cancelled():
+            task.exception()
+    if pending:
+        log.warning("stopping: %s still running %g s after cancellation",
+                    ", ".join(sorted(task.get_name() for task in pending)), seconds)
+    return not pending
 
 
 async def _until_stopped(stop: asyncio.Event, tasks: list["asyncio.Task[None]"]) -> None:

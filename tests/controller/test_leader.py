@@ -37,15 +37,26 @@ def test_a_deposed_leader_cannot_write(etcd, etcd_prefix):
                 await etcdlink.commit(first.link.client, old_guard, [etcdlink.put(target, b'{"ready":9}')])
             await etcdlink.commit(second.link.client, second.guard(), [etcdlink.put(target, b'{"ready":2}')])
             await _until(lambda: not first.is_leader)  # it notices at its next keep-alive
-            second_task.cancel()
+            await _stop(second, second_task)
             await second.resign()
             await second.link.close()
         finally:
-            first_task.cancel()
+            await _stop(first, first_task)
             await first.link.close()
 
     asyncio.run(scenario())
     assert etcd.get_prefix(target) == {target: '{"ready":2}'}
+
+
+async def _stop(elector: Elector, task: asyncio.Task) -> None:
+    """Cancel an elector's task and wait for it to end, as the controller's stop does: a gRPC
+    call that ignores the cancellation is ended by closing its channel."""
+    task.cancel()
+    _, pending = await asyncio.wait([task], timeout=5)
+    if pending:
+        await elector.link.close()
+        await asyncio.wait([task], timeout=5)
+    assert task.done(), "the elector did not stop"
 
 
 async def _until(condition, within: float = 10.0) -> None:

@@ -1,5 +1,7 @@
 """Unreachable clusters, 410 Gone, restarts and etcd outages lose nothing and delete nothing alive."""
 
+import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -160,3 +162,33 @@ def test_a_cluster_unreachable_past_stale_after_is_marked_stale_until_it_answers
         wait_until(lambda: "cluster bar: reachable again; its shards are no longer stale" in caplog.text,
                    what="the recovery logged")
     assert caplog.text.count("its shards are marked stale") == 1
+
+
+def test_a_task_that_ignores_its_cancellation_does_not_hang_the_stop(caplog):
+    """A gRPC call can swallow its task's cancellation; the controller's stop waits a bounded
+    time for it, says which task is still running, and goes on."""
+    from controller import app
+
+    async def scenario() -> tuple[bool, float]:
+        release = asyncio.Event()
+
+        async def stubborn() -> None:
+            while not release.is_set():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await release.wait()
+
+        task = asyncio.create_task(stubborn(), name="stubborn")
+        await asyncio.sleep(0)
+        task.cancel()
+        started = time.monotonic()
+        stopped = await app._stopped_within([task], 0.3)
+        waited = time.monotonic() - started
+        release.set()
+        await task
+        return stopped, waited
+
+    with caplog.at_level(logging.WARNING, logger="controller.app"):
+        stopped, waited = asyncio.run(scenario())
+    assert not stopped
+    assert 0.3 <= waited < 2
+    assert [r.getMessage() for r in caplog.records] == ["stopping: stubborn still running 0.3 s after cancellation"]
