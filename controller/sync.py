@@ -9,7 +9,7 @@ Three kinds of work, all only while this replica is the leader:
 * **flush** — the services the watch streams touched (``touched()``), a few
   milliseconds after the first touch so that a burst is written together;
 * **reconcile** — every shard of a cluster whose complete state just became
-  known (its first list), compared with ``known``: stale shards are deleted;
+  known (its first list), compared with ``known``: shards it no longer has are deleted;
 * **resync** — on becoming leader and every ``resyncSeconds``: read ``P/F/``
   again and compare everything, deleting the shards and cluster records of
   clusters that are no longer configured. The shards of a configured cluster
@@ -38,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 import aetcd
 
@@ -56,8 +56,30 @@ log = logging.getLogger(__name__)
 
 DETAILED_WRITES = 3
 """A write of at most this many keys names each in its info line; a larger one only counts them."""
-DELETE = object()
-"""Verdict of :meth:`Syncer._stale`: the key is stale and is deleted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """A key etcd holds and the views do not want: a shard of a listed cluster, or any key
+    of a cluster no longer configured. It is deleted."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeepShard:
+    """A shard of ``cluster``, configured but never listed (unreachable since start): its last
+    known state is kept in etcd and counted (``feddns_controller_cluster_kept_shards``)."""
+
+    cluster: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveAlone:
+    """A key this plan does not judge: outside its scope of clusters, a configured cluster's
+    record (written from the config), or a key the controller does not own."""
+
+
+Disposal = Delete | KeepShard | LeaveAlone
+"""What :meth:`Syncer._disposal` decides for a key that etcd holds and the views do not want."""
 
 
 class Leadership(Protocol):
@@ -458,11 +480,15 @@ class Syncer:
         for key, old in self.known.items():
             if key in wanted:
                 continue
-            verdict = self._stale(key, scope)
-            if verdict is DELETE:
-                changes.append(KeyChange(key, old, None))
-            elif verdict is not None:
-                kept[str(verdict)] += 1
+            match self._disposal(key, scope):
+                case Delete():
+                    changes.append(KeyChange(key, old, None))
+                case KeepShard(cluster):
+                    kept[cluster] += 1
+                case LeaveAlone():
+                    pass
+                case unexpected:
+                    assert_never(unexpected)
         if scope is None:
             self._report_kept(kept)
         return changes
@@ -486,18 +512,18 @@ class Syncer:
                     wanted[key] = encode(record)
         return wanted
 
-    def _stale(self, key: str, scope: set[str] | None) -> object:
-        """For a key not wanted: :data:`DELETE`, the cluster name when the shard is
-        kept (its cluster is not listed), or ``None`` to leave it alone."""
+    def _disposal(self, key: str, scope: set[str] | None) -> Disposal:
+        """What to do with ``key``, which etcd holds and the views do not want (``scope`` as in
+        :meth:`_plan`)."""
         parsed = self._parse(key)
         if parsed is None or (scope is not None and parsed.cluster not in scope):
-            return None
+            return LeaveAlone()
         view = self.views.get(parsed.cluster)
         if view is None:
-            return DELETE if scope is None else None  # a cluster no longer configured
+            return Delete() if scope is None else LeaveAlone()  # a cluster no longer configured
         if isinstance(parsed, ClusterKey):
-            return None
-        return DELETE if view.synced else parsed.cluster
+            return LeaveAlone()
+        return Delete() if view.synced else KeepShard(parsed.cluster)
 
     def _parse(self, key: str) -> ShardKey | ClusterKey | None:
         try:
