@@ -49,7 +49,7 @@ class ExternalSettings:
 class StubzoneSettings:
     """The stub-zone programmer, :class:`controller.stubzones.StubZones` (docs/controller.md,
     "Members' stub zones"). A member whose endpoint fails is tried again after ``first``
-    seconds, doubling up to ``maximum`` (+-10% jitter); the others are not held up."""
+    seconds, doubling up to ``maximum`` (:class:`feddns.backoff.Backoff`); the others are not held up."""
 
     timeout: float = 5.0
     """Per request to a stub-zone endpoint (connect, TLS handshake and answer)."""

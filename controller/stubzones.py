@@ -14,7 +14,8 @@ member's stub-zone endpoint (docs/reference.md section 5). The controller's lead
   ``holds_lease``, checked right before every request), as the external DNS writes are fenced: a leader
   paused past its lease sends nothing when it wakes.
 * **Failures.** Each member is tried on its own, concurrently, with a deadline per request; one whose
-  endpoint cannot be reached, or answers 4xx or 5xx, is retried with a jittered exponential backoff and
+  endpoint cannot be reached, or answers 4xx or 5xx, is retried with an exponential backoff of its own
+  (:class:`feddns.backoff.Backoff`) and
   never holds up the others. A 503 (``mayHaveApplied`` either way) is retried like any failure: POST and
   DELETE are idempotent. Each state change is logged once (a 4xx with its body); metrics per cluster
   say whether it is synced, count errors by kind, and give the time of the last success.
@@ -27,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
 import ssl
 import time
 from collections.abc import Callable, Iterable
@@ -40,14 +40,11 @@ import kubernetes.client
 from controller.config import MAX_NAMESERVERS, ClusterConfig, ServiceRef, StubzoneEndpoint
 from controller.metrics import Metrics
 from controller.settings import StubzoneSettings
+from feddns.backoff import Backoff
 from feddns.errors import ConfigError
 from feddns.hostport import parse_ip_port
 
 log = logging.getLogger(__name__)
-
-JITTER = 0.1
-"""Each backoff wait is its nominal value +-10%."""
-
 
 class StubzoneFailure(Exception):
     """A request to a stub-zone endpoint that did not succeed: ``kind`` (a metric label) and a message."""
@@ -68,11 +65,12 @@ class _Member:
     """What the leader knows of one member's stub zone."""
 
     endpoint: StubzoneEndpoint
+    backoff: Backoff
+    """Its wait after a failure: ``StubzoneSettings.first`` doubling to ``maximum``, reset by a success."""
     synced: bool = False
     """The zone was seen (or made) equal to the nameservers: only a periodic GET is due."""
     verified: float = 0.0
     """Monotonic time of the last GET or POST that succeeded."""
-    failures: int = 0
     retry_at: float = 0.0
     error: str | None = None
     """The last failure, logged once; ``None`` after a success."""
@@ -116,11 +114,11 @@ class StubZones:
             self.metrics.stubzone_synced.labels(name).set(0)
             if name not in wanted and member.endpoint.url not in urls:
                 log.info("cluster %s left: deleting its stub zone at %s", name, member.endpoint.url)
-                self.leaving[name] = _Member(member.endpoint)
+                self.leaving[name] = self._member(member.endpoint)
         for name, endpoint in wanted.items():
             if name not in self.members:
                 self.leaving.pop(name, None)
-                self.members[name] = _Member(endpoint)
+                self.members[name] = self._member(endpoint)
                 self.metrics.stubzone_synced.labels(name).set(0)
         self._wake.set()
 
@@ -132,14 +130,19 @@ class StubZones:
         self.nameservers = new
         self.metrics.nameservers.set(len(new or ()))
         for name, member in self.members.items():
-            member.synced, member.retry_at, member.failures = False, 0.0, 0
+            member.synced, member.retry_at = False, 0.0
+            member.backoff.reset()
             self.metrics.stubzone_synced.labels(name).set(0)
         self._wake.set()
+
+    def _member(self, endpoint: StubzoneEndpoint) -> _Member:
+        return _Member(endpoint, Backoff(self.settings.first, self.settings.maximum))
 
     def leadership_changed(self, leader: bool) -> None:
         """A new leader looks at every member again (a GET first: a zone already right is kept)."""
         for member in self.members.values():
-            member.verified, member.retry_at, member.failures = 0.0, 0.0, 0
+            member.verified, member.retry_at = 0.0, 0.0
+            member.backoff.reset()
         self._wake.set()
 
     # -- the loop -------------------------------------------------------------------------------
@@ -252,7 +255,8 @@ class StubZones:
 
     def _succeeded(self, name: str, member: _Member, what: str) -> None:
         was_failing, member.error = member.error, None
-        member.synced, member.verified, member.failures, member.retry_at = True, time.monotonic(), 0, 0.0
+        member.synced, member.verified, member.retry_at = True, time.monotonic(), 0.0
+        member.backoff.reset()
         self.metrics.stubzone_synced.labels(name).set(1)
         self.metrics.stubzone_last_success.labels(name).set(time.time())
         if what != "verified" or was_failing:
@@ -262,9 +266,7 @@ class StubZones:
     def _failed(self, name: str, member: _Member, exc: StubzoneFailure) -> None:
         if exc.kind == "fenced":
             return
-        member.failures += 1
-        wait = min(self.settings.maximum, self.settings.first * 2 ** (member.failures - 1))
-        member.retry_at = time.monotonic() + wait * random.uniform(1 - JITTER, 1 + JITTER)
+        member.retry_at = time.monotonic() + member.backoff.next()
         self.metrics.stubzone_errors.labels(name, exc.kind).inc()
         if name in self.members:
             member.synced = False

@@ -21,7 +21,7 @@ client-go's reflector does it:
    expired ``continue`` token): the version is too old, list again, after a
    pause when it comes right after a list (a confused server is not spun on);
 4. any other failure (connection refused or reset, a 5xx, a line that is not
-   JSON): wait (full jitter, the delay doubling to ``backoff_max``), make a new
+   JSON): wait (:class:`feddns.backoff.Backoff`, doubling to ``backoff_max``), make a new
    client (credentials are read anew) and list again. What was delivered stays
    the sink's to keep.
 
@@ -37,7 +37,6 @@ asyncio client, keep the one maintained client with its authentication plugins;
 import contextlib
 import json
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,6 +44,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Generic, Protocol, TypeVar
 
+from feddns.backoff import Backoff
 from feddns.errors import FeddnsError
 from feddns.kubeapi import describe_failure, watch_lines
 
@@ -89,8 +89,8 @@ class WatchTiming:
     list_timeout: float = 30.0
     """Read timeout of one list page."""
     backoff_initial: float = 0.5
-    """First wait after a failure (full jitter over its upper half); doubled after each
-    further failure, and back to this once an event or bookmark arrives."""
+    """Nominal first wait after a failure (:class:`feddns.backoff.Backoff`: each wait is drawn from its
+    upper half); doubled after each further failure, and back to this once an event or bookmark arrives."""
     backoff_max: float = 30.0
     """Longest wait between two attempts; also how often an absent optional resource is looked for."""
 
@@ -200,7 +200,7 @@ class Reflector(Generic[ClientT]):
         self._timing = timing = timing or WatchTiming()
         self._shrink = shrink
         self._stop = threading.Event()
-        self._delay = timing.backoff_initial
+        self._backoff = Backoff(timing.backoff_initial, timing.backoff_max)
         self._just_listed = False
         """Listed, and no event or bookmark since: a 410 now means the server is confused."""
         self._response: Response | None = None
@@ -253,9 +253,8 @@ class Reflector(Generic[ClientT]):
             client.close()
 
     def _pause(self) -> None:
-        """Wait the backoff delay (full jitter over its upper half), then double it."""
-        self._stop.wait(random.uniform(self._delay / 2, self._delay))
-        self._delay = min(self._delay * 2, self._timing.backoff_max)
+        """Wait the backoff (or until stopped); the next wait is twice as long."""
+        self._backoff.wait(self._stop)
 
     def _list(self, call: ListCall) -> str:
         """List every page; hands the objects to the sink; returns the list's resourceVersion."""
@@ -342,7 +341,7 @@ class Reflector(Generic[ClientT]):
         meta = obj.get("metadata") if isinstance(obj, dict) else None
         new_version = meta.get("resourceVersion") if isinstance(meta, dict) else None
         self._just_listed = False
-        self._delay = self._timing.backoff_initial
+        self._backoff.reset()
         if event_type in ("ADDED", "MODIFIED", "DELETED"):
             self._sink.event(event_type, self._shrink(obj))
         elif event_type != "BOOKMARK":

@@ -27,7 +27,6 @@ import asyncio
 import copy
 import json
 import logging
-import random
 import time
 from collections.abc import Callable
 from http import HTTPStatus
@@ -40,6 +39,7 @@ import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
 from feddns import names
+from feddns.backoff import Backoff
 from feddns.errors import ConfigError
 from feddns.kubeapi import load_configuration
 from stubzone.backends import BackendUnavailable, Deadline
@@ -53,7 +53,8 @@ MAX_NAME = 253
 """Characters of a ConfigMap name at the most (a DNS subdomain, RFC 1123)."""
 BACKOFF_INITIAL = 0.01
 BACKOFF_MAX = 0.5
-"""Seconds of the jittered exponential backoff between conflicting attempts."""
+"""Seconds of the backoff between conflicting attempts (:class:`feddns.backoff.Backoff`), so that two
+replicas that collided do not collide again."""
 
 Data = dict[str, str]
 Change = Callable[[Data], Data]
@@ -127,7 +128,8 @@ class ConfigMapStore:
     # -- in the worker thread ----------------------------------------------------------------
 
     def _update(self, change: Change, deadline: Deadline) -> tuple[Data, Data]:
-        for attempt in range(CONFLICT_RETRIES):
+        retry = Backoff(BACKOFF_INITIAL, BACKOFF_MAX)
+        for _ in range(CONFLICT_RETRIES):
             obj = self._get(deadline)
             before = dict((obj or {}).get("data") or {})
             after = change(dict(before))
@@ -143,7 +145,7 @@ class ConfigMapStore:
                 if exc.status not in (404, 409):  # 404: deleted since the GET; create it again
                     raise self._refused(exc, write=True) from exc
                 log.info("%s: %s; reading it again", self.where, _status_message(exc))
-            _sleep_backoff(attempt, deadline)
+            time.sleep(min(retry.next(), deadline.remaining()))  # in the worker thread
         raise BackendUnavailable(f"{self.where} kept changing under concurrent writers ({CONFLICT_RETRIES} attempts)")
 
     def _get(self, deadline: Deadline) -> dict[str, Any] | None:
@@ -229,9 +231,3 @@ def _status_message(exc: ApiException) -> str:
         status = {}
     message = status.get("message") if isinstance(status, dict) else None
     return str(message or exc.reason or "no reason")
-
-
-def _sleep_backoff(attempt: int, deadline: Deadline) -> None:
-    """Jittered exponential backoff (in the worker thread), so two replicas that collided do not collide again."""
-    pause = min(BACKOFF_MAX, BACKOFF_INITIAL * 2**attempt) * random.uniform(0.5, 1.0)
-    time.sleep(min(pause, deadline.remaining()))
