@@ -34,8 +34,8 @@ from aetcd import rpc
 
 from feddns.etcd import Endpoints, describe, failure_kind, prefix_range_end
 from feddns.etcdclient import Client
-from stubzone.backends.skydns import SkyDNSLayout
 from stubzone.backends.skydns_etcd3 import SkyDNSEtcd3
+from stubzone.backends.skydns_layout import SkyDNSLayout
 from stubzone.model import Nameserver, StubDomains
 from tests.support.etcd import EtcdServer, etcd_cluster
 from tests.support.peernet import PeerNetwork

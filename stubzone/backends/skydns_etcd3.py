@@ -1,7 +1,8 @@
 """``--backend skydns --skydns-etcd-api v3``: the SkyDNS stub keys in etcd's v3 key space.
 
 For SkyDNS builds started with ``-etcd3`` (the fork inside kube-dns; released
-SkyDNS images read v2, :mod:`stubzone.backends.skydns`). Same keys and values.
+SkyDNS images read v2, :mod:`stubzone.backends.skydns_etcd2`). Same keys and values
+(:mod:`stubzone.backends.skydns_layout`).
 
 Each request opens an etcd client, reads, and (for a change) commits one
 transaction guarded by the directory's revision, so a failed or concurrent
@@ -23,7 +24,7 @@ from aetcd.transactions import Delete, Put
 
 from feddns.etcd import Endpoints, EtcdError, describe, failure_kind, prefix_range_end
 from stubzone.backends import BackendUnavailable, Deadline
-from stubzone.backends.skydns import MAX_NAMESERVERS, SkyDNSLayout
+from stubzone.backends.skydns_layout import MAX_NAMESERVERS, SkyDNSLayout
 from stubzone.model import Nameserver, StubZone
 
 log = logging.getLogger(__name__)

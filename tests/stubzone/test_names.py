@@ -6,7 +6,7 @@ from cryptography.hazmat.primitives import serialization
 from feddns.errors import ConfigError
 from stubzone import pki
 from stubzone.auth import AllowList, ClientIdentity
-from stubzone.backends.skydns import SkyDNSLayout, from_skydns, skydns_value
+from stubzone.backends.skydns_layout import SkyDNSLayout, from_skydns, skydns_value
 from stubzone.model import Nameserver, StubDomains
 
 
