@@ -4,7 +4,7 @@ Design ("DNS Record Creation" of the design document; docs/reference.md sections
 
     watch threads (per cluster x resource)        event loop
     ---------------------------------------        ------------------------------------------
-    Reflector: list, watch, 410, backoff  --hop-->  ClusterView.replace/apply  (shrunk objects)
+    ResourceWatch: list/watch, 410, backoff -hop->  ClusterView.replace/apply  (shrunk objects)
                                                       |  touched (namespace, service) pairs
                                                       v
                                                     Syncer: compare with etcd, guarded writes
@@ -121,7 +121,7 @@ class Controller:
         """Clusters listed completely, or failed, at least once since the start (:meth:`ready`)."""
         self._last_error: dict[str, str] = {}
         """Each cluster's last failure, ``resource: error``, for ``/ready``'s body."""
-        self._reflectors: dict[str, list[watch.Reflector]] = {}
+        self._watches: dict[str, list[watch.ResourceWatch]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._follower: asyncio.Task[None] | None = None
         self._beat = time.monotonic()
@@ -188,7 +188,7 @@ class Controller:
         self.syncer.publisher = publisher
         self._loop = asyncio.get_running_loop()
         for cluster in self.config.clusters:
-            self._start_reflectors(cluster)
+            self._start_watches(cluster)
         self._follow_nameservers()
         tasks = [
             asyncio.create_task(self.elector.run(), name="elector"),
@@ -203,7 +203,7 @@ class Controller:
             await _until_stopped(stop, tasks)
         finally:
             self._stopping = True
-            await asyncio.to_thread(self._stop_reflectors, list(self._reflectors))
+            await asyncio.to_thread(self._stop_watches, list(self._watches))
             if self._follower is not None:
                 self._follower.cancel()
                 tasks.append(self._follower)
@@ -231,13 +231,13 @@ class Controller:
         return ExternalPublisher(config, self.config.federation, self.registry, timing=self.settings.external,
                                  provider=provider, may_write=self.elector.holds_lease)
 
-    def _start_reflectors(self, cluster: ClusterConfig) -> None:
+    def _start_watches(self, cluster: ClusterConfig) -> None:
         """One list/watch thread per resource of ``cluster``."""
         assert self._loop is not None
         selector = self.config.selector
         label_selector = None if selector.service_exports else f"{selector.label}={self.config.federation}"
         sink = _ClusterSink(self, cluster.name, self._loop)
-        started = self._reflectors.setdefault(cluster.name, [])
+        started = self._watches.setdefault(cluster.name, [])
         for resource in self.views[cluster.name].resources:
             target = watch.Target(
                 cluster.name,
@@ -245,7 +245,7 @@ class Controller:
                 label_selector=label_selector if resource == SERVICES else None,
                 optional=resource == SERVICE_EXPORTS,
             )
-            reflector = watch.Reflector(
+            resource_watch = watch.ResourceWatch(
                 target,
                 lambda cluster=cluster: self._connect(cluster),  # type: ignore[misc]
                 sink,
@@ -253,14 +253,14 @@ class Controller:
                 timing=self.settings.watch,
                 shrink=self.views[cluster.name].shrinker(resource),
             )
-            reflector.start()
-            started.append(reflector)
+            resource_watch.start()
+            started.append(resource_watch)
 
-    def _stop_reflectors(self, clusters: list[str]) -> None:
+    def _stop_watches(self, clusters: list[str]) -> None:
         """Stop the threads of ``clusters`` (blocking: call it in a worker thread)."""
         for name in clusters:
-            for reflector in self._reflectors.pop(name, []):
-                reflector.stop()
+            for resource_watch in self._watches.pop(name, []):
+                resource_watch.stop()
 
     def _follow_nameservers(self) -> None:
         """(Re)start reading ``nameservers.fromService``'s Service, when the config names one."""
@@ -333,7 +333,7 @@ class Controller:
                    != (after[n].kubeconfig, after[n].context)]
         leaving = [n for n in before if n not in after]
         joining = [n for n in after if n not in before]
-        await asyncio.to_thread(self._stop_reflectors, leaving + rewatch)
+        await asyncio.to_thread(self._stop_watches, leaving + rewatch)
         unreachable_since = {name: self._unreachable_since.get(name) for name in rewatch}
         for name in leaving + rewatch:
             self._forget(name)
@@ -368,7 +368,7 @@ class Controller:
         self.views[cluster.name] = self._view(cluster)
         self._broken[cluster.name] = set()
         self._unreachable_since[cluster.name] = time.monotonic()
-        self._start_reflectors(cluster)
+        self._start_watches(cluster)
 
     async def _heartbeat(self) -> None:
         while True:
@@ -413,7 +413,7 @@ class Controller:
         if view is None:
             return  # a cluster that just left: its thread was stopping
         was_synced = view.synced
-        touched = view.replace(resource, objects)  # the reflector logged the list
+        touched = view.replace(resource, objects)  # the resource watch logged the list
         if view.synced and not was_synced:
             self.syncer.cluster_synced(cluster)
         elif view.synced:

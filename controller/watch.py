@@ -1,4 +1,4 @@
-"""List, then watch, one resource of one member cluster: the controller's side of the reflector.
+"""List, then watch, one resource of one member cluster (:class:`ResourceWatch`) over the core's reflector.
 
 The protocol itself (paged list, watch with bookmarks from the list's version,
 ``410 Gone`` -> list again, any other failure -> back off with jitter and list
@@ -26,15 +26,15 @@ from feddns import reflector
 from feddns.kubeapi import KEEPALIVE, load_configuration
 from feddns.reflector import PAGE_SIZE, Gone, ListCall, WatchFailed, WatchTiming
 
-__all__ = ["PAGE_SIZE", "Gone", "ListCall", "Reflector", "Sink", "Target", "WatchFailed", "api_client", "list_call"]
+__all__ = ["PAGE_SIZE", "Gone", "ListCall", "ResourceWatch", "Sink", "Target", "WatchFailed", "api_client", "list_call"]
 
 log = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
-    """Where a reflector delivers, from its thread. Implementations hop to the event loop.
+    """Where a :class:`ResourceWatch` delivers, from its thread. Implementations hop to the event loop.
 
-    Objects arrive as the reflector's ``shrink`` made them, never as the API's JSON."""
+    Objects arrive as the watch's ``shrink`` made them, never as the API's JSON."""
 
     def listed(self, resource: str, objects: list[Any]) -> None:
         """A complete list of ``resource`` (replaces what was known)."""
@@ -43,12 +43,12 @@ class Sink(Protocol):
         """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED``."""
 
     def failed(self, resource: str, error: str) -> None:
-        """Listing or watching failed; the reflector will retry after a backoff."""
+        """Listing or watching failed; the watch will retry after a backoff."""
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """What one reflector lists and watches: ``resource`` of ``cluster``.
+    """What one :class:`ResourceWatch` lists and watches: ``resource`` of ``cluster``.
 
     ``label_selector`` narrows the list and watch on the server; an ``optional``
     resource (a CRD that a cluster may not have) that answers 404 counts as
@@ -93,7 +93,7 @@ def list_call(client: kubernetes.client.ApiClient, resource: str) -> ListCall:
     raise ValueError(f"unknown resource {resource!r}")
 
 
-class Reflector:
+class ResourceWatch:
     """Keeps ``sink`` in step with ``target.resource`` of ``target.cluster``, in a daemon thread
     (:class:`feddns.reflector.Reflector`, which says how).
 

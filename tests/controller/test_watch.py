@@ -1,4 +1,4 @@
-"""The list/watch loop of one resource (controller.watch.Reflector) against the fake API server."""
+"""The list/watch loop of one resource (controller.watch.ResourceWatch) against the fake API server."""
 
 import threading
 import time
@@ -19,7 +19,7 @@ from tests.support.ports import wait_until
 
 
 class Recorder:
-    """A Sink that keeps what it was given (called from the reflector's thread)."""
+    """A Sink that keeps what it was given (called from the watch thread)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -44,22 +44,22 @@ class Recorder:
 
 @pytest.fixture
 def reflect(fake: FakeKube, tmp_path: Path) -> Iterator[Any]:
-    started: list[watch.Reflector] = []
+    started: list[watch.ResourceWatch] = []
     kubeconfig = fake.write_kubeconfig(str(tmp_path / "t.kubeconfig"))
     registry = CollectorRegistry()
 
-    def make(resource: str = "services", **kwargs: Any) -> tuple[watch.Reflector, Recorder, Any]:
+    def make(resource: str = "services", **kwargs: Any) -> tuple[watch.ResourceWatch, Recorder, Any]:
         sink, metrics = Recorder(), Metrics(registry)
         cluster = ClusterConfig("t", kubeconfig=kubeconfig)
         target = watch.Target("t", resource, **kwargs)
-        reflector = watch.Reflector(target, lambda: watch.api_client(cluster), sink, metrics, timing=FAST_WATCH)
-        reflector.start()
-        started.append(reflector)
-        return reflector, sink, lambda name, **labels: registry.get_sample_value(name, labels) or 0
+        watcher = watch.ResourceWatch(target, lambda: watch.api_client(cluster), sink, metrics, timing=FAST_WATCH)
+        watcher.start()
+        started.append(watcher)
+        return watcher, sink, lambda name, **labels: registry.get_sample_value(name, labels) or 0
 
     yield make
-    for reflector in started:
-        reflector.stop()
+    for watcher in started:
+        watcher.stop()
 
 
 def test_a_list_of_many_pages_arrives_whole(fake, reflect):
@@ -109,12 +109,12 @@ def test_an_absent_optional_resource_counts_as_empty(fake, reflect):
 
 
 def test_stop_ends_a_blocked_watch_at_once(fake, reflect):
-    reflector, _, _ = reflect()
+    watcher, _, _ = reflect()
     wait_until(lambda: fake.watch_count() == 1, what="watching")
     started = time.monotonic()
-    reflector.stop()
+    watcher.stop()
     assert time.monotonic() - started < 1.0
-    assert not reflector.alive
+    assert not watcher.alive
 
 
 def test_api_connections_have_tcp_keepalive(tmp_path):
@@ -135,7 +135,7 @@ def test_api_connections_have_tcp_keepalive(tmp_path):
 
 
 def test_a_kubeconfig_that_does_not_load_is_named_with_its_cluster(tmp_path: Path) -> None:
-    """The reflector logs this error on each retry: it must say which cluster and which file."""
+    """The resource watch logs this error on each retry: it must say which cluster and which file."""
     bad = tmp_path / "bad.kubeconfig"
     bad.write_text("not: a kubeconfig\n")
     with pytest.raises(ConfigError, match=rf"^kubeconfig of cluster foo {bad}: "):
