@@ -17,20 +17,22 @@ selector matches (docs/links.md has an example)::
             required: true               # default true
             ports: [{name: sql, port: 5432}]   # used when the cluster has no local shard
 
-Unknown keys are errors. The file is checked whole: one bad entry makes the
+Unknown keys and keys given twice are errors, each named with its line and
+column (:mod:`feddns.configfile`). The file is checked whole: one bad entry makes the
 whole file bad (at start: exit 2; on reload: the policies already loaded stay).
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
+from feddns import configfile
 from feddns.errors import ConfigError
 from feddns.names import check_label
-from links.link import Link, LinkError, LinkPort, check_ports, parse_port, parse_prefix, parse_target
+from links.link import Link, LinkError, check_ports, parse_port, parse_prefix, parse_target
 from links.selector import LabelSelector, parse_selector
 
 
@@ -60,27 +62,17 @@ class LinkPolicies:
 
 
 def load_policies(path: Path) -> LinkPolicies:
-    """Read and check a policy file; raises :class:`ConfigError` naming the file and the bad entry."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"policy file {path}: {exc.strerror or exc}") from exc
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"policy file {path}: not YAML: {str(exc).splitlines()[0]}") from exc
-    try:
-        return parse_policies(raw)
-    except ConfigError as exc:
-        raise ConfigError(f"policy file {path}: {exc}") from exc
+    """Read and check a policy file; raises :class:`ConfigError` naming the file, the bad entry, its
+    line and its column (``policy file P: policies[0].links[1].prefix: ... (line 7, column 11)``)."""
+    return configfile.load_file(path, f"policy file {path}", parse_policies)
 
 
 def parse_policies(raw: Any) -> LinkPolicies:
-    """The policies from the file's parsed YAML (``None`` is an empty file); raises :class:`ConfigError`."""
+    """The policies from the file's parsed YAML (``None`` is an empty file); raises :class:`ConfigError`
+    (``"<key path>: <what is wrong>"``)."""
     if raw is None:
         return LinkPolicies()
-    _fields(raw, "", required=(), optional=("policies",))
-    entries = raw.get("policies") or []
-    if not isinstance(entries, list):
-        raise ConfigError("policies: must be a list")
+    entries = configfile.validate(_PolicyFile, raw, _WORDING).policies
     by_namespace: dict[str, list[LinkPolicy]] = {}
     names: set[str] = set()
     for index, entry in enumerate(entries):
@@ -92,68 +84,25 @@ def parse_policies(raw: Any) -> LinkPolicies:
     return LinkPolicies({namespace: tuple(policies) for namespace, policies in by_namespace.items()})
 
 
-def _policy(raw: Any, where: str) -> LinkPolicy:
-    _fields(raw, where, required=("name", "namespace", "selector", "links"), optional=())
-    name = _label(raw["name"], f"{where}.name", "policy name")
-    namespace = _label(raw["namespace"], f"{where}.namespace", "namespace")
-    selector = parse_selector(raw["selector"], f"{where}.selector")
-    entries = raw["links"]
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{where}.links: must be a list of at least one link")
-    links = tuple(_link(item, f"{where}.links[{i}]", name) for i, item in enumerate(entries))
+def _policy(raw: "_Policy", where: str) -> LinkPolicy:
+    name = _label(raw.name, f"{where}.name", "policy name")
+    namespace = _label(raw.namespace, f"{where}.namespace", "namespace")
+    selector = parse_selector(raw.selector, f"{where}.selector")
+    links = tuple(_link(item, f"{where}.links[{i}]", name) for i, item in enumerate(raw.links))
     prefixes = [link.prefix for link in links]
     if len(set(prefixes)) != len(prefixes):
         raise ConfigError(f"{where}.links: a prefix is used twice ({', '.join(prefixes)})")
     return LinkPolicy(name, namespace, selector, links)
 
 
-def _link(raw: Any, where: str, policy: str) -> Link:
-    _fields(raw, where, required=("prefix", "service"), optional=("required", "ports"))
+def _link(raw: "_Link", where: str, policy: str) -> Link:
     try:
-        prefix = parse_prefix(_string(raw["prefix"], f"{where}.prefix"))
-        service, namespace, federation = parse_target(_string(raw["service"], f"{where}.service"))
-        ports = check_ports(_ports(raw.get("ports") or [], f"{where}.ports"))
+        prefix = parse_prefix(raw.prefix)
+        service, namespace, federation = parse_target(raw.service)
+        ports = check_ports(tuple(parse_port(f"{port.name}:{port.port}") for port in raw.ports))
     except LinkError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
-    required = raw.get("required", True)
-    if not isinstance(required, bool):
-        raise ConfigError(f"{where}.required: must be true or false")
-    return Link(prefix, service, namespace, federation, required, ports, f"policy {policy}")
-
-
-def _ports(raw: Any, where: str) -> tuple[LinkPort, ...]:
-    if not isinstance(raw, list):
-        raise ConfigError(f"{where}: must be a list of {{name, port}}")
-    ports = []
-    for index, item in enumerate(raw):
-        _fields(item, f"{where}[{index}]", required=("name", "port"), optional=())
-        if isinstance(item["port"], bool) or not isinstance(item["port"], int):
-            raise ConfigError(f"{where}[{index}].port: must be a number")
-        ports.append(parse_port(f"{_string(item['name'], f'{where}[{index}].name')}:{item['port']}"))
-    return tuple(ports)
-
-
-def _fields(raw: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
-    """Raise :class:`ConfigError` unless ``raw`` is a mapping with every required key and no unknown one.
-
-    ``where`` is the entry's path in the file (``policies[0].links[1]``), empty for the top level.
-    """
-    at = f"{where}: " if where else ""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{at}must be a mapping")
-    known = required + optional
-    for key in raw:
-        if key not in known:
-            raise ConfigError(f"{at}unknown key {key!r} (expected {', '.join(known)})")
-    for key in required:
-        if key not in raw:
-            raise ConfigError(f"{at}{key} is missing")
-
-
-def _string(raw: Any, where: str) -> str:
-    if not isinstance(raw, str):
-        raise ConfigError(f"{where}: must be a string")
-    return raw
+    return Link(prefix, service, namespace, federation, raw.required, ports, f"policy {policy}")
 
 
 def _label(raw: Any, where: str, what: str) -> str:
@@ -161,3 +110,73 @@ def _label(raw: Any, where: str, what: str) -> str:
         return check_label(raw, what)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
+
+
+# The file's shape (pydantic models, unknown keys refused); the values are checked above,
+# where each error names its entry.
+
+def _refuse_unless(test: Callable[[Any], bool], message: str) -> BeforeValidator:
+    def check(value: Any) -> Any:
+        if not test(value):
+            raise ValueError(message)
+        return value
+    return BeforeValidator(check)
+
+
+def _or_empty(value: Any) -> Any:
+    return [] if value is None else value
+
+
+_String = Annotated[str, _refuse_unless(lambda value: isinstance(value, str), "must be a string")]
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class _Port(_Shape):
+    name: _String
+    port: Annotated[int, _refuse_unless(lambda value: type(value) is int, "must be a number")]
+
+
+class _Link(_Shape):
+    prefix: _String
+    service: _String
+    required: Annotated[bool, _refuse_unless(lambda value: isinstance(value, bool), "must be true or false")] = True
+    # Before validators run last first: None becomes [] before the list is checked.
+    ports: Annotated[list[_Port],
+                     _refuse_unless(lambda value: isinstance(value, list), "must be a list of {name, port}"),
+                     BeforeValidator(_or_empty)] = []
+
+
+class _Policy(_Shape):
+    name: Any
+    namespace: Any
+    selector: Any
+    links: Annotated[list[_Link], _refuse_unless(lambda value: isinstance(value, list) and value,
+                                                 "must be a list of at least one link")]
+
+
+class _PolicyFile(_Shape):
+    policies: Annotated[list[_Policy], _refuse_unless(lambda value: isinstance(value, list), "must be a list"),
+                        BeforeValidator(_or_empty)] = []
+
+
+class _Wording:
+    """The policy file's words for its shape errors (tests/links/test_cli.py holds them)."""
+
+    @staticmethod
+    def _at(where: configfile.Loc) -> str:
+        return f"{configfile.keypath(where)}: " if where else ""
+
+    def unknown_key(self, parent: configfile.Loc, key: str, known: Sequence[str]) -> str:
+        return f"{self._at(parent)}unknown key {key!r} (expected {', '.join(known)})"
+
+    def missing(self, parent: configfile.Loc, key: str) -> str:
+        return f"{self._at(parent)}{key} is missing"
+
+    def not_a_mapping(self, where: configfile.Loc, value: object) -> str:
+        return f"{self._at(where)}must be a mapping"
+
+
+_WORDING = _Wording()

@@ -102,3 +102,35 @@ def test_listen_address_in_use_exits_2_naming_the_flag(pki: Pki, kubeconfig: str
     assert result.returncode == 2
     assert (result.stderr.strip().splitlines()[-1]
             == f"feddns links: error: --listen 127.0.0.1:{port}: cannot listen: Address already in use")
+
+
+GOOD_POLICY = """\
+policies:
+  - name: shop-database
+    namespace: shop
+    selector: {}
+    links:
+      - prefix: DB
+        service: postgres.data.myfederation
+        required: true
+"""
+
+
+@pytest.mark.parametrize("change,words", [
+    # (a) a key twice: YAML would keep the last one without a word
+    (("        required: true\n", "        required: true\n        prefix: CACHE\n"),
+     "line 9: duplicate key 'prefix' (column 9, first given on line 6)"),
+    # (b) a misspelled key
+    (("        required: true\n", "        requried: false\n"),
+     "policies[0].links[0]: unknown key 'requried' (expected prefix, service, required, ports) (line 8, column 9)"),
+    # (c) a YAML syntax error on line 7
+    (("        service: postgres.data.myfederation\n", "        service: postgres: data\n"),
+     "not YAML: mapping values are not allowed here (line 7, column 26)"),
+    # a value error: the line and column of its key
+    (("        required: true\n", "        required: 'yes'\n"),
+     "policies[0].links[0].required: must be true or false (line 8, column 9)"),
+])
+def test_bad_policy_file_names_its_line_and_column(pki: Pki, kubeconfig: str, tmp_path: Path, change, words):
+    old, new = change
+    path = write(tmp_path / "policies.yaml", GOOD_POLICY.replace(old, new))
+    one_line(links(pki, "--policies", str(path), kubeconfig=kubeconfig), f"policy file {path}: {words}")

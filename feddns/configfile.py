@@ -1,0 +1,287 @@
+"""Config files as YAML with their marks, checked by pydantic models: one loader and one error form.
+
+The controller's config (``controller.config``), the links policy file
+(``links.policy``) and the records file of ``feddns serve``
+(``feddns.store.recordsfile``) are read here. Each is checked the same way:
+
+* YAML is read by :class:`MarkedLoader`, a safe loader that refuses a mapping key
+  given twice (PyYAML keeps the last one without a word) and keeps the node tree,
+  so that an error found later can be traced back to its line and column;
+* the shape (which keys, which are required, what is a mapping or a list) is a
+  pydantic model per section with ``extra="forbid"``, checked by :func:`validate`;
+  each file words its three structural errors (unknown key, missing key, not a
+  mapping) its own way, since those words are part of its documented messages;
+* every error is one line, ``<file>: <key path>: <what is wrong> (line L, column C)``:
+  the key path (``policies[0].links[1].prefix``) leads the message, and
+  :meth:`Document.error` finds the line and column of the deepest key of the path
+  that is in the file (of the key itself, for an unknown key).
+
+Lines and columns count from 1, as editors show them.
+"""
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, get_args
+
+import pydantic
+import yaml
+
+from feddns.errors import ConfigError
+
+Position = tuple[int, int]
+"""A line and a column, both counted from 1."""
+
+Loc = Sequence[str | int]
+"""A path into a document: mapping keys and list indexes (pydantic's ``loc``)."""
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+T = TypeVar("T")
+
+
+class MarkedLoader(yaml.SafeLoader):
+    """A safe loader that refuses a mapping key given twice; see :func:`load`."""
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping gives ``key`` twice; ``problem_mark`` is the second one, ``first`` the first."""
+
+    def __init__(self, key: object, first: yaml.Mark, second: yaml.Mark) -> None:
+        super().__init__(None, None, f"duplicate key {key!r}", second)
+        self.key = key
+        self.first = first
+        self.second = second
+
+
+def _construct_mapping(loader: MarkedLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: dict[Any, yaml.Mark] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: construct_mapping says so with its mark
+            break
+        if first is not None:
+            raise DuplicateKeyError(key, first, key_node.start_mark)
+        seen[key] = key_node.start_mark
+    return loader.construct_mapping(node)
+
+
+MarkedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _position(mark: yaml.Mark) -> Position:
+    return mark.line + 1, mark.column + 1
+
+
+def keypath(loc: Loc) -> str:
+    """The key path of ``loc`` as messages write it: ``("clusters", 0, "zone")`` is ``clusters[0].zone``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text
+
+
+@dataclass(frozen=True)
+class Document:
+    """A YAML file read by :func:`load`: its decoded ``data`` (``None`` when empty), the
+    ``label`` its errors start with (``"policy file /etc/links/policies.yaml"``) and its
+    node tree, kept to find where a key path is (:meth:`position`)."""
+
+    label: str
+    data: object
+    root: yaml.Node | None
+
+    def position(self, path: str) -> Position:
+        """Where ``path`` (a key path's text) is: the line and column of its deepest key (of
+        the list item, for an index) that the file has; the start of the file when none."""
+        position = _position(self.root.start_mark) if self.root is not None else (1, 1)
+        for mark in _walk(self.root, path):
+            position = _position(mark)
+        return position
+
+    def error(self, error: ConfigError) -> ConfigError:
+        """A :class:`ConfigError` for ``error`` (``"<key path>: <what is wrong>"``), naming the file,
+        the line and the column of its :class:`FieldError` ``loc``, else of the key path its
+        message starts with: ``"<label>: <message> (line L, column C)"``."""
+        path = keypath(error.loc) if isinstance(error, FieldError) else str(error).split(": ", 1)[0]
+        line, column = self.position(path)
+        return ConfigError(f"{self.label}: {error} (line {line}, column {column})")
+
+
+class FieldError(ConfigError):
+    """A :class:`ConfigError` about the value at ``loc`` (its whole path, down to an unknown key
+    itself, where the message names the mapping that holds it)."""
+
+    def __init__(self, message: str, loc: Loc) -> None:
+        super().__init__(message)
+        self.loc = tuple(loc)
+
+
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def _walk(node: yaml.Node | None, path: str) -> Iterator[yaml.Mark]:
+    """The marks of the nodes along ``path`` (a key path's text), as far as the tree has them.
+
+    Keys may hold dots and slashes (label keys, etcd keys), so the path is not split:
+    at each mapping the longest key that the rest of the path starts with is taken."""
+    rest = path
+    while node is not None and rest:
+        if isinstance(node, yaml.SequenceNode) and (match := _INDEX.match(rest)):
+            index = int(match.group(1))
+            if index >= len(node.value):
+                return
+            node, rest = node.value[index], rest[match.end():]
+            yield node.start_mark
+        elif isinstance(node, yaml.MappingNode):
+            found = _child(node, rest.removeprefix("."))
+            if found is None:
+                return
+            key_node, node, rest = found
+            yield key_node.start_mark
+        else:
+            return
+
+
+def _child(node: yaml.MappingNode, rest: str) -> tuple[yaml.Node, yaml.Node, str] | None:
+    best: tuple[yaml.Node, yaml.Node, str] | None = None
+    for key_node, value_node in node.value:
+        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+        if not isinstance(key, str) or not rest.startswith(key) or rest[len(key):len(key) + 1] not in ("", ".", "["):
+            continue
+        if best is None or len(key) > len(rest) - len(best[2]):
+            best = (key_node, value_node, rest[len(key):])
+    return best
+
+
+def read_text(path: str | Path, label: str, cannot_read: str = "") -> str:
+    """The text of the file at ``path``; raises :class:`ConfigError` ``"<label>: <cannot_read><why>"``
+    when it cannot be read, or ``"<label>: not UTF-8 text (byte N)"``."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return stream.read()
+    except OSError as exc:
+        raise ConfigError(f"{label}: {cannot_read}{exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: not UTF-8 text (byte {exc.start})") from exc
+
+
+def load(text: str, label: str, not_yaml: str = "not YAML") -> Document:
+    """Parse ``text`` (one YAML document) with :class:`MarkedLoader`.
+
+    Raises :class:`ConfigError` naming ``label``, the line and the column:
+    ``"<label>: line L: duplicate key 'K' (column C, first given on line F)"`` for a
+    key given twice in one mapping, ``"<label>: <not_yaml>: <what> (line L, column C)"``
+    for any other YAML error, ``"<label>: nested too deeply"`` past Python's recursion limit.
+    """
+    loader = MarkedLoader(text)
+    try:
+        root = loader.get_single_node()
+        return Document(label, None if root is None else loader.construct_document(root), root)
+    except DuplicateKeyError as exc:
+        (line, column), (first, _) = _position(exc.second), _position(exc.first)
+        raise ConfigError(f"{label}: line {line}: duplicate key {exc.key!r} "
+                          f"(column {column}, first given on line {first})") from exc
+    except yaml.MarkedYAMLError as exc:
+        raise ConfigError(f"{label}: {not_yaml}: {_yaml_problem(exc)}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{label}: {not_yaml}: {' '.join(str(exc).split())}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{label}: nested too deeply") from exc
+    finally:
+        loader.dispose()
+
+
+def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:
+    what = ", ".join(part for part in (exc.context, exc.problem) if part)
+    if exc.problem_mark is None:
+        return what
+    line, column = _position(exc.problem_mark)
+    return f"{what} (line {line}, column {column})"
+
+
+class Wording(Protocol):
+    """How a file words the errors of its shape: each method returns the whole message,
+    key path first (:func:`keypath`)."""
+
+    def unknown_key(self, parent: Loc, key: str, known: Sequence[str]) -> str:
+        """A key not in ``known`` in the mapping at ``parent``."""
+
+    def missing(self, parent: Loc, key: str) -> str:
+        """The required ``key`` is not in the mapping at ``parent``."""
+
+    def not_a_mapping(self, where: Loc, value: object) -> str:
+        """``value`` at ``where`` must be a mapping."""
+
+
+def validate(model: type[M], raw: object, wording: Wording, at: Loc = ()) -> M:
+    """``raw`` checked against ``model`` (``at``: where ``raw`` is in its file).
+
+    Raises :class:`FieldError` with the first error pydantic reports, as
+    ``"<key path>: <what is wrong>"``: a validator's own :class:`ValueError`
+    (a :class:`ConfigError` is one) keeps its words; unknown keys, missing keys
+    and values that are no mapping take ``wording``'s; any other pydantic error
+    (a type a validator does not check) its ``msg``. The file's label, line and
+    column are added by :meth:`Document.error`.
+    """
+    try:
+        return model.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise FieldError(_message(model, first, wording, at), [*at, *first["loc"]]) from exc
+
+
+def _message(model: type[pydantic.BaseModel], error: Any, wording: Wording, at: Loc) -> str:
+    loc, kind = [*at, *error["loc"]], error["type"]
+    parent, last = loc[:-1], str(loc[-1]) if loc else ""
+    if kind == "extra_forbidden":
+        return wording.unknown_key(parent, last, _known_keys(model, error["loc"][:-1]))
+    if kind == "missing":
+        return wording.missing(parent, last)
+    if kind in {"model_type", "dict_type", "model_attributes_type"}:
+        return wording.not_a_mapping(loc, error["input"])
+    cause = (error.get("ctx") or {}).get("error")
+    what = str(cause) if isinstance(cause, Exception) else error["msg"]
+    return f"{keypath(loc)}: {what}" if loc else what
+
+
+def _known_keys(model: type[pydantic.BaseModel], loc: Loc) -> list[str]:
+    """The keys the model at ``loc`` under ``model`` takes (their aliases), in declaration order."""
+    current: type[pydantic.BaseModel] | None = model
+    for part in loc:
+        if current is None:
+            return []
+        if isinstance(part, str):
+            field = next((f for name, f in current.model_fields.items() if (f.alias or name) == part), None)
+            current = None if field is None else _model_in(field.annotation)
+    return [] if current is None else [f.alias or name for name, f in current.model_fields.items()]
+
+
+def _model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
+    """The model an annotation holds (``X``, ``X | None``, ``list[X]``, ``Annotated[X, ...]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return annotation
+    return next((m for m in map(_model_in, get_args(annotation)) if m is not None), None)
+
+
+def kind(value: object) -> str:
+    """How messages name a wrong value: ``"nothing"`` for ``None``, else its type and repr
+    (``"a int (3)"``)."""
+    return "nothing" if value is None else f"a {type(value).__name__} ({value!r})"
+
+
+def load_file(path: str | Path, label: str, parse: Callable[[object], T], *, not_yaml: str = "not YAML",
+              cannot_read: str = "") -> T:
+    """Read, parse and check a whole file: :func:`read_text`, :func:`load`, then ``parse`` on the
+    decoded data, whose :class:`ConfigError` (``"<key path>: <what>"``) becomes
+    :meth:`Document.error`'s, naming the file, the line and the column. ``not_yaml`` and
+    ``cannot_read`` are the file's words for those errors."""
+    document = load(read_text(path, label, cannot_read), label, not_yaml)
+    try:
+        return parse(document.data)
+    except ConfigError as exc:
+        raise document.error(exc) from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{label}: nested too deeply") from exc
