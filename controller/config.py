@@ -1,9 +1,12 @@
 """The controller's config file (docs/reference.md section 7), validated in full before anything connects.
 
 The file is YAML. Every key is checked here, unknown keys and duplicate keys
-are errors, and each error is one line naming the key path
-(``clusters[1].zone: must be a string``), which ``feddns controller`` prints
-before exiting with status 2 (docs/reference.md section 6). Kubeconfig files are read and their
+are errors, and each error is one line naming the key path, the line and the column
+(``clusters[1].zone: must be a string, not a int (3) (line 9, column 5)``), which
+``feddns controller`` prints before exiting with status 2 (docs/reference.md section 6).
+The file's shape is the pydantic models at the end of this module, read through
+:mod:`feddns.configfile`; the values are checked by the functions here, in the words
+docs/reference.md gives. Kubeconfig files are read and their
 contexts checked, but nothing is contacted: exec credential plugins and
 in-cluster tokens are only used when the controller starts watching.
 
@@ -16,16 +19,16 @@ member's stub zone forwarding to Federated-DNS, :mod:`controller.stubzones`).
 import ipaddress
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic.alias_generators import to_camel
 
 from controller.external.config import ExternalConfig, parse_external_config
-from feddns import names
-from feddns.configmapping import check_mapping
+from feddns import configfile, names
 from feddns.errors import ConfigError
 from feddns.etcd import Access, Endpoints, TLSFiles
 from feddns.hostport import parse_ip_port
@@ -38,16 +41,8 @@ DEFAULT_LEASE_SECONDS = 15
 MIN_LEASE_SECONDS = 2
 """etcd refuses shorter lease TTLs with its default election timeout."""
 
-_TOP_KEYS = ("federation", "etcd", "clusters", "selector", "resyncSeconds", "leaseSeconds", "external",
-             "nameservers")
-_CLUSTER_KEYS = ("name", "kubeconfig", "context", "zone", "region", "cidrs", "podNetwork", "staleAfterSeconds",
-                 "staleAction", "stubzone")
-_STUBZONE_KEYS = ("url", "cert", "key", "ca")
-_SERVICE_KEYS = ("cluster", "namespace", "name")
 MAX_NAMESERVERS = 16
 """The most nameservers the stub-zone API takes in one list (docs/reference.md section 5)."""
-_ETCD_KEYS = ("endpoints", "prefix", "tls", "user", "passwordFile")
-_TLS_KEYS = ("cacert", "cert", "key")
 # A Kubernetes label key: an optional DNS subdomain prefix and "/", then a name
 # of up to 63 characters (k8s.io/apimachinery validation.IsQualifiedName).
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -70,13 +65,28 @@ class StubzoneEndpoint:
     ca: Path
 
 
-@dataclass(frozen=True, slots=True)
-class ServiceRef:
+def _string(value: object, where: str = "") -> str:
+    """``value`` when it is a non-empty string; else :class:`ConfigError` (``where`` first when given)."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where + ': ' if where else ''}must be a string, not {configfile.kind(value)}")
+    return value
+
+
+_String = Annotated[str, BeforeValidator(_string)]
+
+
+class _Shape(BaseModel):
+    """A section of the file: camelCase keys (``staleAfterSeconds``), no others."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel)
+
+
+class ServiceRef(_Shape):
     """``nameservers.fromService``: the Federated-DNS Service, ``namespace/name`` in ``cluster``."""
 
-    cluster: str
-    namespace: str
-    name: str
+    cluster: _String
+    namespace: _String
+    name: _String
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,165 +180,123 @@ class ControllerConfig:
 def load_config(path: str) -> ControllerConfig:
     """Read and validate the file at ``path``.
 
-    Raises :class:`ConfigError` (``"<path>: <key path>: <what is wrong>"``) for
-    an unreadable file, bad YAML, a duplicate or unknown key, or a bad value.
+    Raises :class:`ConfigError` (``"<path>: <key path>: <what is wrong> (line L, column C)"``)
+    for an unreadable file, bad YAML, a duplicate or unknown key, or a bad value.
     """
-    try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
-    try:
-        return parse_config(_load_yaml(text))
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
-    except RecursionError as exc:
-        raise ConfigError(f"{path}: nested too deeply") from exc
+    return configfile.load_file(path, path, parse_config, not_yaml="not valid YAML", cannot_read="cannot read: ")
 
 
 def parse_config(raw: object) -> ControllerConfig:
     """Validate an already decoded document; raises :class:`ConfigError` naming the key."""
-    top = _mapping(raw, "", _TOP_KEYS)
-    federation = _label(_required(top, "federation", ""), "federation")
-    endpoints, prefix, access = _etcd(_required(top, "etcd", ""))
-    clusters = _clusters(_required(top, "clusters", ""))
-    nameservers = _nameservers(top["nameservers"], clusters) if top.get("nameservers") is not None else None
+    top = configfile.validate(_ConfigFile, raw, _WORDING)
+    endpoints, prefix, access = _etcd(top.etcd)
+    clusters = _clusters(top.clusters)
+    nameservers = _nameservers(top.nameservers, clusters) if top.nameservers is not None else None
     for i, cluster in enumerate(clusters):
         if cluster.stubzone is not None and nameservers is None:
             raise ConfigError(f"clusters[{i}].stubzone: needs nameservers (the addresses to program there)")
     return ControllerConfig(
-        federation=federation,
+        federation=top.federation,
         etcd_endpoints=endpoints,
         etcd_prefix=prefix,
         clusters=clusters,
         etcd_access=access,
-        selector=_selector(top.get("selector", {})),
-        resync_seconds=_positive(top.get("resyncSeconds", DEFAULT_RESYNC_SECONDS), "resyncSeconds"),
-        lease_seconds=_lease(top.get("leaseSeconds", DEFAULT_LEASE_SECONDS)),
-        external=_external(top["external"], clusters) if "external" in top else None,
+        selector=SelectorConfig(label=top.selector.label, service_exports=top.selector.service_exports),
+        resync_seconds=top.resync_seconds,
+        lease_seconds=top.lease_seconds,
+        external=_external(top.external, clusters) if "external" in top.model_fields_set else None,
         nameservers=nameservers,
     )
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate mapping keys (PyYAML keeps the last)."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise ConfigError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _load_yaml(text: str) -> object:
+def _label(value: object) -> str:
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # safe: a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {' '.join(str(exc).split())}") from exc
-
-
-def _where(parent: str, key: str) -> str:
-    return f"{parent}.{key}" if parent else key
-
-
-def _mapping(raw: object, where: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
-    return check_mapping(
-        raw, allowed,
-        not_a_mapping=lambda value: f"{where or 'the file'}: must be a mapping, not {_kind(value)}",
-        unknown_key=lambda key: f"{_where(where, key)}: unknown key (known: {', '.join(allowed)})",
-    )
-
-
-def _required(raw: Mapping[str, Any], key: str, where: str) -> Any:
-    if key not in raw:
-        raise ConfigError(f"{_where(where, key)}: is required")
-    return raw[key]
-
-
-def _kind(value: object) -> str:
-    return "nothing" if value is None else f"a {type(value).__name__} ({value!r})"
-
-
-def _string(value: object, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: must be a string, not {_kind(value)}")
-    return value
-
-
-def _optional_string(raw: Mapping[str, Any], key: str, where: str) -> str | None:
-    return None if raw.get(key) is None else _string(raw[key], _where(where, key))
-
-
-def _label(value: object, where: str) -> str:
-    try:
-        return names.check_label(_string(value, where), "name")
+        return names.check_label(_string(value), "name")
     except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
+        raise ConfigError(str(exc)) from exc
 
 
-def _positive(value: object, where: str) -> float:
+def _positive(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{where}: must be a positive number of seconds, not {_kind(value)}")
+        raise ConfigError(f"must be a positive number of seconds, not {configfile.kind(value)}")
     return float(value)
 
 
 def _lease(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < MIN_LEASE_SECONDS:
-        raise ConfigError(
-            f"leaseSeconds: must be a whole number of seconds >= {MIN_LEASE_SECONDS}, not {_kind(value)}"
-        )
+        raise ConfigError(f"must be a whole number of seconds >= {MIN_LEASE_SECONDS}, not {configfile.kind(value)}")
     return value
 
 
-def _etcd(raw: object) -> tuple[tuple[str, ...], str, Access]:
-    etcd = _mapping(raw, "etcd", _ETCD_KEYS)
-    urls = _required(etcd, "endpoints", "etcd")
+def _prefix(value: object) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"must be a string, not {configfile.kind(value)}")
+    return Layout(value).prefix
+
+
+def _cidr(value: object) -> IPNetwork:
+    try:
+        return ipaddress.ip_network(_string(value), strict=True)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _list_of(what: str) -> BeforeValidator:
+    """Refuses a value that is not a list (``non_empty``: or an empty one) with ``must be <what>``."""
+    def check(value: object) -> object:
+        if not isinstance(value, list):
+            raise ConfigError(f"must be {what}, not {configfile.kind(value)}")
+        return value
+    return BeforeValidator(check)
+
+
+def _one_of(choices: tuple[str, ...], default: str) -> BeforeValidator:
+    def check(value: object) -> object:
+        if value is not None and value not in choices:
+            raise ConfigError(f"must be one of {', '.join(choices)}, not {configfile.kind(value)}")
+        return default if value is None else value
+    return BeforeValidator(check)
+
+
+def _label_key(value: object) -> str:
+    if not isinstance(value, str) or not _is_label_key(value):
+        raise ConfigError(f"must be a Kubernetes label key, not {configfile.kind(value)}")
+    return value
+
+
+def _true_or_false(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"must be true or false, not {configfile.kind(value)}")
+    return value
+
+
+def _non_empty(value: object) -> object:
+    if isinstance(value, list) and not value:
+        raise ConfigError("must be a non-empty list, not a list ([])")
+    return value
+
+
+def _etcd(etcd: "_EtcdFile") -> tuple[tuple[str, ...], str, Access]:
+    urls = etcd.endpoints
     if not isinstance(urls, list) or not urls:
-        raise ConfigError(f"etcd.endpoints: must be a non-empty list of URLs, not {_kind(urls)}")
+        raise ConfigError(f"etcd.endpoints: must be a non-empty list of URLs, not {configfile.kind(urls)}")
     for i, url in enumerate(urls):
         try:
             Endpoints([_string(url, f"etcd.endpoints[{i}]")])
         except ConfigError as exc:
             raise ConfigError(f"etcd.endpoints[{i}]: {exc}") from exc
-    access = _etcd_access(etcd)
+    tls = None if etcd.tls is None else TLSFiles(*(None if name is None else Path(name)
+                                                   for name in (etcd.tls.cacert, etcd.tls.cert, etcd.tls.key)))
+    access = Access(tls=tls, user=etcd.user,
+                    password_file=Path(etcd.password_file) if etcd.password_file else None)
     try:
         Endpoints(list(urls), access=access)
     except ConfigError as exc:
         raise ConfigError(f"etcd: {exc}") from exc
-    prefix = etcd.get("prefix", "")
-    if not isinstance(prefix, str):
-        raise ConfigError(f"etcd.prefix: must be a string, not {_kind(prefix)}")
-    try:
-        prefix = Layout(prefix).prefix
-    except ConfigError as exc:
-        raise ConfigError(f"etcd.prefix: {exc}") from exc
-    return tuple(urls), prefix, access
+    return tuple(urls), etcd.prefix, access
 
 
-def _etcd_access(etcd: Mapping[str, Any]) -> Access:
-    """``etcd.tls``, ``etcd.user`` and ``etcd.passwordFile`` (else ``$FEDDNS_ETCD_PASSWORD``)."""
-    tls = None
-    if etcd.get("tls") is not None:
-        section = _mapping(etcd["tls"], "etcd.tls", _TLS_KEYS)
-        files = {key: _optional_string(section, key, "etcd.tls") for key in _TLS_KEYS}
-        tls = TLSFiles(*(None if files[key] is None else Path(str(files[key])) for key in _TLS_KEYS))
-    password_file = _optional_string(etcd, "passwordFile", "etcd")
-    return Access(tls=tls, user=_optional_string(etcd, "user", "etcd"),
-                  password_file=Path(password_file) if password_file else None)
-
-
-def _clusters(raw: object) -> tuple[ClusterConfig, ...]:
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"clusters: must be a non-empty list, not {_kind(raw)}")
+def _clusters(raw: "list[_ClusterFile]") -> tuple[ClusterConfig, ...]:
     clusters = tuple(_cluster(item, f"clusters[{i}]") for i, item in enumerate(raw))
     seen: set[str] = set()
     for i, cluster in enumerate(clusters):
@@ -338,44 +306,38 @@ def _clusters(raw: object) -> tuple[ClusterConfig, ...]:
     return clusters
 
 
-def _cluster(raw: object, where: str) -> ClusterConfig:
-    item = _mapping(raw, where, _CLUSTER_KEYS)
-    name = _label(_required(item, "name", where), f"{where}.name")
-    kubeconfig = _optional_string(item, "kubeconfig", where)
-    context = _optional_string(item, "context", where)
-    if kubeconfig is not None:
-        _check_kubeconfig(kubeconfig, context, where)
-    elif context is not None:
+def _cluster(item: "_ClusterFile", where: str) -> ClusterConfig:
+    if item.kubeconfig is not None:
+        _check_kubeconfig(item.kubeconfig, item.context, where)
+    elif item.context is not None:
         raise ConfigError(f"{where}.context: needs {where}.kubeconfig (in-cluster has no contexts)")
     elif not os.environ.get("KUBERNETES_SERVICE_HOST"):
         raise ConfigError(
             f"{where}: no kubeconfig given and not running in a pod (KUBERNETES_SERVICE_HOST is not set)"
         )
     return ClusterConfig(
-        name=name,
-        kubeconfig=kubeconfig,
-        context=context,
-        zone=_optional_string(item, "zone", where),
-        region=_optional_string(item, "region", where),
-        cidrs=_cidrs(item.get("cidrs", []), f"{where}.cidrs"),
-        pod_network=_choice(item, "podNetwork", POD_NETWORKS, where) or "isolated",
-        stale_after=None if item.get("staleAfterSeconds") is None else _positive(
-            item["staleAfterSeconds"], f"{where}.staleAfterSeconds"),
-        stale_action=_choice(item, "staleAction", STALE_ACTIONS, where) or "demote",
-        stubzone=_stubzone(item["stubzone"], f"{where}.stubzone") if item.get("stubzone") is not None else None,
+        name=item.name,
+        kubeconfig=item.kubeconfig,
+        context=item.context,
+        zone=item.zone,
+        region=item.region,
+        cidrs=tuple(item.cidrs),
+        pod_network=item.pod_network,
+        stale_after=item.stale_after_seconds,
+        stale_action=item.stale_action,
+        stubzone=None if item.stubzone is None else _stubzone(item.stubzone, f"{where}.stubzone"),
     )
 
 
-def _stubzone(raw: object, where: str) -> StubzoneEndpoint:
-    section = _mapping(raw, where, _STUBZONE_KEYS)
-    url = _string(_required(section, "url", where), f"{where}.url")
+def _stubzone(section: "_StubzoneFile", where: str) -> StubzoneEndpoint:
+    url = section.url
     scheme, _, rest = url.partition("://")
     host = rest.split("/", 1)[0]
     if scheme != "https" or not host or rest.rstrip("/") != host:
         raise ConfigError(f"{where}.url: must be https://HOST[:PORT] (the endpoint's address), not {url!r}")
     files = {}
     for key in ("cert", "key", "ca"):
-        path = Path(_string(_required(section, key, where), _where(where, key)))
+        path = Path(getattr(section, key))
         if not path.is_file():
             raise ConfigError(f"{where}.{key}: {path} is not a readable file")
         files[key] = path
@@ -391,14 +353,12 @@ def _nameservers(raw: object, clusters: tuple[ClusterConfig, ...]) -> Nameserver
         if len(set(addresses)) != len(addresses):
             raise ConfigError("nameservers: lists an address twice")
         return NameserversConfig(addresses=addresses)
-    section = _mapping(raw, "nameservers", ("fromService",))
-    where = "nameservers.fromService"
-    service = _mapping(_required(section, "fromService", "nameservers"), where, _SERVICE_KEYS)
-    cluster, namespace, name = (_string(_required(service, key, where), _where(where, key)) for key in _SERVICE_KEYS)
+    service = configfile.validate(_NameserversFile, raw, _WORDING, at=("nameservers",)).from_service
     names = [c.name for c in clusters]
-    if cluster not in names:
-        raise ConfigError(f"{where}.cluster: {cluster!r} is not one of clusters[].name ({', '.join(names)})")
-    return NameserversConfig(from_service=ServiceRef(cluster, namespace, name))
+    if service.cluster not in names:
+        raise ConfigError(f"nameservers.fromService.cluster: {service.cluster!r} is not one of clusters[].name "
+                          f"({', '.join(names)})")
+    return NameserversConfig(from_service=service)
 
 
 def _nameserver(text: object, where: str) -> str:
@@ -411,25 +371,6 @@ def _nameserver(text: object, where: str) -> str:
     if address.is_unspecified or address.is_multicast or address.is_link_local or mapped is not None:
         raise ConfigError(f"{where}: {text!r} is not a unicast address a DNS server can forward to")
     return f"[{address}]:{port}" if isinstance(address, ipaddress.IPv6Address) else f"{address}:{port}"
-
-
-def _choice(raw: Mapping[str, Any], key: str, choices: tuple[str, ...], where: str) -> str | None:
-    value = raw.get(key)
-    if value is not None and value not in choices:
-        raise ConfigError(f"{where}.{key}: must be one of {', '.join(choices)}, not {_kind(value)}")
-    return value
-
-
-def _cidrs(raw: object, where: str) -> tuple[IPNetwork, ...]:
-    if not isinstance(raw, list):
-        raise ConfigError(f"{where}: must be a list of CIDRs, not {_kind(raw)}")
-    networks = []
-    for i, text in enumerate(raw):
-        try:
-            networks.append(ipaddress.ip_network(_string(text, f"{where}[{i}]"), strict=True))
-        except ValueError as exc:
-            raise ConfigError(f"{where}[{i}]: {exc}") from exc
-    return tuple(networks)
 
 
 def _check_kubeconfig(path: str, context: str | None, where: str) -> None:
@@ -452,17 +393,6 @@ def _check_kubeconfig(path: str, context: str | None, where: str) -> None:
         raise ConfigError(f"{where}.{key}: context {wanted!r} is not in {path}")
 
 
-def _selector(raw: object) -> SelectorConfig:
-    selector = _mapping(raw, "selector", ("label", "serviceExports"))
-    label = selector.get("label", DEFAULT_LABEL)
-    if not isinstance(label, str) or not _is_label_key(label):
-        raise ConfigError(f"selector.label: must be a Kubernetes label key, not {_kind(label)}")
-    exports = selector.get("serviceExports", False)
-    if not isinstance(exports, bool):
-        raise ConfigError(f"selector.serviceExports: must be true or false, not {_kind(exports)}")
-    return SelectorConfig(label=label, service_exports=exports)
-
-
 def _is_label_key(text: str) -> bool:
     prefix, _, name = text.rpartition("/")
     if prefix and (len(prefix) > MAX_SUBDOMAIN_LENGTH or not _DNS_SUBDOMAIN.match(prefix)):
@@ -474,9 +404,85 @@ def _external(raw: object, clusters: Any) -> ExternalConfig:
     """Parse ``external`` with the publisher's own parser (controller.external.config); the
     dnsendpoint provider's ``cluster`` must be one of ``clusters``."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"external: must be a mapping, not {_kind(raw)}")
+        raise ConfigError(f"external: must be a mapping, not {configfile.kind(raw)}")
     parsed = parse_external_config(raw)
     names = [cluster.name for cluster in clusters]
     if parsed.cluster is not None and parsed.cluster not in names:
         raise ConfigError(f"external.cluster: {parsed.cluster!r} is not one of clusters[].name ({', '.join(names)})")
     return parsed
+
+
+# The file's shape: one model per section, read by feddns.configfile. Values are checked
+# by the validators above, in the words of docs/reference.md section 7; what needs more
+# than one key (kubeconfig and context, the etcd URLs and their TLS files) by the
+# functions that build the ControllerConfig.
+
+def _optional_string(value: object) -> str | None:
+    return None if value is None else _string(value)
+
+
+_OptionalString = Annotated[str | None, BeforeValidator(_optional_string)]
+
+
+class _TLSFile(_Shape):
+    cacert: _OptionalString = None
+    cert: _OptionalString = None
+    key: _OptionalString = None
+
+
+class _EtcdFile(_Shape):
+    endpoints: Any
+    prefix: Annotated[str, BeforeValidator(_prefix)] = ""
+    tls: _TLSFile | None = None
+    user: _OptionalString = None
+    password_file: _OptionalString = None
+
+
+class _StubzoneFile(_Shape):
+    url: _String
+    cert: _String
+    key: _String
+    ca: _String
+
+
+class _ClusterFile(_Shape):
+    name: Annotated[str, BeforeValidator(_label)]
+    kubeconfig: _OptionalString = None
+    context: _OptionalString = None
+    zone: _OptionalString = None
+    region: _OptionalString = None
+    cidrs: Annotated[list[Annotated[IPNetwork, BeforeValidator(_cidr)]], _list_of("a list of CIDRs")] = []
+    pod_network: Annotated[str, _one_of(POD_NETWORKS, "isolated")] = "isolated"
+    stale_after_seconds: Annotated[float | None, BeforeValidator(lambda v: None if v is None else _positive(v))] = None
+    stale_action: Annotated[str, _one_of(STALE_ACTIONS, "demote")] = "demote"
+    stubzone: _StubzoneFile | None = None
+
+
+class _SelectorFile(_Shape):
+    label: Annotated[str, BeforeValidator(_label_key)] = DEFAULT_LABEL
+    service_exports: Annotated[bool, BeforeValidator(_true_or_false)] = False
+
+
+class _NameserversFile(_Shape):
+    from_service: ServiceRef
+
+
+class _ConfigFile(_Shape):
+    federation: Annotated[str, BeforeValidator(_label)]
+    etcd: _EtcdFile
+    # Before validators run last first: a list, then not an empty one.
+    clusters: Annotated[list[_ClusterFile], BeforeValidator(_non_empty), _list_of("a non-empty list")]
+    selector: _SelectorFile = _SelectorFile()
+    resync_seconds: Annotated[float, BeforeValidator(_positive)] = DEFAULT_RESYNC_SECONDS
+    lease_seconds: Annotated[int, BeforeValidator(_lease)] = DEFAULT_LEASE_SECONDS
+    external: Any = None
+    nameservers: Any = None
+
+
+_WORDING = configfile.Wording(  # docs/reference.md section 7
+    unknown_key=lambda parent, key, known: (f"{configfile.keypath([*parent, key])}: unknown key "
+                                            f"(known: {', '.join(known)})"),
+    missing=lambda parent, key: f"{configfile.keypath([*parent, key])}: is required",
+    not_a_mapping=lambda where, value: (f"{configfile.keypath(where) or 'the file'}: must be a mapping, "
+                                        f"not {configfile.kind(value)}"),
+)

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, get_args
+from typing import Any, TypeVar, get_args
 
 import pydantic
 import yaml
@@ -202,24 +202,22 @@ def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:
     return f"{what} (line {line}, column {column})"
 
 
-class Wording(Protocol):
-    """How a file words the errors of its shape: each method returns the whole message,
-    key path first (:func:`keypath`)."""
+@dataclass(frozen=True)
+class Wording:
+    """How a file words the errors of its shape; each returns the whole message, key path
+    first (:func:`keypath`). ``unknown_key(parent, key, known)``: ``key`` is not one of
+    ``known`` in the mapping at ``parent``; ``missing(parent, key)``: the required ``key``
+    is not in it; ``not_a_mapping(where, value)``: ``value`` at ``where`` must be a mapping."""
 
-    def unknown_key(self, parent: Loc, key: str, known: Sequence[str]) -> str:
-        """A key not in ``known`` in the mapping at ``parent``."""
-
-    def missing(self, parent: Loc, key: str) -> str:
-        """The required ``key`` is not in the mapping at ``parent``."""
-
-    def not_a_mapping(self, where: Loc, value: object) -> str:
-        """``value`` at ``where`` must be a mapping."""
+    unknown_key: Callable[[Loc, str, Sequence[str]], str]
+    missing: Callable[[Loc, str], str]
+    not_a_mapping: Callable[[Loc, object], str]
 
 
 def validate(model: type[M], raw: object, wording: Wording, at: Loc = ()) -> M:
     """``raw`` checked against ``model`` (``at``: where ``raw`` is in its file).
 
-    Raises :class:`FieldError` with the first error pydantic reports, as
+    Raises :class:`FieldError` with the first unknown key, else the first error pydantic reports, as
     ``"<key path>: <what is wrong>"``: a validator's own :class:`ValueError`
     (a :class:`ConfigError` is one) keeps its words; unknown keys, missing keys
     and values that are no mapping take ``wording``'s; any other pydantic error
@@ -229,7 +227,9 @@ def validate(model: type[M], raw: object, wording: Wording, at: Loc = ()) -> M:
     try:
         return model.model_validate(raw)
     except pydantic.ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
+        errors = exc.errors(include_url=False)
+        # An unknown key first: a misspelled key is the cause of the key it then misses.
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         raise FieldError(_message(model, first, wording, at), [*at, *first["loc"]]) from exc
 
 

@@ -22,7 +22,7 @@ column (:mod:`feddns.configfile`). The file is checked whole: one bad entry make
 whole file bad (at start: exit 2; on reload: the policies already loaded stay).
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -162,21 +162,12 @@ class _PolicyFile(_Shape):
                         BeforeValidator(_or_empty)] = []
 
 
-class _Wording:
-    """The policy file's words for its shape errors (tests/links/test_cli.py holds them)."""
-
-    @staticmethod
-    def _at(where: configfile.Loc) -> str:
-        return f"{configfile.keypath(where)}: " if where else ""
-
-    def unknown_key(self, parent: configfile.Loc, key: str, known: Sequence[str]) -> str:
-        return f"{self._at(parent)}unknown key {key!r} (expected {', '.join(known)})"
-
-    def missing(self, parent: configfile.Loc, key: str) -> str:
-        return f"{self._at(parent)}{key} is missing"
-
-    def not_a_mapping(self, where: configfile.Loc, value: object) -> str:
-        return f"{self._at(where)}must be a mapping"
+def _at(where: configfile.Loc) -> str:
+    return f"{configfile.keypath(where)}: " if where else ""
 
 
-_WORDING = _Wording()
+_WORDING = configfile.Wording(  # tests/links/test_cli.py holds these words
+    unknown_key=lambda parent, key, known: f"{_at(parent)}unknown key {key!r} (expected {', '.join(known)})",
+    missing=lambda parent, key: f"{_at(parent)}{key} is missing",
+    not_a_mapping=lambda where, value: f"{_at(where)}must be a mapping",
+)

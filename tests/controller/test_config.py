@@ -226,3 +226,39 @@ def test_a_kubeconfig_that_is_not_utf8_is_refused(tmp_path, kubeconfig):
     raw["clusters"][0]["kubeconfig"] = str(tmp_path / "bad.kubeconfig")
     with pytest.raises(ConfigError, match=r"clusters\[0\]\.kubeconfig: .* is not valid YAML"):
         load_config(write(tmp_path, raw))
+
+
+CONFIG_TEXT = """\
+federation: myfederation
+etcd:
+  endpoints:
+    - http://127.0.0.1:2379
+clusters:
+  - name: foo
+    kubeconfig: {kubeconfig}
+    zone: eu-west-1a
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "words"), [
+    # (a) a key twice: YAML alone would keep the last one without a word
+    ("    zone: eu-west-1a\n", "    zone: eu-west-1a\n    zone: eu-west-1b\n",
+     "line 9: duplicate key 'zone' (column 5, first given on line 8)"),
+    # (b) a misspelled key
+    ("    zone: eu-west-1a\n", "    znoe: eu-west-1a\n",
+     "clusters[0].znoe: unknown key (known: name, kubeconfig, context, zone, region, cidrs, podNetwork, "
+     "staleAfterSeconds, staleAction, stubzone) (line 8, column 5)"),
+    # (c) a YAML syntax error on line 7
+    ("    kubeconfig: {kubeconfig}\n", "    kubeconfig: a: b\n",
+     "not valid YAML: mapping values are not allowed here (line 7, column 18)"),
+    # a value error: the line and column of its key
+    ("    zone: eu-west-1a\n", "    zone: 3\n", "clusters[0].zone: must be a string, not a int (3) (line 8, column 5)"),
+])
+def test_the_cli_names_the_line_and_column_of_a_bad_file(tmp_path, kubeconfig, old, new, words):
+    path = write(tmp_path, CONFIG_TEXT.replace(old, new).format(kubeconfig=kubeconfig))
+    result = subprocess.run(
+        [sys.executable, "-m", "feddns", "controller", "--config", path], check=False,
+        capture_output=True, text=True, timeout=30, cwd=REPO, env=child_env(),
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [f"feddns controller: error: {path}: {words}"], result.stderr
