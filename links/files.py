@@ -1,9 +1,10 @@
 """Files the webhook reloads when they change: the policy file, the server certificate and key.
 
-Each is polled: a change of inode, modification time or size (``os.stat``,
-which follows symlinks, so a Kubernetes ConfigMap or Secret volume's atomic
-``..data`` swap counts) loads it again. A load that fails keeps what was
-loaded before and is logged once per change of the files, not once per poll.
+Each is polled (:class:`feddns.filewatch.FileWatch`: the real path through its
+symlinks, inode, size and modification time, so a Kubernetes ConfigMap or Secret
+volume's atomic ``..data`` swap counts) and loaded again when it changed. A
+load that fails keeps what was loaded before and is logged once per change of
+the files, not once per poll.
 
 The server certificate is swapped without a restart: the listener
 (:mod:`feddns.https`) asks for :attr:`ServerCertificate.context` when a new
@@ -12,58 +13,40 @@ loaded. Connections already open keep theirs.
 """
 
 import logging
-import os
 import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from feddns.errors import ConfigError
+from feddns.filewatch import FileWatch
 from feddns.tlsfiles import server_context
 from links.policy import LinkPolicies, load_policies
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
-"""How often the files' stamps are read."""
-
-Stamp = tuple[tuple[int, int, int] | None, ...]
-
-
-def stamp(paths: Sequence[Path]) -> Stamp:
-    """``(inode, mtime in ns, size)`` of each path, ``None`` for one that cannot be read."""
-    stamps: list[tuple[int, int, int] | None] = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            stamps.append(None)
-        else:
-            stamps.append((st.st_ino, st.st_mtime_ns, st.st_size))
-    return tuple(stamps)
+"""How often (seconds) the files are looked at (``links.cli`` calls :meth:`Watched.check`)."""
 
 
 class Watched:
     """Calls ``load`` again when one of ``paths`` changes; ``what`` names them in logs.
 
-    ``load`` raises :class:`ConfigError` for bad content. The stamps are read
+    ``load`` raises :class:`ConfigError` for bad content. The files are looked at
     before ``load`` runs, so a write that lands during a load is seen at the
     next :meth:`check`. ``reloads`` and ``failures`` count the outcomes.
     """
 
     def __init__(self, what: str, paths: Sequence[Path], load: Callable[[], None]) -> None:
         self.what = what
-        self._paths = list(paths)
+        self._files = FileWatch(paths, POLL_SECONDS)
         self._load = load
-        self._stamp = stamp(self._paths)
         self.reloads = 0
         self.failures = 0
 
     def check(self) -> bool | None:
         """Reload if the files changed: ``True`` when reloaded, ``False`` when the new content is bad, else ``None``."""
-        current = stamp(self._paths)
-        if current == self._stamp:
+        if not self._files.changed():
             return None
-        self._stamp = current
         try:
             self._load()
         except ConfigError as exc:

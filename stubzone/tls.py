@@ -9,13 +9,14 @@ side, shared with ``feddns links``, is :mod:`feddns.https`; it asks
 
 :class:`ServerCredentials` holds the context made from ``--cert``, ``--key``
 and ``--client-ca`` and makes a new one when their contents change on disk (a
-Kubernetes Secret volume swaps its ``..data`` symlink; cert-manager renews).
+Kubernetes Secret volume swaps its ``..data`` symlink; cert-manager renews):
+:class:`feddns.filewatch.FileWatch` tells when the files changed, and their
+bytes are then read and compared.
 New connections get the new context; connections already open keep theirs.
 A set that does not load (a key of another certificate, a file missing while
 it is being replaced) is refused, logged once, and the old context stays.
 """
 
-import asyncio
 import logging
 import ssl
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from cryptography import x509
 
 from feddns import tlsfiles
 from feddns.errors import ConfigError
+from feddns.filewatch import FileWatch
 from stubzone.metrics import StubzoneMetrics
 
 log = logging.getLogger("stubzone")
@@ -94,13 +96,15 @@ class ServerCredentials:
         return True
 
     async def watch(self, interval: float) -> None:
-        """Call :meth:`reload` every ``interval`` seconds, until cancelled."""
+        """Look at the files every ``interval`` seconds and call :meth:`reload` when they changed, until
+        cancelled (once at the start too: for a change since the constructor read them)."""
+        files = FileWatch(self.paths, interval)
         while True:
-            await asyncio.sleep(interval)
             try:
                 self.reload()
             except Exception:  # a bug in one look must not end the watching: the next look may succeed
                 log.exception("TLS certificates: looking at the files failed")
+            await files.wait()
 
     def _refuse(self, key: object, reason: str) -> None:
         if key == self._refused:

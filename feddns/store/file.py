@@ -3,27 +3,26 @@
 Used when ``feddns serve`` has no ``--etcd`` (trying it out, tests, small
 static federations). Values are YAML maps or JSON strings. At start-up every
 record must be valid (a bad file stops start-up, exit 2); afterwards the file
-is polled and reloaded when it changes, and a reload that fails keeps the
-records already served.
+is polled (:class:`feddns.filewatch.FileWatch`) and reloaded when it changes,
+and a reload that fails keeps the records already served.
 """
 
-import asyncio
 import json
 import logging
-import os
 from pathlib import Path
 
 import yaml
 
 from feddns.dns.index import check_record
 from feddns.errors import ConfigError, RecordError
+from feddns.filewatch import FileWatch
 from feddns.keys import Layout
 from feddns.store import Feed
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
-"""How often the file's modification time and size are checked."""
+"""How often (seconds) the file is looked at for a change (its identity: :mod:`feddns.filewatch`)."""
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "federation.yaml"
 """The example federation shipped with feddns (``examples/federation.yaml``)."""
@@ -70,30 +69,18 @@ class FileSource:
         self.path = path
         self.layout = layout
         self.feed = feed
-        self._stamp: tuple[int, int] | None = None
+        self._file = FileWatch([path], POLL_SECONDS)
 
     def load(self) -> None:
         """Load the file now; raises :class:`ConfigError` when it is bad."""
-        stamp = self._read_stamp()
+        self._file.changed()  # looked at before the read: a write during the read is seen at the next look
         self.feed.replace(read_records(self.path, self.layout))
-        self._stamp = stamp
         log.info("records file %s: loaded %d records", self.path, len(self.feed.index))
-
-    def _read_stamp(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return st.st_mtime_ns, st.st_size
 
     async def run(self) -> None:
         """Poll the file every :data:`POLL_SECONDS` and reload it on change."""
         while True:
-            await asyncio.sleep(POLL_SECONDS)
-            stamp = self._read_stamp()
-            if stamp == self._stamp:
-                continue
-            self._stamp = stamp
+            await self._file.wait()
             try:
                 self.load()
             except (ConfigError, RecordError) as exc:
