@@ -33,7 +33,6 @@ a service's agreement changes, its shards in every cluster are looked at again.
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -47,6 +46,7 @@ from controller.config import ControllerConfig
 from controller.metrics import Metrics
 from controller.settings import SyncSettings
 from controller.view import ClusterView, Key
+from feddns.backoff import Backoff
 from feddns.errors import EtcdCompacted, RecordError
 from feddns.etcd import EtcdError, cancelled_by_client, describe, prefix_range_end, unless_stale
 from feddns.keys import ClusterKey, ShardKey
@@ -231,8 +231,9 @@ class Syncer:
     # -- the task ------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Write what is queued, resync on schedule; forever. Failures are retried with backoff."""
-        delay = self.timing.retry_initial
+        """Write what is queued, resync on schedule; forever. Failures are retried with backoff
+        (:class:`feddns.backoff.Backoff` from ``retry_initial`` to ``retry_max`` seconds)."""
+        backoff = Backoff(self.timing.retry_initial, self.timing.retry_max)
         while True:
             await self._wait()
             if not self.leadership.is_leader:
@@ -242,7 +243,7 @@ class Syncer:
             try:
                 await self._work(client)
                 self._summarize()
-                delay = self.timing.retry_initial
+                backoff.reset()
                 continue
             except etcdlink.NotLeader as exc:
                 log.warning("etcd refused a write: %s; stepping down", exc)
@@ -250,20 +251,20 @@ class Syncer:
                 continue
             except EtcdError as exc:
                 self.metrics.etcd_errors.inc()
-                log.warning("etcd %s: %s; retrying in %.1fs", self.link.endpoints.current, describe(exc), delay)
+                log.warning("etcd %s: %s; retrying in %.1fs", self.link.endpoints.current, describe(exc),
+                            backoff.delay)
                 await self.link.failed(client)
             except asyncio.CancelledError as exc:
                 if not cancelled_by_client(exc):
                     raise  # the controller is stopping
                 self.metrics.etcd_errors.inc()
                 log.warning("etcd %s: the call was cancelled by its channel; retrying in %.1fs",
-                            self.link.endpoints.current, delay)
+                            self.link.endpoints.current, backoff.delay)
                 await self.link.failed(client)
             except Exception:  # a bug must not stop the writer: log it, start again from a resync
-                log.exception("writer failed; resyncing in %.1fs", delay)
+                log.exception("writer failed; resyncing in %.1fs", backoff.delay)
                 self.known = None
-            await asyncio.sleep(random.uniform(delay / 2, delay))
-            delay = min(delay * 2, self.timing.retry_max)
+            await backoff.sleep()
             self._wake.set()
 
     async def _wait(self) -> None:

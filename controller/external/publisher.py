@@ -9,7 +9,6 @@ provider never blocks the caller (the design is in :mod:`controller.external`).
 import asyncio
 import ipaddress
 import logging
-import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 import dns.exception
@@ -30,6 +29,7 @@ from controller.external.provider import (
 )
 from controller.external.rfc2136 import Rfc2136Provider
 from controller.settings import ExternalSettings
+from feddns.backoff import Backoff
 from feddns.records import IPAddress, parse_ip
 
 # The logger keeps the name it had before the package split: it is in every log line.
@@ -37,8 +37,6 @@ log = logging.getLogger("controller.external")
 
 ServiceKey = tuple[str, str]  # (namespace, service)
 Desired = Mapping[ServiceKey, Sequence[IPAddress]]
-JITTER = (0.9, 1.1)
-"""Each backoff wait is multiplied by a random factor in this range (+-10%)."""
 SERVICE_NAME_LABELS = 2
 """An owner name below ``<federation>.svc.<zone>`` has two labels: service and namespace."""
 
@@ -202,8 +200,9 @@ class ExternalPublisher:
     # -- the task --
 
     async def _run(self) -> None:
-        """Run passes until nothing is left to do; after a failed pass back off and retry."""
-        delay = self._timing.first
+        """Run passes until nothing is left to do; after a failed pass back off and retry
+        (:class:`feddns.backoff.Backoff` from ``timing.first`` to ``timing.maximum`` seconds)."""
+        backoff = Backoff(self._timing.first, self._timing.maximum)
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -212,12 +211,11 @@ class ExternalPublisher:
                 self._wake.set()
                 continue
             if await self._pass():
-                delay = self._timing.first
+                backoff.reset()
                 continue
             self._metrics.retries.inc()
             self._wake.set()
-            await asyncio.sleep(delay * random.uniform(*JITTER))
-            delay = min(delay * 2, self._timing.maximum)
+            await backoff.sleep()
 
     async def _pass(self) -> bool:
         """Bring the provider to the desired state once; False when something failed."""
