@@ -3,8 +3,9 @@
 As kopf's ``_cogs/configs/configuration.py`` does: one frozen dataclass per part
 (the core reflector's :class:`feddns.reflector.WatchTiming` for the list/watch threads,
 whose defaults are the controller's; :class:`SyncSettings` for the etcd writer,
-:class:`ExternalSettings` for the external DNS publisher, :class:`ProbeSettings` for
-the controller's own loops), each field with a
+:class:`ExternalSettings` for the external DNS publisher and :class:`StubzoneSettings`
+for the stub-zone programmer, both :class:`FencedWriterSettings`; :class:`ProbeSettings`
+for the controller's own loops), each field with a
 docstring, all under :class:`Settings`. Every value is in seconds unless its
 docstring says otherwise. Tests and benchmarks build a faster :class:`Settings`;
 the command line uses the defaults, which are not configurable by users.
@@ -22,43 +23,40 @@ class SyncSettings:
     debounce: float = 0.02
     """Wait after the first touch so that a burst of events is written together."""
     retry_initial: float = 0.2
-    """First wait after a failed etcd call; doubled after each further failure (with jitter)."""
+    """First wait after a failed etcd call; doubled after each further failure (:class:`feddns.backoff.Backoff`)."""
     retry_max: float = 5.0
     """Longest wait between two attempts of the writer."""
 
 
 @dataclass(frozen=True, slots=True)
-class ExternalSettings:
-    """Timeouts and retry backoff of :class:`controller.external.publisher.ExternalPublisher`.
-
-    After a failed pass the publisher waits ``first`` seconds, doubling up to
-    ``maximum`` (each wait +-10% jitter), until a pass succeeds.
-    """
+class FencedWriterSettings:
+    """A writer to a server outside etcd that only the leader may write to, each request
+    fenced by the lease (``controller.leader.Elector.holds_lease``): the external DNS
+    publisher and the stub-zone programmer. After a failure it waits ``first`` seconds,
+    doubling up to ``maximum`` (:class:`feddns.backoff.Backoff`), until a request succeeds."""
 
     timeout: float = 5.0
-    """Per request (one update, one lookup, or each message of a zone transfer)."""
+    """Per request to the server (connect, TLS handshake and answer; each message of a zone transfer)."""
     first: float = 1.0
-    """First wait after a failed pass."""
+    """First wait after a failure."""
     maximum: float = 60.0
-    """Longest wait between two passes."""
+    """Longest wait between two attempts."""
     hold_back: float = 0.5
-    """How often a publisher that may not write looks again whether it may."""
+    """How often a writer that may not write (not the leader, or its lease unconfirmed) looks again."""
 
 
 @dataclass(frozen=True, slots=True)
-class StubzoneSettings:
-    """The stub-zone programmer, :class:`controller.stubzones.StubZones` (docs/controller.md,
-    "Members' stub zones"). A member whose endpoint fails is tried again after ``first``
-    seconds, doubling up to ``maximum`` (:class:`feddns.backoff.Backoff`); the others are not held up."""
+class ExternalSettings(FencedWriterSettings):
+    """Timeouts and retry backoff of :class:`controller.external.publisher.ExternalPublisher`:
+    a failed pass over the names is the failure it backs off from."""
 
-    timeout: float = 5.0
-    """Per request to a stub-zone endpoint (connect, TLS handshake and answer)."""
-    first: float = 1.0
-    """First wait after a failed request."""
-    maximum: float = 60.0
-    """Longest wait between two attempts for one member."""
-    hold_back: float = 0.5
-    """How often a replica that may not write (not the leader, or its lease unconfirmed) looks again."""
+
+@dataclass(frozen=True, slots=True)
+class StubzoneSettings(FencedWriterSettings):
+    """The stub-zone programmer, :class:`controller.stubzones.StubZones` (docs/controller.md,
+    "Members' stub zones"): each member backs off on its own, so that the others are not
+    held up; and the polls of the Service and config file it follows."""
+
     service_poll: float = 2.0
     """How often ``nameservers.fromService``'s Service is read (every replica reads it)."""
     config_poll: float = 1.0
