@@ -30,6 +30,7 @@ from feddns.records import (
     FAILOVER,
     LOCALITY_WEIGHTED,
     MAX_ENDPOINTS,
+    MAX_PORT,
     MAX_WEIGHT,
     POLICIES,
     PROTOCOLS,
@@ -54,8 +55,6 @@ WEIGHT_ANNOTATION = "federation.feddns.io/weight"
 
 PACKED_BYTES = {"IPv4": 4, "IPv6": 16}
 """Bytes of a packed address of an EndpointSlice's ``addressType`` (FQDN slices carry none)."""
-MAX_PORT = 65535
-"""The highest TCP or UDP port number."""
 
 
 class ShapeError(FeddnsError, ValueError):
@@ -65,10 +64,13 @@ class ShapeError(FeddnsError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Skip:
-    """Why a Service is not a shard: ``code`` for metrics, ``message`` for logs."""
+    """Why a Service is not a shard."""
 
     code: str
+    """The ``reason`` label of ``feddns_controller_skipped_services_total``: ``externalname``,
+    ``no-clusterip``, ``hostname-only`` or ``malformed``."""
     message: str
+    """What the log line says, in a few words."""
 
 
 @dataclass(frozen=True, slots=True)
