@@ -44,7 +44,7 @@ from controller.stubzones import StubZones, follow_service
 from controller.sync import ExternalSink, Syncer
 from controller.view import SERVICE_EXPORTS, SERVICES, ClusterView
 from feddns.errors import ConfigError
-from feddns.etcd import Endpoints
+from feddns.etcd.endpoints import EtcdEndpoints
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class Controller:
     def _link(self) -> EtcdLink:
         """An etcd connection of its own for one task (the files were checked with the config)."""
         config = self.config
-        return EtcdLink(Endpoints(list(config.etcd_endpoints), config.etcd_timeout, config.etcd_access))
+        return EtcdLink(EtcdEndpoints(list(config.etcd_endpoints), config.etcd_timeout, config.etcd_access))
 
     def healthy(self) -> bool:
         """The event loop ran within the last ``settings.probes.healthy_within`` seconds."""

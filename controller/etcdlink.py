@@ -19,7 +19,8 @@ import aetcd
 import aetcd.transactions
 
 from feddns.errors import FeddnsError
-from feddns.etcd import Endpoints, close_quietly, prefix_range_end
+from feddns.etcd.client import close_quietly, prefix_range_end
+from feddns.etcd.endpoints import EtcdEndpoints
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +55,14 @@ class EtcdLink:
     reconnect backoff. Raises nothing itself.
     """
 
-    def __init__(self, endpoints: Endpoints) -> None:
+    def __init__(self, endpoints: EtcdEndpoints) -> None:
         self.endpoints = endpoints
         self._client: aetcd.Client | None = None
 
     @property
     def client(self) -> aetcd.Client:
         """The current client: a new one after a failure or when the files changed."""
-        if self._client is not None and self.endpoints.stale(self._client):
+        if self._client is not None and self.endpoints.changed(self._client):
             log.info("etcd: the client certificate or password files changed; reconnecting")
             old, self._client = self._client, None
             _close_later(old)

@@ -31,8 +31,8 @@ import aetcd
 import aetcd.transactions
 
 from controller.etcdlink import EtcdLink, Guard, NotLeader
-from feddns.errors import EtcdTimeout
-from feddns.etcd import EtcdError, cancelled_by_client, describe
+from feddns.errors import EtcdError, EtcdTimeout
+from feddns.etcd.failures import cancelled_by_client, describe
 from feddns.keys import Layout
 
 log = logging.getLogger(__name__)

@@ -118,7 +118,7 @@ class ResourceWatch:
     ) -> None:
         self.cluster, self.resource = target.cluster, target.resource
         self._sink, self._metrics = sink, metrics
-        source = reflector.Source(connect, lambda client: list_call(client, target.resource),
+        source = reflector.ListSource(connect, lambda client: list_call(client, target.resource),
                                   label_selector=target.label_selector, optional=target.optional)
         self._loop = reflector.Reflector(source, self, name=f"watch-{self.cluster}-{self.resource}",
                                          timing=timing, shrink=shrink)

@@ -34,7 +34,7 @@ class EtcdError(FeddnsError):
     could not be reached, or did not answer in time.
 
     Raised from aetcd's or gRPC's error (``__cause__``), whose words the message
-    repeats; :func:`feddns.etcd.describe` says which kind of failure it is.
+    repeats; :func:`feddns.etcd.failures.describe` says which kind of failure it is.
     """
 
 

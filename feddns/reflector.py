@@ -100,7 +100,7 @@ class WatchTiming:
         return max(self.watch_timeout + self.read_slack, self.list_timeout, self.connect_timeout)
 
 
-class Client(Protocol):
+class ApiClient(Protocol):
     """An API client (``kubernetes.client.ApiClient``): closed after a failure, when a new one is made."""
 
     def close(self) -> None:
@@ -131,17 +131,17 @@ keyword arguments ``limit``, ``_continue``, ``watch``, ``resource_version``,
 ``_preload_content`` and ``_request_timeout``; returns a :class:`Response`, raises an
 exception with the HTTP ``status`` when the server refuses."""
 
-ClientT = TypeVar("ClientT", bound=Client)
+ApiClientT = TypeVar("ApiClientT", bound=ApiClient)
 
 
 @dataclass(frozen=True, slots=True)
-class Source(Generic[ClientT]):
+class ListSource(Generic[ApiClientT]):
     """What a :class:`Reflector` lists and watches, and how it reaches it."""
 
-    connect: Callable[[], ClientT]
+    connect: Callable[[], ApiClientT]
     """Makes the API client; called in the reflector's thread, and again after each failure,
     so that credentials are read anew."""
-    list_call: Callable[[ClientT], ListCall]
+    list_call: Callable[[ApiClientT], ListCall]
     """The client's list method of the resource (across all namespaces)."""
     label_selector: str | None = None
     """Narrows the list and the watch on the server (``labelSelector``)."""
@@ -180,7 +180,7 @@ def _status(exc: BaseException) -> object:
     return getattr(exc, "status", None)
 
 
-class Reflector(Generic[ClientT]):
+class Reflector(Generic[ApiClientT]):
     """Keeps ``sink`` in step with the resource of ``source``, in a daemon thread named ``name``.
 
     ``shrink`` turns each decoded object into what the sink keeps, in this thread,
@@ -189,7 +189,7 @@ class Reflector(Generic[ClientT]):
 
     def __init__(
         self,
-        source: Source[ClientT],
+        source: ListSource[ApiClientT],
         sink: ReflectorSink,
         *,
         name: str,
@@ -226,7 +226,7 @@ class Reflector(Generic[ClientT]):
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        client: ClientT | None = None
+        client: ApiClientT | None = None
         while not self._stop.is_set():
             try:
                 client = client or self._source.connect()

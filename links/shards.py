@@ -28,7 +28,7 @@ import kubernetes.config
 from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
 from feddns.kubeapi import KEEPALIVE, load_configuration
-from feddns.reflector import ListCall, Reflector, Source, WatchTiming
+from feddns.reflector import ListCall, ListSource, Reflector, WatchTiming
 from links.link import MAX_PORT, LinkPort
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class LocalShards:
         self.label = label
         self._table = _Table(label)
         self.synced = self._table.synced
-        source = Source(connect, _list_services, label_selector=label)
+        source = ListSource(connect, _list_services, label_selector=label)
         self._reflector = Reflector(source, self._table, name="links-shards", timing=timing,
                                     shrink=lambda service: shard_of(service, label))
 

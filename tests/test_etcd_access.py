@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from feddns.errors import ConfigError, EtcdCompacted, FeddnsError
-from feddns.etcd import Access, Endpoints, EtcdError, EtcdURL, TLSFiles, describe, failure_kind, parse_etcd_url
+from feddns.errors import ConfigError, EtcdCompacted, EtcdError, FeddnsError
+from feddns.etcd.credentials import Access, TLSFiles
+from feddns.etcd.endpoints import EtcdEndpoints
+from feddns.etcd.failures import describe, failure_kind
+from feddns.etcd.urls import EtcdURL, parse_etcd_url
 from tests.support.etcd import EtcdServer
 from tests.support.etcdpki import EtcdPki
 
@@ -46,19 +49,19 @@ def test_credentials_in_a_url_are_refused_without_repeating_them(text: str) -> N
 
 def test_endpoints_refuse_mixed_schemes_and_tls_files_for_http(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="mix http:// and https://"):
-        Endpoints(["http://a:2379", "https://b:2379"])
+        EtcdEndpoints(["http://a:2379", "https://b:2379"])
     with pytest.raises(ConfigError, match="need https:// endpoints"):
-        Endpoints(["http://a:2379"], access=Access(TLSFiles(cacert=tmp_path / "ca.crt")))
+        EtcdEndpoints(["http://a:2379"], access=Access(TLSFiles(cacert=tmp_path / "ca.crt")))
 
 
 def test_tls_files_are_read_at_start(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"--etcd-cacert .*missing.crt: cannot read"):
-        Endpoints(["https://a:2379"], access=Access(TLSFiles(cacert=tmp_path / "missing.crt")))
+        EtcdEndpoints(["https://a:2379"], access=Access(TLSFiles(cacert=tmp_path / "missing.crt")))
     with pytest.raises(ConfigError, match="--etcd-cert and --etcd-key go together"):
-        Endpoints(["https://a:2379"], access=Access(TLSFiles(cert=tmp_path / "c.crt")))
+        EtcdEndpoints(["https://a:2379"], access=Access(TLSFiles(cert=tmp_path / "c.crt")))
     (tmp_path / "junk.crt").write_text("not PEM\n")
     with pytest.raises(ConfigError, match="do not load"):
-        Endpoints(["https://a:2379"], access=Access(TLSFiles(cacert=tmp_path / "junk.crt")))
+        EtcdEndpoints(["https://a:2379"], access=Access(TLSFiles(cacert=tmp_path / "junk.crt")))
 
 
 def test_password_from_a_file_or_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,7 +115,7 @@ def auth_etcd() -> Iterator[EtcdServer]:
     server.destroy()
 
 
-def read_once(endpoints: Endpoints, key: bytes) -> str:
+def read_once(endpoints: EtcdEndpoints, key: bytes) -> str:
     """``ok <value>`` or ``<failure kind>: <description>`` of one read."""
     async def read() -> str:
         client = endpoints.client()
@@ -130,10 +133,11 @@ def test_client_certificate_auth(pki: EtcdPki, tls_etcd: EtcdServer, tmp_path: P
     tls_etcd.put("/tls/key", "v")
     cert, key = pki.client_cert
     access = Access(TLSFiles(pki.server_ca, cert, key))
-    assert read_once(Endpoints([tls_etcd.url], access=access), b"/tls/key") == "ok v"
-    answer = read_once(Endpoints([tls_etcd.url], timeout=3, access=Access(TLSFiles(pki.server_ca))), b"/tls/key")
+    assert read_once(EtcdEndpoints([tls_etcd.url], access=access), b"/tls/key") == "ok v"
+    answer = read_once(EtcdEndpoints([tls_etcd.url], timeout=3, access=Access(TLSFiles(pki.server_ca))), b"/tls/key")
     assert answer.startswith("tls: TLS handshake failed"), answer
-    wrong_ca = read_once(Endpoints([tls_etcd.url], timeout=3, access=Access(TLSFiles(cert, cert, key))), b"/tls/key")
+    wrong_ca = read_once(EtcdEndpoints([tls_etcd.url], timeout=3, access=Access(TLSFiles(cert, cert, key))),
+                         b"/tls/key")
     assert wrong_ca.startswith("tls: TLS handshake failed"), wrong_ca
 
 
@@ -144,12 +148,12 @@ def test_user_and_password(auth_etcd: EtcdServer, tmp_path: Path) -> None:
     good.write_text("feddns-password\n")
     bad.write_text("wrong\n")
     feddns = Access(user="feddns", password_file=good)
-    assert read_once(Endpoints([auth_etcd.url], access=feddns), b"/allowed/key") == "ok v"
-    assert read_once(Endpoints([auth_etcd.url], access=Access(user="feddns", password_file=good)),
+    assert read_once(EtcdEndpoints([auth_etcd.url], access=feddns), b"/allowed/key") == "ok v"
+    assert read_once(EtcdEndpoints([auth_etcd.url], access=Access(user="feddns", password_file=good)),
                 b"/other/key").startswith("permission: permission denied")
-    assert read_once(Endpoints([auth_etcd.url], access=Access(user="feddns", password_file=bad)),
+    assert read_once(EtcdEndpoints([auth_etcd.url], access=Access(user="feddns", password_file=bad)),
                 b"/allowed/key").startswith("auth: authentication failed (wrong user or password)")
-    assert read_once(Endpoints([auth_etcd.url]), b"/allowed/key").startswith(
+    assert read_once(EtcdEndpoints([auth_etcd.url]), b"/allowed/key").startswith(
         "no-user: etcd requires authentication and no user was given")
 
 
@@ -160,7 +164,7 @@ def test_a_failed_call_raises_etcd_error_from_the_library_error() -> None:
         port = probe.getsockname()[1]
 
     async def read() -> EtcdError:
-        client = Endpoints([f"http://127.0.0.1:{port}"], timeout=3).client()
+        client = EtcdEndpoints([f"http://127.0.0.1:{port}"], timeout=3).client()
         try:
             with pytest.raises(EtcdError) as error:
                 await client.get(b"/key")
@@ -180,7 +184,7 @@ def test_a_watch_from_a_compacted_revision_raises_etcd_compacted(private_etcd: E
     private_etcd.compact(private_etcd.revision())
 
     async def watch() -> EtcdCompacted:
-        client = Endpoints([private_etcd.url]).client()
+        client = EtcdEndpoints([private_etcd.url]).client()
         try:
             with pytest.raises(EtcdCompacted) as error:
                 async for _ in await client.watch(b"/compacted/", b"/compacted0", start_revision=first):

@@ -3,7 +3,7 @@
 The members' peer traffic goes through proxies on loopback (tests/support/peernet.py), which
 cut one member off from the other two, or every member from every other, and heal the
 cluster again. A member cut off loses its leader after one to two election timeouts and
-then, asked as feddns asks (``hasleader=true``, feddns.etcdclient.REQUIRE_LEADER), fails
+then, asked as feddns asks (``hasleader=true``, feddns.etcd.client.REQUIRE_LEADER), fails
 every call at once. Asked without it, it would answer reads from what it last knew (a
 serializable read, a watch) or make them wait for etcd's own request timeout.
 
@@ -32,8 +32,9 @@ import dns.rcode
 import pytest
 from aetcd import rpc
 
-from feddns.etcd import Endpoints, describe, failure_kind, prefix_range_end
-from feddns.etcdclient import Client
+from feddns.etcd.client import EtcdClient, prefix_range_end
+from feddns.etcd.endpoints import EtcdEndpoints
+from feddns.etcd.failures import describe, failure_kind
 from stubzone.backends.skydns_etcd3 import SkyDNSEtcd3
 from stubzone.backends.skydns_layout import SkyDNSLayout
 from stubzone.model import Nameserver, StubDomains
@@ -115,27 +116,27 @@ def cut_off(cluster: Cluster, member: EtcdServer) -> float:
 
 
 
-async def _range_page(client: Client) -> object:
-    """A page read as feddns.store.etcd reads it: the stub itself, with the client's metadata."""
+async def _range_page(client: EtcdClient) -> object:
+    """A page read as feddns.store.etcdfeed reads it: the stub itself, with the client's metadata."""
     await client.connect()
     return await client.kvstub.Range(rpc.RangeRequest(key=b"/a/", range_end=b"/a0", limit=10),
                                      timeout=client._timeout, metadata=client.metadata)
 
 
-async def _first_event(client: Client) -> object:
+async def _first_event(client: EtcdClient) -> object:
     async for event in await client.watch(b"/a/", range_end=b"/a0"):
         return event
     return None
 
 
-async def _watch_once(client: Client) -> object:
+async def _watch_once(client: EtcdClient) -> object:
     found = await client.watch_once(b"/leader/key", timeout=10)
     if isinstance(found, Exception):  # aetcd returns the error that ended the stream
         raise found
     return found
 
 
-CALLS: dict[str, Callable[[Client], Awaitable[object]]] = {
+CALLS: dict[str, Callable[[EtcdClient], Awaitable[object]]] = {
     "get (controller: the election key)": lambda c: c.get(b"/leader/key"),
     "get_range (controller: resync; SkyDNS v3 store)": lambda c: c.get_range(b"/a/", prefix_range_end(b"/a/")),
     "range page (serve: first load)": _range_page,
@@ -151,7 +152,7 @@ CALLS: dict[str, Callable[[Client], Awaitable[object]]] = {
 def ask_every_call(url: str) -> dict[str, tuple[str, float]]:
     """Each call of :data:`CALLS` on a new client of ``url``: how it ended, and after how long."""
     async def ask(name: str) -> tuple[str, float]:
-        client = Endpoints([url], timeout=5).client()
+        client = EtcdEndpoints([url], timeout=5).client()
         started = time.monotonic()
         try:
             await asyncio.wait_for(CALLS[name](client), 8)
@@ -340,7 +341,7 @@ def test_skydns_v3_store_skips_a_member_without_a_leader(healed: Cluster) -> Non
     alone = next(member for member in healed.members if member is not leader)
     cut_off(healed, alone)
     wait_until(lambda: not alone.has_leader(), timeout=5 * ELECTION_TIMEOUT, what="the member cut off without leader")
-    store = SkyDNSEtcd3(Endpoints([alone.url, leader.url], timeout=3), SkyDNSLayout(StubDomains()))
+    store = SkyDNSEtcd3(EtcdEndpoints([alone.url, leader.url], timeout=3), SkyDNSLayout(StubDomains()))
 
     async def program() -> tuple[Any, bool]:
         return await store.put("myfederation", [Nameserver.parse("192.0.2.53")])

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from feddns.reflector import PAGE_SIZE, Reflector, Source, WatchTiming
+from feddns.reflector import PAGE_SIZE, ListSource, Reflector, WatchTiming
 from tests.support.ports import wait_until
 
 FAST = WatchTiming(watch_timeout=1, connect_timeout=1, read_slack=1, list_timeout=1,
@@ -110,7 +110,7 @@ def added(name: str, version: str) -> dict[str, Any]:
 def run(server: Server, *, optional: bool = False, selector: str | None = None) -> Recorder:
     """Run a reflector until the script is over (the first answer past it), then stop it."""
     sink = Recorder()
-    reflector = Reflector(Source(server.connect, lambda client: client.call, label_selector=selector,
+    reflector = Reflector(ListSource(server.connect, lambda client: client.call, label_selector=selector,
                                  optional=optional),
                           sink, name="test", timing=FAST, shrink=lambda obj: obj["metadata"]["name"])
     reflector.start()

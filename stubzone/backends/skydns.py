@@ -9,7 +9,8 @@ chosen, so ``--skydns-etcd-api v3`` loads no aiohttp client and v2 no gRPC.
 
 import argparse
 
-import feddns.etcd
+import feddns.etcd.endpoints
+import feddns.etcd.flags
 from feddns.errors import ConfigError
 from stubzone.backends import Backend
 from stubzone.backends.skydns_layout import SkyDNSLayout
@@ -24,8 +25,8 @@ def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
     prefix = args.etcd_prefix or "/skydns"
     if not prefix.startswith("/"):
         raise ConfigError(f"--etcd-prefix {prefix!r} must start with '/'")
-    endpoints = feddns.etcd.Endpoints(args.etcd or [DEFAULT_ETCD], args.backend_timeout,
-                                      feddns.etcd.access_from(args))
+    endpoints = feddns.etcd.endpoints.EtcdEndpoints(args.etcd or [DEFAULT_ETCD], args.backend_timeout,
+                                                    feddns.etcd.flags.access_from(args))
     layout = SkyDNSLayout(domains, prefix)
     if args.skydns_etcd_api == "v3":
         from stubzone.backends import skydns_etcd3  # noqa: PLC0415 - aetcd and gRPC only for this choice

@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-import feddns.etcd
+import feddns.etcd.endpoints
 from feddns.errors import FeddnsError
 from stubzone.backends import BackendUnavailable, Deadline
 from stubzone.backends.skydns_layout import MAX_NAMESERVERS, SkyDNSLayout
@@ -77,7 +77,7 @@ class SkyDNSEtcd2:
     name = "skydns"
     max_nameservers = MAX_NAMESERVERS
 
-    def __init__(self, etcd: feddns.etcd.Endpoints, layout: SkyDNSLayout) -> None:
+    def __init__(self, etcd: feddns.etcd.endpoints.EtcdEndpoints, layout: SkyDNSLayout) -> None:
         self.etcd = etcd
         self.endpoints = [str(url) for url in etcd.urls]
         self.layout = layout

@@ -22,7 +22,10 @@ from typing import TypeVar
 import aetcd
 from aetcd.transactions import Delete, Put
 
-from feddns.etcd import Endpoints, EtcdError, describe, failure_kind, prefix_range_end
+from feddns.errors import EtcdError
+from feddns.etcd.client import prefix_range_end
+from feddns.etcd.endpoints import EtcdEndpoints
+from feddns.etcd.failures import describe, failure_kind
 from stubzone.backends import BackendUnavailable, Deadline
 from stubzone.backends.skydns_layout import MAX_NAMESERVERS, SkyDNSLayout
 from stubzone.model import Nameserver, StubZone
@@ -58,7 +61,7 @@ class SkyDNSEtcd3:
     name = "skydns"
     max_nameservers = MAX_NAMESERVERS
 
-    def __init__(self, endpoints: Endpoints, layout: SkyDNSLayout) -> None:
+    def __init__(self, endpoints: EtcdEndpoints, layout: SkyDNSLayout) -> None:
         self.endpoints = endpoints
         self.layout = layout
         self.timeout = endpoints.timeout

@@ -8,7 +8,7 @@ import time
 
 from controller import etcdlink
 from controller.leader import Elector, election_key
-from feddns.etcd import Endpoints
+from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.reflector import WatchTiming
 from tests.controller.harness import LABEL, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
@@ -109,7 +109,7 @@ def test_a_cancelled_error_from_a_closed_client_is_not_fatal_but_cancellation_is
     assert private_etcd.proc is not None
 
     async def scenario() -> None:
-        elector = Elector(etcdlink.EtcdLink(Endpoints([private_etcd.url])), key, 5, lambda _: None, name="a")
+        elector = Elector(etcdlink.EtcdLink(EtcdEndpoints([private_etcd.url])), key, 5, lambda _: None, name="a")
         task = asyncio.create_task(elector.run())
         try:
             await _until(lambda: elector.is_leader)
@@ -140,7 +140,7 @@ def test_the_lease_check_is_false_after_a_pause_before_the_elector_notices(etcd,
     key = election_key(etcd_prefix, "myfederation")
 
     async def scenario() -> None:
-        elector = Elector(etcdlink.EtcdLink(Endpoints([etcd.url])), key, 2, lambda _: None, name="a")
+        elector = Elector(etcdlink.EtcdLink(EtcdEndpoints([etcd.url])), key, 2, lambda _: None, name="a")
         task = asyncio.create_task(elector.run())
         try:
             await _until(elector.holds_lease)

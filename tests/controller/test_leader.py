@@ -8,7 +8,7 @@ import pytest
 
 from controller import etcdlink
 from controller.leader import Elector, election_key
-from feddns.etcd import Endpoints
+from feddns.etcd.endpoints import EtcdEndpoints
 from tests.controller.harness import LABEL, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, RecordingPublisher, two_clusters, wait_records
 from tests.support.controller import ControllerProcess
@@ -23,8 +23,8 @@ def test_a_deposed_leader_cannot_write(etcd, etcd_prefix):
     target = f"{etcd_prefix}/myfederation/myns/myservice/foo"
 
     async def scenario() -> None:
-        first = Elector(etcdlink.EtcdLink(Endpoints([etcd.url])), key, 5, lambda _: None, name="first")
-        second = Elector(etcdlink.EtcdLink(Endpoints([etcd.url])), key, 5, lambda _: None, name="second")
+        first = Elector(etcdlink.EtcdLink(EtcdEndpoints([etcd.url])), key, 5, lambda _: None, name="first")
+        second = Elector(etcdlink.EtcdLink(EtcdEndpoints([etcd.url])), key, 5, lambda _: None, name="second")
         first_task = asyncio.create_task(first.run())
         try:
             await _until(lambda: first.is_leader)

@@ -130,6 +130,17 @@ def test_servfail_until_first_load_then_answers(private_etcd, etcd_prefix):
         assert ready_status(server) == 200
 
 
+
+def test_an_etcd_down_from_the_start_is_logged_as_nothing_loaded_yet(private_etcd, etcd_prefix):
+    """Before the first load there are no last records to serve: the loss says what is answered instead."""
+    private_etcd.stop()
+    with ServeProcess(etcd_url=private_etcd.url, prefix=etcd_prefix) as server:
+        wait_until(lambda: " lost: " in server.log, timeout=20, what="the loss logged")
+        lost = next(line for line in server.log.splitlines() if " lost: " in line)
+        assert "no records loaded yet: answering SERVFAIL in the zone until the first load" in lost, lost
+        assert "serving the records" not in server.log
+        assert server.query(QNAME, cluster="foo").rcode() == dns.rcode.SERVFAIL
+
 def test_keeps_answering_through_an_etcd_outage_and_catches_up(private_etcd, etcd_prefix):
     put_design_keys(private_etcd, etcd_prefix)
     with ServeProcess(etcd_url=private_etcd.url, prefix=etcd_prefix) as server:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from feddns.etcd import Access, Endpoints, TLSFiles
+from feddns.etcd.credentials import Access, TLSFiles
+from feddns.etcd.endpoints import EtcdEndpoints
 from tests.stubzone.support import Pki, StubzoneProcess, skydns_args
 from tests.support.etcd import EtcdServer
 from tests.test_etcd_access import read_once
@@ -33,7 +34,7 @@ def test_client_certificate_rotated_without_a_restart(pki: Pki, tls_etcd: EtcdSe
         etcd_pki.rotate()  # a new client CA and certificate, swapped into the Secret volume
         tls_etcd.stop()
         tls_etcd.start()  # etcd trusts the new CA only from now on
-        refused = read_once(Endpoints([tls_etcd.url], timeout=3, access=Access(TLSFiles(
+        refused = read_once(EtcdEndpoints([tls_etcd.url], timeout=3, access=Access(TLSFiles(
             etcd_pki.server_ca, old / "tls.crt", old / "tls.key"))), b"/skydns/")
         assert refused.startswith("tls: TLS handshake failed"), refused  # the old certificate is no use
 

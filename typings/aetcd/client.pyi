@@ -2,7 +2,7 @@
 #
 # The channel, the service stubs and the watcher are None until connect() has run;
 # they are typed as connect() leaves them, because they are only used after it (every
-# call method connects first; feddns.etcdclient's connect() sets them itself).
+# call method connects first; feddns.etcd.client.EtcdClient's connect() sets them itself).
 
 import asyncio
 from collections.abc import Sequence

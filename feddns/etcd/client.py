@@ -1,6 +1,6 @@
 """The etcd client of every component: aetcd's ``Client`` with TLS, a leader required, and feddns's errors.
 
-aetcd 1.0 makes plain channels only; :meth:`Client.connect` makes a TLS channel
+aetcd 1.0 makes plain channels only; :meth:`EtcdClient.connect` makes a TLS channel
 when credentials are given. Every call feddns makes raises
 :class:`~feddns.errors.EtcdError` (:class:`~feddns.errors.EtcdCompacted`,
 :class:`~feddns.errors.EtcdTimeout`) from aetcd's or gRPC's error, so that callers
@@ -10,20 +10,22 @@ Every call, watches included, asks etcd to require a leader (:data:`REQUIRE_LEAD
 as etcd's own client does with ``WithRequireLeader``. A member cut off from the
 others, or left without a quorum, answers what it last knew, forever and without
 a word, unless asked so: with it, a call to such a member fails at once
-(``etcdserver: no leader``, :func:`feddns.etcd.failure_kind` ``"no-leader"``)
+(``etcdserver: no leader``, :func:`feddns.etcd.failures.failure_kind` ``"no-leader"``)
 and the caller moves to another endpoint, and a watch already open is ended by
 etcd a few election timeouts after the member lost its leader.
 
-:mod:`feddns.etcd` imports this module when the first client is made: aetcd and
-gRPC take about 70 ms to import, and ``feddns stubzone --backend skydns`` (etcd's
-v2 HTTP API) never needs them.
+:class:`feddns.etcd.endpoints.EtcdEndpoints` imports this module when its first
+client is made (this module never imports it): aetcd and gRPC take about 70 ms
+to import, and ``feddns stubzone --backend skydns`` (etcd's v2 HTTP API) never
+needs them.
 """
 
 import asyncio
 import contextlib
 import functools
+import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aetcd
 import aetcd.exceptions
@@ -33,9 +35,11 @@ import aetcd.watcher
 import grpc
 
 from feddns.errors import EtcdCompacted, EtcdError, EtcdTimeout
+from feddns.etcd.failures import cancelled_by_client
+from feddns.etcd.urls import EtcdURL
+from feddns.filewatch import Identities
 
-if TYPE_CHECKING:
-    from feddns.etcd import EtcdURL
+log = logging.getLogger(__name__)
 
 _Operation = aetcd.transactions.Put | aetcd.transactions.Delete
 
@@ -78,26 +82,24 @@ def grpc_options(timeout: float) -> dict[str, int]:
     }
 
 
-
-
-class Client(aetcd.Client):
+class EtcdClient(aetcd.Client):
     """An ``aetcd.Client`` that can also speak TLS, requires a leader, and raises :class:`EtcdError`.
 
     ``timeout`` (seconds) bounds each call and sets the keep-alive (:func:`grpc_options`);
     ``credentials`` (``None``: a plain channel) are used by :meth:`connect`, which
     otherwise does what aetcd does (authenticate when a user is set, then the
     stubs and the watcher), with :data:`REQUIRE_LEADER` in the metadata of every
-    call. ``signature`` records the files the client was made from
-    (:meth:`feddns.etcd.Endpoints.stale`).
+    call. ``files`` are the identities of the certificate, key and password files the
+    client was made from (:meth:`feddns.etcd.endpoints.EtcdEndpoints.changed`).
     """
 
-    def __init__(self, url: "EtcdURL", *, credentials: grpc.ChannelCredentials | None, user: str | None,
-                 password: str | None, timeout: float, signature: tuple[object, ...] = ()) -> None:
+    def __init__(self, url: EtcdURL, *, credentials: grpc.ChannelCredentials | None, user: str | None,
+                 password: str | None, timeout: float, files: Identities = ()) -> None:
         super().__init__(host=url.host, port=url.port, username=user, password=password,
                          timeout=timeout, options=grpc_options(timeout))
         self._credentials = credentials
         self.url = url
-        self.signature = signature
+        self.files = files
 
     async def connect(self) -> None:
         with _etcd_errors():
@@ -232,3 +234,27 @@ def _wrapped(exc: aetcd.exceptions.ClientError | aetcd.rpc.AioRpcError) -> EtcdE
     if isinstance(exc, aetcd.exceptions.WatchTimeoutError | aetcd.exceptions.ConnectionTimeoutError):
         return EtcdTimeout(message)
     return EtcdError(message)
+
+
+async def close_quietly(client: aetcd.Client) -> None:
+    """Close ``client``, within 2 s, whatever state its channel is in; a real cancellation still ends the caller."""
+    try:
+        await asyncio.wait_for(client.close(), 2)
+    except (Exception, asyncio.CancelledError) as exc:  # a broken channel may fail any way
+        if isinstance(exc, asyncio.CancelledError) and not cancelled_by_client(exc):
+            raise
+        log.debug("etcd: closing a client: %s", exc or type(exc).__name__)
+
+
+MAX_BYTE = 0xFF
+
+
+def prefix_range_end(prefix: bytes) -> bytes:
+    """The ``range_end`` that makes ``[prefix, range_end)`` every key under ``prefix`` (etcd's
+    ``RangeRequest``: clientv3's ``GetPrefixRangeEnd``); ``b"\\0"`` (every key) when ``prefix`` is all 0xFF."""
+    end = bytearray(prefix)
+    for i in reversed(range(len(end))):
+        if end[i] < MAX_BYTE:
+            end[i] += 1
+            return bytes(end[: i + 1])
+    return b"\0"
