@@ -30,7 +30,8 @@ from pydantic.alias_generators import to_camel
 from controller.external.config import ExternalConfig, parse_external_config
 from feddns import configfile, names
 from feddns.errors import ConfigError
-from feddns.etcd import Access, Endpoints, TLSFiles
+from feddns.etcd.credentials import Access, TLSFiles
+from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.hostport import parse_ip_port
 from feddns.keys import Layout
 from feddns.records import POD_NETWORKS, STALE_ACTIONS, ClusterRecord, IPNetwork
@@ -282,7 +283,7 @@ def _etcd(etcd: "_EtcdFile") -> tuple[tuple[str, ...], str, Access]:
         raise ConfigError(f"etcd.endpoints: must be a non-empty list of URLs, not {configfile.kind(urls)}")
     for i, url in enumerate(urls):
         try:
-            Endpoints([_string(url, f"etcd.endpoints[{i}]")])
+            EtcdEndpoints([_string(url, f"etcd.endpoints[{i}]")])
         except ConfigError as exc:
             raise ConfigError(f"etcd.endpoints[{i}]: {exc}") from exc
     tls = None if etcd.tls is None else TLSFiles(*(None if name is None else Path(name)
@@ -290,7 +291,7 @@ def _etcd(etcd: "_EtcdFile") -> tuple[tuple[str, ...], str, Access]:
     access = Access(tls=tls, user=etcd.user,
                     password_file=Path(etcd.password_file) if etcd.password_file else None)
     try:
-        Endpoints(list(urls), access=access)
+        EtcdEndpoints(list(urls), access=access)
     except ConfigError as exc:
         raise ConfigError(f"etcd: {exc}") from exc
     return tuple(urls), etcd.prefix, access

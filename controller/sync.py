@@ -47,8 +47,10 @@ from controller.metrics import Metrics
 from controller.settings import SyncSettings
 from controller.view import ClusterView, Key
 from feddns.backoff import Backoff
-from feddns.errors import EtcdCompacted, RecordError
-from feddns.etcd import EtcdError, cancelled_by_client, describe, prefix_range_end, unless_stale
+from feddns.errors import EtcdCompacted, EtcdError, RecordError
+from feddns.etcd.client import prefix_range_end
+from feddns.etcd.endpoints import unless_changed
+from feddns.etcd.failures import cancelled_by_client, describe
 from feddns.keys import ClusterKey, ShardKey
 from feddns.records import DEFAULT_POLICY, IPAddress, ShardRecord, decode_json, encode
 
@@ -352,7 +354,7 @@ class Syncer:
                 if failing:
                     log.info("etcd: watching %s again", self.prefix)
                 failing = False
-                await unless_stale(self.watch_link.endpoints, client, self._follow(known, watch, position))
+                await unless_changed(self.watch_link.endpoints, client, self._follow(known, watch, position))
                 continue
             except EtcdCompacted:
                 log.info("etcd: revision %d of %s is compacted; resyncing", position[0], self.prefix)
