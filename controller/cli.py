@@ -8,17 +8,21 @@ gives up leadership so that another replica takes over at once; the stop is
 logged.
 """
 
+from __future__ import annotations  # Controller is imported only in run()
+
 import argparse
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
-from controller.app import Controller
-from controller.config import load_config
-from feddns.hostport import parse_hostport
+from feddns.hostport import check_resolves, parse_hostport
 from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.observe import ObserveServer
+
+if TYPE_CHECKING:
+    from controller.app import Controller
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +41,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Validate, then run until signalled; returns the exit status."""
+    # The controller and its config import the kubernetes client (a second or more): only once the
+    # command runs, so that --help answers at once.
+    from controller.app import Controller  # noqa: PLC0415
+    from controller.config import load_config  # noqa: PLC0415
+
     config = load_config(args.config)
     if args.metrics:
-        parse_hostport(args.metrics)
+        check_resolves("--metrics", *parse_hostport(args.metrics, flag="--metrics"))
     registry = CollectorRegistry()
     controller = Controller(config, registry)
     controller.config_path = args.config

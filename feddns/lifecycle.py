@@ -9,8 +9,10 @@ is one line naming the flag and the address, and exit status 2
 import asyncio
 import os
 import signal
+import socket
 
 from feddns.errors import ConfigError
+from feddns.hostport import unresolvable
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -18,7 +20,10 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 def cannot_listen(flag: str, address: str, exc: OSError) -> ConfigError:
     """The error for an address that cannot be bound, naming the flag and the address:
     ``--metrics 127.0.0.1:9153: cannot listen: Address already in use``. asyncio rewords
-    ``OSError`` messages, so the reason comes from the errno when there is one."""
+    ``OSError`` messages, so the reason comes from the errno when there is one; a host that
+    does not resolve is said so (:func:`feddns.hostport.unresolvable`)."""
+    if isinstance(exc, socket.gaierror):
+        return unresolvable(flag, address, address.rpartition(":")[0].strip("[]") or address, exc)
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
     return ConfigError(f"{flag} {address}: cannot listen: {reason}")
 

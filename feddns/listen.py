@@ -12,7 +12,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from feddns.hostport import parse_hostport
+from feddns.hostport import check_resolves, host_port, parse_hostport
 from feddns.https import ListenerSettings
 from feddns.lifecycle import cannot_listen
 from feddns.observe import Check, ObserveServer
@@ -30,9 +30,10 @@ class ListenAddresses:
     @classmethod
     def from_flags(cls, listen: str, metrics: str | None) -> "ListenAddresses":
         """Check ``--listen`` and ``--metrics``; raises :class:`ConfigError` naming the bad one."""
-        address = parse_hostport(listen)
+        address = parse_hostport(listen, flag="--listen")
+        check_resolves("--listen", *address)
         if metrics:
-            parse_hostport(metrics)
+            check_resolves("--metrics", *parse_hostport(metrics, flag="--metrics"))
         return cls(address, metrics or None)
 
 
@@ -84,11 +85,6 @@ def listener_settings(args: argparse.Namespace) -> ListenerSettings:
         max_pending=args.max_pending, max_pending_per_address=args.max_pending_per_address,
         request_timeout=args.request_timeout, idle_timeout=args.idle_timeout,
     ).check()
-
-
-def host_port(host: str, port: int) -> str:
-    """``HOST:PORT`` as written on a command line or in a URL: an IPv6 host in brackets (RFC 3986 section 3.2.2)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def log_listening(log: logging.Logger, scheme: str, addresses: Iterable[Any]) -> None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 import feddns.etcd
-from feddns import cpus, names, workers
+from feddns import cpus, logs, names, workers
 from feddns.dns import transport
 from feddns.dns.answer import OUR_PAYLOAD
 from feddns.dns.index import Index
@@ -41,10 +41,11 @@ from feddns.dns.metrics import ServeCollector
 from feddns.dns.responder import Responder, Settings
 from feddns.dns.wire import OPTION_ECS, UDP_PLAIN_BYTES
 from feddns.errors import ConfigError
-from feddns.hostport import parse_hostport
+from feddns.hostport import check_resolves, host_port, parse_hostport
 from feddns.keys import Layout
 from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.observe import ObserveServer
+from feddns.querylog import DEFAULT_RATE, WINDOW_SECONDS, QueryLog
 from feddns.records import IPAddress
 from feddns.store import Feed
 from feddns.store.file import EXAMPLE, FileSource, read_records
@@ -52,7 +53,8 @@ from feddns.store.file import EXAMPLE, FileSource, read_records
 if TYPE_CHECKING:
     from feddns.store.etcd import EtcdSource
 
-log = logging.getLogger("feddns.serve")
+log = logging.getLogger("feddns serve")
+"""The command's own lines (listening, ready, stopping): named for the command, as its error line is."""
 
 RESERVED_OPTION_CODE = 65535
 """EDNS0 option code 65535 is reserved for future expansion (RFC 6891 9)."""
@@ -108,6 +110,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
              "(e.g. clusterset.local.; default off)")
     add("--mcs-federation", metavar="F",
         help="the federation whose services the --mcs-zone shows (default: the only federation held)")
+    add("--query-log", action="store_true",
+        help="log every answered query as CoreDNS's log plugin does: client, qtype, qname, source cluster, "
+             "rcode, reply bytes, duration in seconds (default off)")
+    add("--query-log-rate", type=int, default=DEFAULT_RATE, metavar="N",
+        help="--query-log writes at most N lines a second, for the whole server; the queries past it are "
+             f"counted (feddns_query_log_dropped_total) and the count logged once a second (default {DEFAULT_RATE})")
 
 
 def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> Settings:
@@ -214,15 +222,18 @@ def check_source(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Check everything, then serve until SIGTERM or SIGINT. Returns the exit status."""
-    listens = [parse_hostport(text) for text in (args.listen or ["127.0.0.1:5353"])]
+    listens = [parse_hostport(text, flag="--listen") for text in (args.listen or ["127.0.0.1:5353"])]
     settings = settings_from(args, listens)
     limits = tcp_limits_from(args)
+    for host, port in listens:
+        check_resolves("--listen", host, port)
     if args.metrics:
-        parse_hostport(args.metrics)
+        check_resolves("--metrics", *parse_hostport(args.metrics, flag="--metrics"))
     count = workers_from(args)
+    query_log_rate(args, count)
     if count > 1:
         return _run_workers(args, listens, settings, limits, count)
-    server = _records(args, settings)
+    server = _records(args, settings, query_log_from(args, args.query_log_rate))
     metrics = None
     tcp: list[transport.TcpConnections] = []
     if args.metrics:
@@ -230,21 +241,40 @@ def run(args: argparse.Namespace) -> int:
         detail = server.etcd_source.readiness if server.etcd_source is not None else None
         metrics = ObserveServer(args.metrics, registry, lambda: True, lambda: server.responder.ready, detail)
     _install_uvloop()
-    return asyncio.run(_serve(server.responder, listens, limits, tcp, server.source, metrics))
+    return asyncio.run(_serve(server, listens, limits, tcp, metrics))
+
+
+def query_log_rate(args: argparse.Namespace, count: int) -> list[int]:
+    """``--query-log-rate`` split between ``count`` workers (``[rate]`` for one process); raises
+    :class:`ConfigError` when a share is less than one line a second."""
+    rate = args.query_log_rate
+    if rate < 1:
+        raise ConfigError(f"--query-log-rate {rate} is not at least 1 line a second")
+    if rate < count:
+        raise ConfigError(f"--query-log-rate {rate} is fewer lines a second than the {count} workers that split it")
+    return split(rate, count)
+
+
+def query_log_from(args: argparse.Namespace, rate: int) -> QueryLog | None:
+    """The query log of one process, writing at most ``rate`` lines a second (its share of
+    ``--query-log-rate``); ``None`` without ``--query-log``, the one check the answer path makes."""
+    return QueryLog(rate, args.cluster_option_code) if args.query_log else None
 
 
 @dataclass(frozen=True, slots=True)
 class _Records:
     """What one process answers from: the responder, the feed and the source that fills it
-    (``etcd_source`` too when it is etcd: its metrics and its word on ``/ready``)."""
+    (``etcd_source`` too when it is etcd: its metrics and its word on ``/ready``), and the
+    query log the answer path writes (``None`` without ``--query-log``)."""
 
     responder: Responder
     feed: Feed
     source: "EtcdSource | FileSource"
     etcd_source: "EtcdSource | None"
+    query_log: QueryLog | None
 
 
-def _records(args: argparse.Namespace, settings: Settings) -> _Records:
+def _records(args: argparse.Namespace, settings: Settings, query_log: QueryLog | None) -> _Records:
     """The responder and its source; a records file is read here (a bad one: :class:`ConfigError`)."""
     layout = Layout(args.etcd_prefix)
     kind = check_source(args)
@@ -256,10 +286,10 @@ def _records(args: argparse.Namespace, settings: Settings) -> _Records:
         from feddns.store.etcd import EtcdSource  # noqa: PLC0415 - aetcd and gRPC only with --etcd
 
         etcd_source = EtcdSource(endpoints, layout, feed)
-        return _Records(responder, feed, etcd_source, etcd_source)
+        return _Records(responder, feed, etcd_source, etcd_source, query_log)
     source = FileSource(Path(args.records) if kind == "records" else EXAMPLE, layout, feed)
     source.load()  # a bad records file stops start-up here (exit 2)
-    return _Records(responder, feed, source, None)
+    return _Records(responder, feed, source, None, query_log)
 
 
 def _check_records(args: argparse.Namespace) -> None:
@@ -291,6 +321,8 @@ def _registry(server: _Records, tcp: list[transport.TcpConnections]) -> Collecto
                                      lambda: (sum(c.open for c in tcp), sum(c.refused for c in tcp))))
     if server.etcd_source is not None:  # whether a leader is behind the records
         registry.register(server.etcd_source.collector())
+    if server.query_log is not None:
+        registry.register(server.query_log.collector())
     return registry
 
 
@@ -302,33 +334,62 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def _serve(responder: Responder, listens: list[tuple[str, int]], limits: transport.TcpLimits,
-                 tcp: list[transport.TcpConnections], source: object, metrics: ObserveServer | None) -> int:
+async def _serve(server: _Records, listens: list[tuple[str, int]], limits: transport.TcpLimits,
+                 tcp: list[transport.TcpConnections], metrics: ObserveServer | None) -> int:
     closers: list[Any] = []
     signals = StopSignals()
     try:
-        bound = await _bind(responder, listens, limits, tcp, closers, metrics)
+        bound = await _bind(server, listens, limits, tcp, closers, metrics)
     except BaseException:
         signals.close()
         _close(closers, metrics)
         raise
     for host, port in bound:
-        shown = f"[{host}]" if ":" in host else host
-        print(f"feddns serve: listening on udp+tcp {shown}:{port}", file=sys.stderr, flush=True)
+        log.info("listening on udp+tcp %s", host_port(host, port))
     if metrics is not None:
-        print(f"feddns serve: metrics on {metrics.url}/metrics", file=sys.stderr, flush=True)
-    task = asyncio.create_task(source.run())  # type: ignore[attr-defined]
-    signame = await signals.wait()
-    print(f"feddns serve: stopping ({signame})", file=sys.stderr, flush=True)
+        log.info("metrics on %s/metrics", metrics.url)
+    tasks = [asyncio.create_task(server.source.run()), *_companions(server)]
+    log.info("stopping (%s)", await signals.wait())
     signals.close()
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
     _close(closers, metrics)
-    print("feddns serve: stopped", file=sys.stderr, flush=True)
+    log.info("stopped")
     return 0
 
 
-async def _bind(responder: Responder, listens: list[tuple[str, int]], limits: transport.TcpLimits,
+def _companions(server: _Records) -> list["asyncio.Task[None]"]:
+    """The tasks that run beside the source in a process that answers: the one "ready" line, and
+    the query log's second (its drops told when the queries stop)."""
+    tasks = [] if _said_ready(server) else [asyncio.create_task(_say_ready(server))]
+    if server.query_log is not None:
+        tasks.append(asyncio.create_task(_roll_every_second(server.query_log)))
+    return tasks
+
+
+async def _say_ready(server: _Records) -> None:
+    """Log once that the first load of records is done (``/ready`` answers 200 from then on)."""
+    # Responder.ready is a plain attribute the store sets (the query path reads it): a look every 20 ms
+    # costs nothing beside a load of records.
+    while not _said_ready(server):  # noqa: ASYNC110
+        await asyncio.sleep(LOAD_POLL)
+
+
+def _said_ready(server: _Records) -> bool:
+    """Whether the records are loaded, logging it when they are (a records file: before the first query)."""
+    if server.responder.ready:
+        log.info("ready: answering from %d records", len(server.feed.index))
+    return bool(server.responder.ready)
+
+
+async def _roll_every_second(query_log: QueryLog) -> None:
+    while True:
+        await asyncio.sleep(WINDOW_SECONDS)
+        query_log.roll(query_log.clock())
+
+
+async def _bind(server: _Records, listens: list[tuple[str, int]], limits: transport.TcpLimits,
                 tcp: list[transport.TcpConnections], closers: list[Any],
                 metrics: ObserveServer | None) -> list[tuple[str, int]]:
     """Bind every ``--listen`` address (UDP and TCP) and ``--metrics``; returns the
@@ -337,10 +398,9 @@ async def _bind(responder: Responder, listens: list[tuple[str, int]], limits: tr
     bound = []
     for host, port in listens:
         try:
-            transports, port_bound, connections = await transport.listen(responder, host, port, limits)
+            transports, port_bound, connections = await transport.listen(server.responder, host, port, limits)
         except OSError as exc:
-            shown = f"[{host}]" if ":" in host else host
-            raise cannot_listen("--listen", f"{shown}:{port}", exc) from exc
+            raise cannot_listen("--listen", host_port(host, port), exc) from exc
         closers.extend(transports)
         tcp.append(connections)
         bound.append((host, port_bound))
@@ -391,12 +451,14 @@ def split(total: int, count: int) -> list[int]:
 class WorkerPlan:
     """What a worker runs with: the flags, the settings made once by the parent (one SOA serial
     for all), its share of ``--cache-size`` and ``--max-tcp-connections``, and the addresses
-    bound (a worker started again binds its own sockets on them)."""
+    bound (a worker started again binds its own sockets on them); ``query_log_rate`` is its
+    share of ``--query-log-rate``, in lines a second."""
 
     args: argparse.Namespace
     settings: Settings
     limits: transport.TcpLimits
     addresses: list[tuple[str, int]]
+    query_log_rate: int = DEFAULT_RATE
 
 
 def _shares(args: argparse.Namespace, settings: Settings, limits: transport.TcpLimits,
@@ -418,12 +480,13 @@ def _run_workers(args: argparse.Namespace, listens: list[tuple[str, int]], setti
     """``count`` workers on the ``--listen`` addresses (``feddns.workers``); this process binds,
     serves ``/metrics``, and keeps them."""
     caches, connections = _shares(args, settings, limits, count)
+    rates = query_log_rate(args, count)
     _check_records(args)  # as one process checks them: a bad records file exits 2 here
     addresses: list[tuple[str, int]] = []
 
     def plan(number: int) -> WorkerPlan:
         return WorkerPlan(args, replace(settings, cache_size=caches[number - 1]),
-                          replace(limits, max_connections=connections[number - 1]), addresses)
+                          replace(limits, max_connections=connections[number - 1]), addresses, rates[number - 1])
 
     supervisor = workers.Supervisor(count, WORKER_COMMAND, plan)
     metrics = None
@@ -455,10 +518,10 @@ async def _supervise(supervisor: workers.Supervisor, listens: list[tuple[str, in
         _announce(addresses, len(supervisor.workers), metrics)
         await asyncio.wait([stop])
     if stop.done():
-        print(f"feddns serve: stopping ({stop.result()})", file=sys.stderr, flush=True)
+        log.info("stopping (%s)", stop.result())
     else:  # a worker exited before it answered (it said why)
         exc = started.exception()
-        print(f"feddns serve: error: {exc}", file=sys.stderr, flush=True)
+        log.error("%s", exc)
         status = exc.status if isinstance(exc, workers.WorkerExited) and exc.status > 0 else 1
     signals.close()
     for task in (started, stop):
@@ -467,16 +530,15 @@ async def _supervise(supervisor: workers.Supervisor, listens: list[tuple[str, in
     await supervisor.stop()
     if metrics is not None:
         metrics.stop()
-    print("feddns serve: stopped", file=sys.stderr, flush=True)
+    log.info("stopped")
     return status
 
 
 def _announce(addresses: list[tuple[str, int]], count: int, metrics: ObserveServer | None) -> None:
     for host, port in addresses:
-        shown = f"[{host}]" if ":" in host else host
-        print(f"feddns serve: listening on udp+tcp {shown}:{port} ({count} workers)", file=sys.stderr, flush=True)
+        log.info("listening on udp+tcp %s (%d workers)", host_port(host, port), count)
     if metrics is not None:
-        print(f"feddns serve: metrics on {metrics.url}/metrics", file=sys.stderr, flush=True)
+        log.info("metrics on %s/metrics", metrics.url)
 
 
 def _bind_shared(listens: list[tuple[str, int]], count: int,
@@ -487,13 +549,12 @@ def _bind_shared(listens: list[tuple[str, int]], count: int,
     sockets: list[list[tuple[socket.socket, socket.socket]]] = [[] for _ in range(count)]
     try:
         for host, port in listens:
-            shown = f"[{host}]" if ":" in host else host
             try:
                 bound = transport.reserve(host, port)
                 for own in sockets:
                     own.append(transport.bind_shared(host, bound))
             except OSError as exc:
-                raise cannot_listen("--listen", f"{shown}:{port}", exc) from exc
+                raise cannot_listen("--listen", host_port(host, port), exc) from exc
             addresses.append((host, bound))
     except BaseException:
         for own in sockets:
@@ -518,10 +579,9 @@ def worker_main() -> None:
     start = parent.start
     plan = start.plan
     assert isinstance(plan, WorkerPlan)
-    logging.basicConfig(level=plan.args.log_level.upper(), stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s %(name)s (worker {start.number}): %(message)s")
+    logs.setup(plan.args.log_level, plan.args.log_format, process=f"worker {start.number}")
     try:
-        server = _records(plan.args, plan.settings)
+        server = _records(plan.args, plan.settings, query_log_from(plan.args, plan.query_log_rate))
         tcp: list[transport.TcpConnections] = []
         registry = _registry(server, tcp)
         readiness = server.etcd_source.readiness if server.etcd_source is not None else (lambda: "")
@@ -529,7 +589,8 @@ def worker_main() -> None:
         _install_uvloop()
         asyncio.run(_serve_worker(server, plan, start.fds, parent, tcp))
     except ConfigError as exc:
-        print(f"feddns serve: error: worker {start.number}: {exc}", file=sys.stderr, flush=True)
+        print(logs.error_line("feddns serve", f"worker {start.number}: {exc}", plan.args.log_format),
+              file=sys.stderr, flush=True)
         sys.exit(2)
     answered = sum(s.value for f in registry.collect() if f.name == "feddns_dns_queries" for s in f.samples)
     log.info("stopped; this worker answered %d queries", answered)
@@ -541,7 +602,7 @@ async def _serve_worker(server: _Records, plan: WorkerPlan, fds: list[tuple[int,
     then (the other workers answer meanwhile): it never answers SERVFAIL for want of records."""
     signals = StopSignals()
     stop = asyncio.ensure_future(signals.wait())
-    task = asyncio.create_task(server.source.run())
+    tasks = [asyncio.create_task(server.source.run()), *_companions(server)]
     closers: list[Any] = []
     try:
         if fds is None:
@@ -566,8 +627,9 @@ async def _serve_worker(server: _Records, plan: WorkerPlan, fds: list[tuple[int,
     finally:
         signals.close()
         stop.cancel()
-        task.cancel()
-        await asyncio.gather(task, stop, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, stop, return_exceptions=True)
         _close(closers, None)
 
 

@@ -9,6 +9,8 @@ lists and watches the local shards, polls the policy file and the
 certificate for changes, and serves until SIGTERM or SIGINT.
 """
 
+from __future__ import annotations  # the settings name types of modules imported only in run()
+
 import argparse
 import asyncio
 import contextlib
@@ -16,30 +18,31 @@ import gc
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-
-from aiohttp import web
-from prometheus_client import CollectorRegistry
+from typing import TYPE_CHECKING
 
 from feddns.errors import ConfigError
-from feddns.hostport import parse_ip_port
+from feddns.hostport import host_port, parse_ip_port
 from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
 from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.listen import (
     ListenAddresses,
     add_https_arguments,
-    host_port,
     listener_settings,
     log_listening,
     start_observe,
 )
 from feddns.names import normalize_zone
-from feddns.observe import ObserveServer
-from links import files
-from links.app import NAMESPACE, LinksMetrics, make_app
 from links.gating import DEFAULT_TIMEOUT, Gate
-from links.review import Reviewer
 from links.selector import check_key
-from links.shards import FEDERATION_LABEL, LocalShards, connector
+
+if TYPE_CHECKING:
+    from feddns.observe import ObserveServer
+    from links import files
+    from links.app import LinksMetrics
+    from links.shards import LocalShards
+
+# aiohttp, kubernetes and pydantic (links.app, links.shards, links.files) are imported once the
+# command runs: --help answers without them.
 
 log = logging.getLogger("links")
 
@@ -61,8 +64,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "(default federation.)")
     parser.add_argument("--kubeconfig", help="kubeconfig of the local cluster (default: the pod's service account)")
     parser.add_argument("--context", help="kubeconfig context (default: its current context)")
-    parser.add_argument("--federation-label", default=FEDERATION_LABEL, metavar="KEY",
-                        help=f"label whose value names a Service's federation (default {FEDERATION_LABEL})")
+    parser.add_argument("--federation-label", metavar="KEY",
+                        help="label whose value names a Service's federation (default federation.feddns.io/name, "
+                             "the controller's)")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,9 @@ class LinksSettings:
 
 def settings_from(args: argparse.Namespace) -> LinksSettings:
     """Check the flags and load the files; raises :class:`ConfigError` naming the first bad one."""
+    from links import files  # noqa: PLC0415 - pydantic, only once the command runs
+    from links.shards import FEDERATION_LABEL, LocalShards, connector  # noqa: PLC0415 - kubernetes, likewise
+
     addresses = ListenAddresses.from_flags(args.listen, args.metrics)
     listener = listener_settings(args)
     if not 0 < args.gating_timeout <= MAX_GATING_TIMEOUT:
@@ -97,12 +104,12 @@ def settings_from(args: argparse.Namespace) -> LinksSettings:
     except ValueError as exc:
         raise ConfigError(f"--zone {args.zone!r}: {exc}") from exc
     try:
-        label = check_key(args.federation_label)
+        label = check_key(args.federation_label or FEDERATION_LABEL)
     except ValueError as exc:
         raise ConfigError(f"--federation-label: {exc}") from exc
     resolver = None
     if args.resolver:
-        address, port = parse_ip_port(args.resolver, 53)
+        address, port = parse_ip_port(args.resolver, None, flag="--resolver")  # HOST:PORT, docs/reference.md
         resolver = (str(address), port)
     return LinksSettings(
         addresses=addresses,
@@ -133,6 +140,12 @@ def _install_uvloop() -> None:
 
 async def serve(settings: LinksSettings) -> int:
     """Serve ``POST /mutate`` over TLS on ``settings.addresses.listen`` until a signal; returns 0."""
+    from aiohttp import web  # noqa: PLC0415 - only once the command runs
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+
+    from links.app import NAMESPACE, LinksMetrics, make_app  # noqa: PLC0415
+    from links.review import Reviewer  # noqa: PLC0415
+
     registry = CollectorRegistry()
     metrics = LinksMetrics(registry)
     reviewer = Reviewer(settings.zone, settings.policies.current, settings.shards, settings.gate)
@@ -188,6 +201,7 @@ async def _listen(listener: TLSListener, settings: LinksSettings) -> asyncio.Ser
 
 async def _watch_files(settings: LinksSettings, metrics: LinksMetrics) -> None:
     """Poll the policy file and the certificate; keep the shard gauge current."""
+    from links import files  # noqa: PLC0415 - imported by settings_from already
     watched = {"policies": settings.policies.watched, "certificate": settings.certificate.watched}
     while True:
         await asyncio.sleep(files.POLL_SECONDS)

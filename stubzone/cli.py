@@ -14,24 +14,22 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 import feddns.etcd
 from feddns.errors import ConfigError
+from feddns.hostport import host_port
 from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
 from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.listen import (
     ListenAddresses,
     add_https_arguments,
-    host_port,
     listener_settings,
     log_listening,
     start_observe,
 )
 from feddns.observe import ObserveServer
 from stubzone import tls
-from stubzone.app import make_app, protocol_factory
 from stubzone.auth import AllowList, authorizer
 from stubzone.backends import BACKENDS, Backend, load
 from stubzone.metrics import NAMESPACE, StubzoneMetrics
@@ -58,6 +56,9 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
 }
 """Flags that only some backends take: given with another, they are refused (a typo in --backend)."""
 
+FLAG_NAMES = {"kube_context": "--context"}
+"""The flags of :data:`BACKEND_FLAGS` not spelt as their ``dest`` (``--kube-context`` is ``--context``'s old name)."""
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the flags of ``feddns stubzone``."""
     add_https_arguments(parser, serves="the stub-zone API",
@@ -81,7 +82,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                       help="the ConfigMap written (default kube-system/coredns-feddns; kube-dns: kube-system/kube-dns)")
     kube.add_argument("--kubeconfig", type=Path, metavar="FILE",
                       help="kubeconfig of the API server (default: the pod's service account)")
-    kube.add_argument("--kube-context", metavar="NAME", help="context of --kubeconfig (default: its current one)")
+    kube.add_argument("--context", dest="kube_context", metavar="NAME",
+                      help="context of --kubeconfig (default: its current one)")
+    kube.add_argument("--kube-context", dest="kube_context", help=argparse.SUPPRESS)  # its first name: still taken
     kube.add_argument("--coredns-port", type=int, metavar="PORT",
                       help="coredns: port of the server blocks written, where CoreDNS answers the pods (default 53)")
     etcd = parser.add_argument_group("skydns: SkyDNS's etcd")
@@ -137,7 +140,7 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
         raise ConfigError(f"--backend {args.backend} tags queries with this cluster's name: --cluster NAME is required")
     for dest, backends in BACKEND_FLAGS.items():
         if getattr(args, dest) is not None and args.backend not in backends:
-            flag = "--" + dest.replace("_", "-")
+            flag = FLAG_NAMES.get(dest, "--" + dest.replace("_", "-"))
             raise ConfigError(f"{flag} is for --backend {' or '.join(backends)}, not {args.backend}")
     ListenAddresses.from_flags(args.listen, args.metrics)
     AllowList(args.allow)
@@ -169,6 +172,10 @@ async def serve(settings: StubzoneSettings) -> int:
     The HTTPS socket and the ``--metrics`` socket are both bound before
     "listening" is logged; a bind failure is a :class:`ConfigError` naming the
     flag and the address (exit 2), with whatever was bound closed again."""
+    from aiohttp import web  # noqa: PLC0415 - aiohttp only once the command runs: --help answers without it
+
+    from stubzone.app import make_app, protocol_factory  # noqa: PLC0415 - it imports aiohttp
+
     registry = CollectorRegistry()
     metrics = StubzoneMetrics(registry)
     settings.credentials.observe(metrics)

@@ -1,10 +1,13 @@
 """The feddns command line (docs/reference.md section 6): bad flags and files exit 2 with one line."""
 
+import json
 import subprocess
 import sys
+import time
 
 import pytest
 
+from feddns.cli import build_parser
 from tests.support.ports import wait_until
 from tests.support.serve import ServeProcess, write_records
 
@@ -78,3 +81,90 @@ def test_records_file_is_reloaded_when_it_changes_and_a_bad_edit_keeps_the_old_r
             out.write("/fed/prod/web/a: {clusterIP: nonsense}\n")
         wait_until(lambda: "keeping the records already loaded" in server.log, timeout=5, what="bad reload logged")
         assert server.addresses(qname) == ["1.1.1.2"]
+
+
+@pytest.mark.parametrize("args,line", [
+    (["serve", "--listen", "127.0.0.1", "--example"],
+     "feddns serve: error: --listen '127.0.0.1' has no port (expected HOST:PORT)"),
+    (["serve", "--example", "--metrics", "localhost"],
+     "feddns serve: error: --metrics 'localhost' has no port (expected HOST:PORT)"),
+    (["serve", "--example", "--query-log-rate", "0"],
+     "feddns serve: error: --query-log-rate 0 is not at least 1 line a second"),
+    (["serve", "--example", "--workers", "2", "--query-log", "--query-log-rate", "1"],
+     "feddns serve: error: --query-log-rate 1 is fewer lines a second than the 2 workers that split it"),
+    # --log-level before the subcommand is taken: the error is of the flag after it, not of argparse
+    (["--log-level", "debug", "serve", "--ttl", "-5"],
+     "feddns serve: error: --ttl -5 is not from 0 to 2147483647 seconds"),
+    (["--log-level=warning", "--log-format", "text", "serve", "--ttl", "-5"],
+     "feddns serve: error: --ttl -5 is not from 0 to 2147483647 seconds"),
+])
+def test_a_bad_flag_is_named_in_the_one_line(args, line):
+    result = feddns(*args)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [line], result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--listen", "--metrics"])
+def test_a_host_that_does_not_resolve_is_said_so_naming_the_flag(flag):
+    result = feddns("serve", "--example", flag, "nosuchhost.invalid:53")
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"feddns serve: error: {flag} nosuchhost.invalid:53: cannot listen: "
+                           "host nosuchhost.invalid does not resolve ("), line
+    assert "Unknown error" not in line
+
+
+@pytest.mark.parametrize("args", [["--log-level", "loud", "serve"], ["serve", "--log-format", "xml"]])
+def test_a_bad_log_flag_is_an_argparse_error(args):
+    result = feddns(*args)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "invalid choice" in line and args[-2] in line
+
+
+def test_log_flags_are_taken_after_a_nested_subcommand_too(tmp_path):
+    result = feddns("certs", "issue-server", "--log-format", "json", "--dir", str(tmp_path), "--name", "x")
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert json.loads(line)["logger"] == "feddns certs", line
+
+
+COMMANDS = ["serve", "controller", "stubzone", "links", "certs"]
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_is_plain_text(command):
+    result = feddns(*([command] if command else []), "--help")
+    assert result.returncode == 0
+    assert "``" not in result.stdout and ":class:" not in result.stdout, result.stdout
+    assert "--log-level" in result.stdout and "--log-format" in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_imports_no_heavy_library_and_answers_within_a_second(command):
+    probe = ("import sys\nfrom feddns.cli import build_parser\n"
+             f"build_parser([{command!r}, '--help'])\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'kubernetes', 'aiohttp', 'aetcd', 'grpc'}))\n")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=20, check=True)
+    assert loaded.stdout.strip() == "[]", loaded.stdout
+    # Wall time on a shared machine: the best of three.
+    best = min(_seconds(feddns, command, "--help") for _ in range(3))
+    assert best < 1.0, f"feddns {command} --help took {best:.2f} s"
+
+
+def _seconds(run, *args: str) -> float:
+    start = time.monotonic()
+    assert run(*args).returncode == 0
+    return time.monotonic() - start
+
+
+@pytest.mark.parametrize("argv,level,log_format", [
+    (["--log-level", "debug", "serve"], "debug", "text"),
+    (["serve", "--log-level", "debug", "--log-format", "json"], "debug", "json"),
+    (["--log-format=json", "--log-level", "error", "serve", "--log-level", "warning"], "warning", "json"),
+    (["serve"], "info", "text"),
+    (["--log-level", "debug", "certs", "init", "--log-format", "json", "--dir", "x"], "debug", "json"),
+])
+def test_log_flags_are_taken_before_or_after_the_subcommand(argv, level, log_format):
+    args = build_parser(argv).parse_args(argv)
+    assert (args.command, args.log_level, args.log_format) == (argv[argv.index(args.command)], level, log_format)

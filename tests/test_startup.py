@@ -3,6 +3,8 @@ socket is bound before "listening" is printed; a busy address names the flag and
 address and exits 2; a stop is logged; the records source is chosen explicitly."""
 
 import importlib.metadata
+import json
+import re
 import signal
 import socket
 import subprocess
@@ -61,6 +63,24 @@ def assert_refused(result: subprocess.CompletedProcess[str], command: str, flag:
     assert not any("listening" in line or "metrics on" in line for line in lines), lines
 
 
+def run_until(args: list[str], ready: str, stop: signal.Signals = signal.SIGTERM) -> tuple[int, list[str]]:
+    """Start ``feddns *args``, wait for a line holding ``ready`` (or the exit), send ``stop``; returns the exit
+    status and the lines of stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "feddns", *args], stderr=subprocess.PIPE, text=True,
+                            env=child_env())
+    assert proc.stderr is not None
+    lines: list[str] = []
+    for line in proc.stderr:
+        lines.append(line)
+        if ready in line:
+            proc.send_signal(stop)
+            break
+    with proc.stderr:
+        rest = proc.stderr.read()  # from the same reader: what it read ahead is not lost (communicate() loses it)
+    proc.wait(60)
+    return proc.returncode, [line for line in "".join([*lines, rest]).splitlines() if line]
+
+
 def test_version_is_the_package_version() -> None:
     result = feddns("--version")
     assert result.returncode == 0
@@ -114,16 +134,87 @@ def test_serve_logs_its_stop() -> None:
 def test_stubzone_and_controller_log_their_stop(pki: Pki, tmp_path: Path) -> None:
     for args in (stubzone_args(pki, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"),
                  controller_args(tmp_path, "--metrics", "127.0.0.1:0")):
-        proc = subprocess.Popen([sys.executable, "-m", "feddns", *args], stderr=subprocess.PIPE, text=True,
-                                env=child_env())
-        assert proc.stderr is not None
-        lines: list[str] = []
-        for line in proc.stderr:
-            lines.append(line)
-            if "metrics on http://127.0.0.1:" in line:
-                break
-        proc.send_signal(signal.SIGINT)
-        _, rest = proc.communicate(timeout=30)
-        log = "".join(lines) + rest
-        assert proc.returncode == 0, log
+        returncode, lines = run_until(args, "metrics on http://127.0.0.1:", stop=signal.SIGINT)
+        log = "\n".join(lines)
+        assert returncode == 0, log
         assert "stopping (SIGINT)" in log and log.rstrip().endswith("stopped"), log
+
+
+# --- --log-format json: every line on stderr is one JSON object --------------------------------------------
+
+def json_lines(lines: list[str]) -> list[dict[str, object]]:
+    """Each line parsed (a line that is not JSON fails the test, naming it), with the four fields of every line."""
+    parsed = []
+    for line in lines:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            pytest.fail(f"not JSON: {line!r}")
+        assert isinstance(obj, dict) and {"time", "level", "logger", "message"} <= obj.keys(), line
+        parsed.append(obj)
+    return parsed
+
+
+def messages(lines: list[dict[str, object]]) -> list[object]:
+    return [line["message"] for line in lines]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_json_lines_and_each_state_change_once(workers: str) -> None:
+    status, lines = run_until(["--log-level", "info", "serve", "--log-format", "json", "--example", "--listen",
+                               "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--query-log", "--workers", workers],
+                              "metrics on")
+    assert status == 0, lines
+    parsed = json_lines(lines)
+    said = messages(parsed)
+    ours = [m for line, m in zip(parsed, said, strict=True) if line["logger"] == "feddns serve"]
+    assert sum(str(m).startswith("listening on udp+tcp 127.0.0.1:") for m in ours) == 1, ours
+    assert ours.count("stopping (SIGTERM)") == 1 and ours[-1] == "stopped", ours
+    ready = [line for line in parsed if str(line["message"]).startswith("ready: answering from")]
+    assert len(ready) == int(workers), said
+    if workers == "2":
+        assert {line.get("process") for line in ready} == {"worker 1", "worker 2"}
+
+
+def test_serve_text_lines_have_one_format() -> None:
+    status, lines = run_until(["serve", "--example", "--listen", "127.0.0.1:0", "--workers", "2"], "listening on")
+    assert status == 0, lines
+    shape = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR) [\w. ]+( \(worker \d\))?: ")
+    assert all(shape.match(line) for line in lines), lines
+
+
+def test_stubzone_and_controller_json_lines(pki: Pki, tmp_path: Path) -> None:
+    for args in (stubzone_args(pki, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"),
+                 controller_args(tmp_path, "--metrics", "127.0.0.1:0")):
+        status, lines = run_until([*args, "--log-format", "json"], "metrics on", stop=signal.SIGINT)
+        assert status == 0, lines
+        said = messages(json_lines(lines))
+        assert "stopping (SIGINT)" in said and said[-1] == "stopped", said
+
+
+def test_links_and_certs_json_lines(pki: Pki, tmp_path: Path) -> None:
+    cert, key = pki.cert("server")
+    env = {**child_env(), "KUBERNETES_SERVICE_HOST": ""}
+    links = subprocess.run([sys.executable, "-m", "feddns", "--log-format", "json", "links", "--listen", "127.0.0.1:0",
+                            "--cert", cert, "--key", key, "--resolver", "127.0.0.1:53"],
+                           capture_output=True, text=True, timeout=60, check=False, env=env)
+    assert links.returncode == 2
+    (line,) = json_lines(links.stderr.splitlines())
+    assert line["level"] == "error" and line["logger"] == "feddns links", line
+    certs = feddns("certs", "init", "--dir", str(tmp_path / "ca"), "--log-format", "json")
+    assert certs.returncode == 0, certs.stderr
+    json_lines(certs.stderr.splitlines())
+    bad = feddns("--log-format", "json", "serve", "--no-such-flag")
+    assert bad.returncode == 2
+    (line,) = json_lines(bad.stderr.splitlines())
+    assert "unrecognized arguments: --no-such-flag" in str(line["message"])
+
+
+def test_stubzone_takes_context_as_links_does_and_kube_context_still(pki: Pki) -> None:
+    for flag in ("--context", "--kube-context"):
+        result = feddns(*stubzone_args(pki, flag, "foo"))
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines() == [
+            "feddns stubzone: error: --context is for --backend coredns or kube-dns, not skydns"], result.stderr
+    shown = feddns("stubzone", "--help").stdout
+    assert "--context NAME" in shown and "--kube-context" not in shown
