@@ -176,8 +176,9 @@ def load(text: str, label: str, not_yaml: str = "not YAML") -> Document:
     key given twice in one mapping, ``"<label>: <not_yaml>: <what> (line L, column C)"``
     for any other YAML error, ``"<label>: nested too deeply"`` past Python's recursion limit.
     """
-    loader = MarkedLoader(text)
+    loader = None
     try:
+        loader = MarkedLoader(text)  # refuses a character YAML does not allow (yaml.reader.ReaderError)
         root = loader.get_single_node()
         return Document(label, None if root is None else loader.construct_document(root), root)
     except DuplicateKeyError as exc:
@@ -186,12 +187,17 @@ def load(text: str, label: str, not_yaml: str = "not YAML") -> Document:
                           f"(column {column}, first given on line {first})") from exc
     except yaml.MarkedYAMLError as exc:
         raise ConfigError(f"{label}: {not_yaml}: {_yaml_problem(exc)}") from exc
+    except yaml.reader.ReaderError as exc:
+        line, column = text.count("\n", 0, exc.position) + 1, exc.position - text.rfind("\n", 0, exc.position)
+        raise ConfigError(f"{label}: {not_yaml}: character #x{exc.character:04x} is not allowed in YAML "
+                          f"(line {line}, column {column})") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{label}: {not_yaml}: {' '.join(str(exc).split())}") from exc
     except RecursionError as exc:
         raise ConfigError(f"{label}: nested too deeply") from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:

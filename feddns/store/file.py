@@ -1,23 +1,23 @@
 """Records from a YAML file: a map from the etcd keys of docs/reference.md section 4 to their values.
 
 Used when ``feddns serve`` has no ``--etcd`` (trying it out, tests, small
-static federations). Values are YAML maps or JSON strings. At start-up every
-record must be valid (a bad file stops start-up, exit 2); afterwards the file
-is polled (:class:`feddns.filewatch.FileWatch`) and reloaded when it changes,
-and a reload that fails keeps the records already served.
+static federations). Values are YAML maps or JSON strings, read and checked by
+:mod:`feddns.store.recordsfile`. At start-up every record must be valid (a bad
+file stops start-up, exit 2); afterwards the file is polled
+(:class:`feddns.filewatch.FileWatch`) and reloaded when it changes, and a reload
+that fails keeps the records already served.
 """
 
-import json
 import logging
 from pathlib import Path
 
-import yaml
-
-from feddns.dns.index import check_record
 from feddns.errors import ConfigError, RecordError
 from feddns.filewatch import FileWatch
 from feddns.keys import Layout
 from feddns.store import Feed
+from feddns.store.recordsfile import read_records
+
+__all__ = ["EXAMPLE", "FileSource", "read_records"]
 
 log = logging.getLogger(__name__)
 
@@ -26,40 +26,6 @@ POLL_SECONDS = 0.5
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "federation.yaml"
 """The example federation shipped with feddns (``examples/federation.yaml``)."""
-
-
-def read_records(path: Path, layout: Layout) -> list[tuple[str, bytes]]:
-    """Read and check a records file; returns ``(key, JSON bytes)`` pairs.
-
-    Raises :class:`ConfigError` naming the file and the first bad key or the
-    YAML error.
-    """
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"records file {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"records file {path}: not YAML: {str(exc).splitlines()[0]}") from exc
-    if data is None:
-        return []
-    if not isinstance(data, dict):
-        raise ConfigError(f"records file {path}: must be a map from etcd keys to records")
-    items = [(str(key), _value_bytes(value)) for key, value in data.items()]
-    for key, value in items:
-        try:
-            check_record(layout, key, value)
-        except RecordError as exc:
-            raise ConfigError(f"records file {path}: {exc}") from exc
-    return items
-
-
-def _value_bytes(value: object) -> bytes:
-    if isinstance(value, str):
-        return value.encode()
-    try:
-        return json.dumps(value).encode()
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"value {value!r} cannot be stored as JSON") from exc
 
 
 class FileSource:
