@@ -95,18 +95,18 @@ class QueryLog:
         self._lines = 0
         self._dropped = 0
 
-    def collector(self) -> Collector:
-        """``feddns_query_log_dropped_total`` for a Prometheus registry."""
-        return _DroppedCollector(self)
 
+class DroppedCollector(Collector):
+    """``feddns_query_log_dropped_total`` for a Prometheus registry: :attr:`QueryLog.dropped_total` of
+    ``query_log``, 0 without one (``feddns serve`` exports it with or without ``--query-log``)."""
 
-class _DroppedCollector(Collector):
-    def __init__(self, query_log: QueryLog) -> None:
+    def __init__(self, query_log: QueryLog | None) -> None:
         self.query_log = query_log
 
     def collect(self) -> Iterator[CounterMetricFamily]:
+        dropped = self.query_log.dropped_total if self.query_log is not None else 0
         yield CounterMetricFamily("feddns_query_log_dropped", "Answered queries the query log did not write, "
-                                  "over --query-log-rate lines a second.", value=self.query_log.dropped_total)
+                                  "over --query-log-rate lines a second.", value=dropped)
 
 
 def describe(query: bytes, reply: bytes, option_code: int) -> dict[str, object]:

@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from feddns.logs import JsonFormatter, TextFormatter
-from feddns.querylog import QueryLog
+from feddns.querylog import DroppedCollector, QueryLog
 
 CLUSTER_OPTION = 65245
 QNAME = "web.prod.fed.svc.federation."
@@ -122,7 +122,7 @@ def test_a_qname_with_quotes_and_newlines_stays_on_one_line(lines):
 
 def dropped_total(log: QueryLog) -> float | None:
     registry = CollectorRegistry()
-    registry.register(log.collector())
+    registry.register(DroppedCollector(log))
     return registry.get_sample_value("feddns_query_log_dropped_total")
 
 
@@ -154,3 +154,9 @@ def test_at_most_rate_lines_a_second_and_the_rest_counted_and_told_once_a_second
 def test_a_rate_below_one_is_refused():
     with pytest.raises(ValueError, match="not at least 1"):
         QueryLog(0, CLUSTER_OPTION)
+
+
+def test_the_counter_is_exported_without_a_query_log_too():
+    registry = CollectorRegistry()
+    registry.register(DroppedCollector(None))
+    assert registry.get_sample_value("feddns_query_log_dropped_total") == 0
