@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from feddns.errors import FeddnsError
 from feddns.names import check_label
+from feddns.records import MAX_PORT
 
 SERVICES_ANNOTATION = "links.feddns.io/services"
 """The pod annotation that declares links."""
@@ -34,9 +35,6 @@ _PORT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
 _LINK_START = re.compile(r"^\s*[^\s=:,?&]+\s*=")
 _PORT_ITEM = re.compile(r"^\s*[A-Za-z0-9-]+\s*:\s*[0-9]+\s*(&.*)?$", re.DOTALL)
 
-
-MAX_PORT = 65535
-"""The highest TCP or UDP port number."""
 _TARGET_PARTS = ("service name", "namespace", "federation name")
 """The labels of a link's target ``svc.ns.federation``, in order."""
 
@@ -114,7 +112,7 @@ def parse_port(text: str) -> LinkPort:
     if not sep or not _PORT_NAME.match(name) or name.isdigit() or "--" in name:
         raise LinkError(f"port {text.strip()!r} is not name:port (a port name: a-z, 0-9 and '-', 1 to 15)")
     if not number.isdigit() or not 1 <= int(number) <= MAX_PORT:
-        raise LinkError(f"port {text.strip()!r}: {number!r} is not a port number from 1 to 65535")
+        raise LinkError(f"port {text.strip()!r}: {number!r} is not a port number from 1 to {MAX_PORT}")
     return LinkPort(name, int(number))
 
 

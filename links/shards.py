@@ -28,8 +28,9 @@ import kubernetes.config
 from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
 from feddns.kubeapi import KEEPALIVE, load_configuration
+from feddns.records import MAX_PORT
 from feddns.reflector import ListCall, ListSource, Reflector, WatchTiming
-from links.link import MAX_PORT, LinkPort
+from links.link import LinkPort
 
 log = logging.getLogger(__name__)
 
