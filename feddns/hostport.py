@@ -1,4 +1,4 @@
-"""Parsing of ``HOST:PORT`` flags and nameserver addresses (etcd URLs: :mod:`feddns.etcd`)."""
+"""Parsing of ``HOST:PORT`` flags and nameserver addresses (etcd URLs: :mod:`feddns.etcd.urls`)."""
 
 import ipaddress
 import socket

@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
-import feddns.etcd
+import feddns.etcd.credentials
+import feddns.etcd.endpoints
+import feddns.etcd.flags
 from feddns import cpus, logs, names, workers
 from feddns.dns import transport
 from feddns.dns.answer import OUR_PAYLOAD
@@ -51,7 +53,7 @@ from feddns.store import Feed
 from feddns.store.file import EXAMPLE, FileSource, read_records
 
 if TYPE_CHECKING:
-    from feddns.store.etcd import EtcdSource
+    from feddns.store.etcdfeed import EtcdSource
 
 log = logging.getLogger("feddns serve")
 """The command's own lines (listening, ready, stopping): named for the command, as its error line is."""
@@ -78,7 +80,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="SOA minimum: TTL of NXDOMAIN and NODATA answers in seconds (default 30)")
     add("--etcd", action="append", metavar="URL", help="etcd client URL (repeatable), e.g. http://127.0.0.1:2379")
     add("--etcd-prefix", default="", help="key prefix P of docs/reference.md section 4 (default empty)")
-    feddns.etcd.add_arguments(parser)
+    feddns.etcd.flags.add_arguments(parser)
     add("--records", metavar="FILE",
         help="serve a YAML records file instead of etcd (keys and values of docs/reference.md section 4; "
              "reloaded when it changes)")
@@ -283,7 +285,7 @@ def _records(args: argparse.Namespace, settings: Settings, query_log: QueryLog |
     feed = Feed(index, responder, freeze=True)
     endpoints = _endpoints(args, kind)
     if endpoints is not None:
-        from feddns.store.etcd import EtcdSource  # noqa: PLC0415 - aetcd and gRPC only with --etcd
+        from feddns.store.etcdfeed import EtcdSource  # noqa: PLC0415 - aetcd and gRPC only with --etcd
 
         etcd_source = EtcdSource(endpoints, layout, feed)
         return _Records(responder, feed, etcd_source, etcd_source, query_log)
@@ -301,13 +303,13 @@ def _check_records(args: argparse.Namespace) -> None:
         read_records(Path(args.records) if kind == "records" else EXAMPLE, layout)
 
 
-def _endpoints(args: argparse.Namespace, kind: str) -> feddns.etcd.Endpoints | None:
+def _endpoints(args: argparse.Namespace, kind: str) -> feddns.etcd.endpoints.EtcdEndpoints | None:
     """The etcd endpoints with their TLS files and user (``None`` for a records file, which
     takes none of them); raises :class:`ConfigError`."""
-    access = feddns.etcd.access_from(args)
+    access = feddns.etcd.flags.access_from(args)
     if kind == "etcd":
-        return feddns.etcd.Endpoints(args.etcd, access=access)
-    if access != feddns.etcd.Access():
+        return feddns.etcd.endpoints.EtcdEndpoints(args.etcd, access=access)
+    if access != feddns.etcd.credentials.Access():
         raise ConfigError("--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and --etcd-password-file "
                           "need --etcd")
     return None

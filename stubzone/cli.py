@@ -16,7 +16,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-import feddns.etcd
+import feddns.etcd.flags
 from feddns.errors import ConfigError
 from feddns.hostport import host_port
 from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
@@ -93,7 +93,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     etcd.add_argument("--etcd-prefix", help="'/' + SkyDNS's -path-prefix (default /skydns)")
     etcd.add_argument("--skydns-etcd-api", choices=("v2", "v3"),
                       help="the etcd API SkyDNS reads: v2 (released SkyDNS, default) or v3 (builds with -etcd3)")
-    feddns.etcd.add_arguments(etcd)
+    feddns.etcd.flags.add_arguments(etcd)
     unbound = parser.add_argument_group("unbound")
     unbound.add_argument("--unbound-config", type=Path, metavar="FILE",
                          help="unbound.conf of the running unbound; it includes DIR/feddns/*.conf (DIR: its directory)")

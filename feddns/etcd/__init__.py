@@ -25,29 +25,3 @@ aetcd and gRPC (about 70 ms to import) are imported with :mod:`feddns.etcd.clien
 only: ``feddns stubzone --backend skydns`` speaks etcd's v2 HTTP API with the
 flags, files and endpoints of this package and never needs them.
 """
-
-# -- the names of the module this package replaced, until their last importers are updated ----------
-# Files that were being edited when the package was made (feddns/serve.py, stubzone/cli.py,
-# controller/sync.py, controller/config.py) still import these; nothing new may use them.
-
-import importlib
-from typing import Any
-
-_MOVED = {
-    "Access": ("credentials", "Access"), "TLSFiles": ("credentials", "TLSFiles"),
-    "PASSWORD_ENV": ("credentials", "PASSWORD_ENV"), "Endpoints": ("endpoints", "EtcdEndpoints"),
-    "unless_stale": ("endpoints", "unless_changed"), "describe": ("failures", "describe"),
-    "failure_kind": ("failures", "failure_kind"), "cancelled_by_client": ("failures", "cancelled_by_client"),
-    "close_quietly": ("client", "close_quietly"), "prefix_range_end": ("client", "prefix_range_end"),
-    "add_arguments": ("flags", "add_arguments"), "access_from": ("flags", "access_from"),
-    "EtcdURL": ("urls", "EtcdURL"), "parse_etcd_url": ("urls", "parse_etcd_url"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "EtcdError":
-        return importlib.import_module("feddns.errors").EtcdError
-    if name not in _MOVED:
-        raise AttributeError(f"module 'feddns.etcd' has no attribute {name!r}")
-    module, attribute = _MOVED[name]
-    return getattr(importlib.import_module(f"feddns.etcd.{module}"), attribute)
