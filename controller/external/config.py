@@ -3,30 +3,35 @@
 :func:`parse_external_config` checks the mapping and returns it typed as
 :class:`ExternalConfig`; :func:`read_secret_file` reads the TSIG secret (RFC 8945)
 the ``rfc2136`` provider signs with.
+
+The section's shape is pydantic models read through :mod:`feddns.configfile`, as the
+rest of the controller config is (``controller.config``): unknown keys are refused
+(a key no provider takes first, then a key of the other provider), and every error is
+``external.<key>: <what is wrong>``, to which the controller config's loader adds the
+file, the line and the column. Which keys are allowed depends on ``provider``, so the
+section is checked twice: once against every key of any provider
+(:class:`_AnyProviderFile`), then against the keys of its own provider.
 """
 
 import base64
 import binascii
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import dns.exception
 import dns.name
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic.alias_generators import to_camel
 
-from feddns.configmapping import check_mapping
+from feddns import configfile
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.names import is_label, normalize_zone
+from feddns.records import MAX_PORT
 
 PROVIDERS = ("rfc2136", "dnsendpoint")
-PROVIDER_KEYS = {
-    "rfc2136": ("provider", "server", "zone", "ttl", "tsig"),
-    "dnsendpoint": ("provider", "cluster", "namespace", "zone", "ttl"),
-}
-"""The keys of the ``external`` section each provider takes."""
-PROVIDER_REQUIRED = {"rfc2136": ("server", "zone"), "dnsendpoint": ("cluster", "namespace", "zone")}
 # RFC 8945 section 6: HMAC-SHA256 is mandatory to implement; MD5 is deprecated and left out.
 TSIG_ALGORITHMS = ("hmac-sha1", "hmac-sha224", "hmac-sha256", "hmac-sha384", "hmac-sha512")
 MAX_TTL = 2**31 - 1  # RFC 2181 section 8
@@ -62,7 +67,7 @@ class ExternalConfig:
     """dnsendpoint: the namespace of the DNSEndpoint objects in that cluster."""
 
 
-def parse_external_config(raw: Mapping[str, Any]) -> ExternalConfig:
+def parse_external_config(raw: object) -> ExternalConfig:
     """Check the ``external`` mapping of the controller config and return it typed.
 
     ``provider`` and ``zone`` are required; ``ttl`` defaults to 60 s. rfc2136:
@@ -71,83 +76,148 @@ def parse_external_config(raw: Mapping[str, Any]) -> ExternalConfig:
     secret file holds the base64 secret, alone or as ``tsig-keygen`` writes it.
     dnsendpoint: ``cluster`` (a cluster name; the caller checks it is configured)
     and ``namespace`` are required. Raises :class:`ConfigError` naming the key
-    (``external.tsig.secretFile: ...``); unknown keys, and keys of the other
-    provider, are errors.
+    (``external.tsig.secretFile: ...``), a :class:`feddns.configfile.FieldError`
+    with its ``loc`` for a shape or value error; unknown keys, and keys of the
+    other provider, are errors.
     """
-    every_key = tuple(dict.fromkeys(k for keys in PROVIDER_KEYS.values() for k in keys))
-    section = _mapping(raw, "external", every_key)
-    provider = section.get("provider")
-    if provider is None:
-        raise ConfigError("external.provider: required")
-    if provider not in PROVIDERS:
-        raise ConfigError(f"external.provider: {provider!r} is not supported (expected one of {', '.join(PROVIDERS)})")
-    section = _mapping(section, "external", PROVIDER_KEYS[provider], f" with provider {provider}")
-    for key in PROVIDER_REQUIRED[provider]:
-        if key not in section:
-            raise ConfigError(f"external.{key}: required")
+    provider = configfile.validate(_AnyProviderFile, raw, _wording(""), at=_AT).provider
     if provider == "dnsendpoint":
-        return ExternalConfig(provider, "", 0, _zone(section["zone"]), _ttl(section.get("ttl", DEFAULT_TTL)),
-                              cluster=_label(section["cluster"], "cluster"),
-                              namespace=_label(section["namespace"], "namespace"))
-    server, port = _server(section["server"])
-    tsig = _tsig(section["tsig"]) if section.get("tsig") is not None else (None, "hmac-sha256", None)
-    return ExternalConfig(provider, server, port, _zone(section["zone"]), _ttl(section.get("ttl", DEFAULT_TTL)), *tsig)
+        endpoint = configfile.validate(_DnsEndpointFile, raw, _wording(provider), at=_AT)
+        return ExternalConfig(provider, "", 0, endpoint.zone, endpoint.ttl,
+                              cluster=endpoint.cluster, namespace=endpoint.namespace)
+    section = configfile.validate(_Rfc2136File, raw, _wording(provider), at=_AT)
+    (server, port), tsig = section.server, section.tsig
+    if tsig is None:
+        return ExternalConfig(provider, server, port, section.zone, section.ttl)
+    return ExternalConfig(provider, server, port, section.zone, section.ttl,
+                          tsig.name, tsig.algorithm, read_secret_file(tsig.secret_file))
 
-def _mapping(raw: object, where: str, allowed: Sequence[str], context: str = "") -> Mapping[str, Any]:
-    return check_mapping(
-        raw, allowed,
-        not_a_mapping=lambda value: f"{where}: expected a mapping, got {type(value).__name__}",
-        unknown_key=lambda key: f"{where}.{key}: unknown key{context} (expected {', '.join(allowed)})",
+
+_AT = ("external",)
+"""Where the section is in the controller config: the first part of every key path."""
+
+
+def _wording(provider: str) -> configfile.Wording:
+    """The section's words for its shape errors; an unknown key of the section itself names
+    ``provider`` when the key is one the other provider takes."""
+    def unknown_key(parent: configfile.Loc, key: str, known: Sequence[str]) -> str:
+        context = f" with provider {provider}" if provider and tuple(parent) == _AT else ""
+        return f"{configfile.keypath([*parent, key])}: unknown key{context} (expected {', '.join(known)})"
+
+    return configfile.Wording(
+        unknown_key=unknown_key,
+        missing=lambda parent, key: f"{configfile.keypath([*parent, key])}: required",
+        not_a_mapping=lambda where, value: (f"{configfile.keypath(where)}: expected a mapping, "
+                                            f"got {type(value).__name__}"),
     )
 
 
-def _label(value: object, key: str) -> str:
+# The values, checked in the words of docs/reference.md section 7; configfile puts the key path first.
+
+def _provider(value: object) -> str:
+    if value is None:
+        raise ConfigError("required")
+    if not isinstance(value, str) or value not in PROVIDERS:
+        raise ConfigError(f"{value!r} is not supported (expected one of {', '.join(PROVIDERS)})")
+    return value
+
+
+def _label(value: object) -> str:
     """A cluster or namespace name: a lowercase DNS label (RFC 1123)."""
     if not isinstance(value, str) or not is_label(value):
-        raise ConfigError(f"external.{key}: {value!r} is not a lowercase DNS label")
+        raise ConfigError(f"{value!r} is not a lowercase DNS label")
     return value
 
 
 def _server(value: object) -> tuple[str, int]:
+    """``HOST`` or ``HOST:PORT`` (``[v6]:PORT``) to ``(host, port)``, port 53 when not given."""
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"external.server: expected HOST or HOST:PORT, got {value!r}")
-    try:
-        host, port = parse_hostport(value.strip(), DNS_PORT)
-    except ConfigError as exc:
-        raise ConfigError(f"external.server: {exc}") from exc
+        raise ConfigError(f"expected HOST or HOST:PORT, got {value!r}")
+    host, port = parse_hostport(value.strip(), DNS_PORT)
     if port == 0:
-        raise ConfigError(f"external.server: {value!r}: port must be from 1 to 65535")
+        raise ConfigError(f"{value!r}: port must be from 1 to {MAX_PORT}")
     return host, port
 
 
 def _zone(value: object) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"external.zone: expected a domain name, got {value!r}")
+        raise ConfigError(f"expected a domain name, got {value!r}")
     try:
         return normalize_zone(value)
     except ValueError as exc:
-        raise ConfigError(f"external.zone: {value!r}: {exc}") from exc
+        raise ConfigError(f"{value!r}: {exc}") from exc
 
 
 def _ttl(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TTL:
-        raise ConfigError(f"external.ttl: expected seconds from 0 to {MAX_TTL}, got {value!r}")
+        raise ConfigError(f"expected seconds from 0 to {MAX_TTL}, got {value!r}")
     return value
 
 
-def _tsig(raw: object) -> tuple[str, str, bytes]:
-    section = _mapping(raw, "external.tsig", ("name", "algorithm", "secretFile"))
-    for key in ("name", "secretFile"):
-        if not isinstance(section.get(key), str) or not section[key]:
-            raise ConfigError(f"external.tsig.{key}: required (a string)")
+def _string(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError("required (a string)")
+    return value
+
+
+def _tsig_name(value: object) -> str:
+    """The TSIG key name in the form RFC 8945 section 4.2 compares it: absolute, lowercase."""
     try:
-        name = dns.name.from_text(section["name"]).to_text().lower()
+        return dns.name.from_text(_string(value)).to_text().lower()
     except dns.exception.DNSException as exc:
-        raise ConfigError(f"external.tsig.name: {section['name']!r} is not a domain name: {exc}") from exc
-    algorithm = section.get("algorithm", "hmac-sha256")
-    if algorithm not in TSIG_ALGORITHMS:
-        raise ConfigError(f"external.tsig.algorithm: {algorithm!r} is not one of {', '.join(TSIG_ALGORITHMS)}")
-    return name, algorithm, read_secret_file(section["secretFile"])
+        raise ConfigError(f"{value!r} is not a domain name: {exc}") from exc
+
+
+def _algorithm(value: object) -> str:
+    if not isinstance(value, str) or value not in TSIG_ALGORITHMS:
+        raise ConfigError(f"{value!r} is not one of {', '.join(TSIG_ALGORITHMS)}")
+    return value
+
+
+_Zone = Annotated[str, BeforeValidator(_zone)]
+_Ttl = Annotated[int, BeforeValidator(_ttl)]
+_Label = Annotated[str, BeforeValidator(_label)]
+
+
+class _Shape(BaseModel):
+    """A mapping of the section: camelCase keys (``secretFile``), no others."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel)
+
+
+class _AnyProviderFile(_Shape):
+    """Every key some provider takes, in the order messages list them: a key no provider
+    takes, then a missing or unknown ``provider``, are refused before anything else."""
+
+    provider: Annotated[str, BeforeValidator(_provider)]
+    server: Any = None
+    zone: Any = None
+    ttl: Any = None
+    tsig: Any = None
+    cluster: Any = None
+    namespace: Any = None
+
+
+class _TsigFile(_Shape):
+    name: Annotated[str, BeforeValidator(_tsig_name)]
+    algorithm: Annotated[str, BeforeValidator(_algorithm)] = "hmac-sha256"
+    secret_file: Annotated[str, BeforeValidator(_string)]
+
+
+class _Rfc2136File(_Shape):
+    provider: str
+    server: Annotated[tuple[str, int], BeforeValidator(_server)]
+    zone: _Zone
+    ttl: _Ttl = DEFAULT_TTL
+    tsig: _TsigFile | None = None
+
+
+class _DnsEndpointFile(_Shape):
+    provider: str
+    cluster: _Label
+    namespace: _Label
+    zone: _Zone
+    ttl: _Ttl = DEFAULT_TTL
 
 
 _KEY_CLAUSE_SECRET = re.compile(r'\bsecret\s+"([^"]*)"')

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from controller.config import load_config
 from controller.external.config import ExternalConfig, parse_external_config
 from feddns.errors import ConfigError
+from tests.support.fakekube import FakeKube
 
 SECRET = b"0123456789abcdef0123456789abcdef"
 
@@ -122,3 +124,53 @@ def test_an_unreadable_secret_file_is_reported_without_its_content(tmp_path: Pat
     os.mkdir(directory)
     with pytest.raises(ConfigError, match="not readable"):
         parse_external_config(minimal(tsig={"name": "feddns.", "secretFile": str(directory)}))
+
+
+CONFIG_TEXT = """\
+federation: myfederation
+etcd:
+  endpoints: [http://127.0.0.1:2379]
+clusters:
+  - name: foo
+    kubeconfig: {kubeconfig}
+external:
+  provider: rfc2136
+  server: 203.0.113.53
+  zone: example.com
+  tsig:
+    name: feddns.
+    secretFile: {secret_file}
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "words"), [
+    ("  zone: example.com\n", "  zone: example.com\n  zone: example.net\n",
+     "line 11: duplicate key 'zone' (column 3, first given on line 10)"),
+    ("  zone: example.com\n", "  zone: example.com\n  port: 53\n",
+     "external.port: unknown key (expected provider, server, zone, ttl, tsig, cluster, namespace) (line 11, column 3)"),
+    ("  zone: example.com\n", "  zone: example.com\n  namespace: feddns\n",
+     "external.namespace: unknown key with provider rfc2136 (expected provider, server, zone, ttl, tsig) "
+     "(line 11, column 3)"),
+    ("    name: feddns.\n", "    name: feddns.\n    secret: c2VjcmV0\n",
+     "external.tsig.secret: unknown key (expected name, algorithm, secretFile) (line 13, column 5)"),
+    ("  zone: example.com\n", "  zone: example.com\n  ttl: -1\n",
+     "external.ttl: expected seconds from 0 to 2147483647, got -1 (line 11, column 3)"),
+    ("  server: 203.0.113.53\n", "", "external.server: required (line 7, column 1)"),
+    ("    secretFile: {secret_file}\n", "    secretFile: /nonexistent/tsig.secret\n",
+     "external.tsig.secretFile: /nonexistent/tsig.secret: not readable (FileNotFoundError: No such file or directory) "
+     "(line 13, column 5)"),
+])
+def test_errors_in_the_controller_config_name_the_line_and_column(
+        tmp_path: Path, secret_file: str, old: str, new: str, words: str) -> None:
+    """The section is part of the controller's config file: its errors, like the rest of the file's,
+    name the file, the key path, the line and the column (of the key itself, for an unknown key)."""
+    fake = FakeKube("foo")  # never started: validation does not connect
+    try:
+        kubeconfig = fake.write_kubeconfig(str(tmp_path / "foo.kubeconfig"))
+    finally:
+        fake.close()
+    path = tmp_path / "controller.yaml"
+    path.write_text(CONFIG_TEXT.replace(old, new).format(kubeconfig=kubeconfig, secret_file=secret_file))
+    with pytest.raises(ConfigError) as caught:
+        load_config(str(path))
+    assert str(caught.value) == f"{path}: {words}"
