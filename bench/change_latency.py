@@ -34,9 +34,9 @@ import dns.edns
 import dns.exception
 import dns.message
 
-from tests.support.etcd import EtcdServer  # the test suite's etcd runner
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess
+from harness.etcd import EtcdServer  # the test suite's etcd runner
+from harness.ports import wait_until
+from harness.serve import ServeProcess
 
 QNAME = "myservice.myns.myfederation.svc.federation."
 

@@ -39,9 +39,10 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
-from tests.support.etcd import EtcdServer  # noqa: E402  (the test suite's etcd runner)
-from tests.support.fakekube import FakeKube, endpoint_slice, service  # noqa: E402
-from tests.support.ports import wait_until  # noqa: E402
+from harness.etcd import EtcdServer  # noqa: E402  (the test suite's etcd runner)
+from harness.objects import endpoint_slice, service  # noqa: E402
+from harness.ports import wait_until  # noqa: E402
+from tests.support.fakekube import FakeKube  # noqa: E402
 
 FEDERATION = "myfederation"
 LABEL = {"federation.feddns.io/name": FEDERATION}

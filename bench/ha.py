@@ -48,11 +48,12 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
-from tests.support.controller import ControllerProcess  # noqa: E402  (the test suite's runners)
-from tests.support.etcd import EtcdServer, etcd_cluster  # noqa: E402
-from tests.support.fakekube import FakeKube, endpoint_slice, service  # noqa: E402
-from tests.support.ports import wait_until  # noqa: E402
-from tests.support.serve import ServeProcess  # noqa: E402
+from harness.controller import ControllerProcess  # noqa: E402  (the test suite's runners)
+from harness.etcd import EtcdServer, etcd_cluster  # noqa: E402
+from harness.objects import endpoint_slice, service  # noqa: E402
+from harness.ports import wait_until  # noqa: E402
+from harness.serve import ServeProcess  # noqa: E402
+from tests.support.fakekube import FakeKube  # noqa: E402
 
 FEDERATION = "myfederation"
 LABEL = {"federation.feddns.io/name": FEDERATION}

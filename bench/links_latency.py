@@ -46,9 +46,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from harness.objects import service  # noqa: E402
+from harness.ports import wait_until  # noqa: E402
 from tests.links.support import admission_review, make_pki  # noqa: E402  (the test suite's helpers)
-from tests.support.fakekube import FakeKube, service  # noqa: E402
-from tests.support.ports import wait_until  # noqa: E402
+from tests.support.fakekube import FakeKube  # noqa: E402
 
 LABEL = {"federation.feddns.io/name": "myfederation"}
 BATCH = 400

@@ -29,8 +29,8 @@ import dns.exception
 import dns.message
 import dns.query
 
-from tests.support.etcd import EtcdServer  # the test suite's etcd runner
-from tests.support.serve import ServeProcess
+from harness.etcd import EtcdServer  # the test suite's etcd runner
+from harness.serve import ServeProcess
 
 FEDERATION = "bench"
 

@@ -1,5 +1,6 @@
-"""CPU per query of each answer policy, in-process: `Responder.respond`, the function the
-transports call, timed with `time.process_time` over many calls, beside the locality answer.
+"""CPU per query of each answer policy, in-process: what the transports run (over UDP the
+cache's handler, `UdpServer.datagram_received`; over TCP `Responder.respond`), timed with
+`time.process_time` over many calls, beside the locality answer.
 
 Three paths per policy, for cluster foo asking a service with 3 shards (foo, bar in one
 region, baz far; the weighted ones with weights 3, 2, 1), plus a headless service of 3
@@ -18,13 +19,15 @@ Usage: python bench/serve_policies.py [--calls 200000]
 import argparse
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dns.edns
 import dns.message
 
 from feddns.dns.index import Index
-from feddns.dns.responder import Responder, Settings
+from feddns.dns.responder import AnswerSettings, Responder
+from feddns.dns.transport import UdpServer
 from feddns.keys import Layout
 from feddns.store import Feed
 from feddns.store.file import read_records
@@ -55,24 +58,42 @@ def records() -> str:
 def responder(path: Path) -> Responder:
     layout = Layout()
     index = Index(layout)
-    server = Responder(index, Settings())
+    server = Responder(AnswerSettings())
     Feed(index, server).replace(read_records(path, layout))
     return server
 
 
+class _Sink:
+    """A datagram transport that drops what is sent."""
+
+    def sendto(self, data: bytes, addr: object) -> None:
+        pass
+
+
+def answerer(server: Responder, tcp: bool) -> Callable[[bytes], object]:
+    """The function a transport runs for one packet: over UDP the cache's handler, over TCP
+    ``Responder.respond``."""
+    if tcp:
+        return lambda packet: server.respond(packet, "127.0.0.1", True)
+    udp = UdpServer(server)
+    udp.connection_made(_Sink())  # type: ignore[arg-type]
+    receive, addr = udp.datagram_received, ("127.0.0.1", 40000)
+    return lambda packet: receive(packet, addr)
+
+
 def per_call(server: Responder, packet: bytes, tcp: bool, calls: int, cold: bool) -> float:
-    """CPU microseconds per ``respond`` call."""
-    respond, clear = server.respond, server.cache.clear
+    """CPU microseconds per query."""
+    answer, clear = answerer(server, tcp), server.cache.clear
     for _ in range(3):  # warm: the answer, the doorkeeper, the reply
-        respond(packet, "127.0.0.1", tcp)
+        answer(packet)
     started = time.process_time()
     if cold:
         for _ in range(calls):
             clear()
-            respond(packet, "127.0.0.1", tcp)
+            answer(packet)
     else:
         for _ in range(calls):
-            respond(packet, "127.0.0.1", tcp)
+            answer(packet)
     return (time.process_time() - started) / calls * 1e6
 
 

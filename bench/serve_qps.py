@@ -55,6 +55,7 @@ import string
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,10 +68,10 @@ import dns.query
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness import peers  # noqa: E402  (where scripts/peers.sh built CoreDNS)
+from harness.etcd import EtcdServer  # noqa: E402  (the test suite's etcd runner)
+from harness.ports import free_port  # noqa: E402  (free for UDP and TCP: NSD and CoreDNS bind both)
 from tests.dns.nsd import nsd_conf  # noqa: E402  (the tests' NSD config: one for both)
-from tests.support import peers  # noqa: E402  (where scripts/peers.sh built CoreDNS)
-from tests.support.etcd import EtcdServer  # noqa: E402  (the test suite's etcd runner)
-from tests.support.ports import free_port  # noqa: E402  (free for UDP and TCP: NSD and CoreDNS bind both)
 
 ZONE = "federation."
 QNAME = f"myservice.myns.myfederation.svc.{ZONE}"
@@ -297,13 +298,14 @@ def stop_server(server: Server) -> None:
 def start_feddns(work: Path, args: argparse.Namespace) -> Server:
     """Start feddns serve on port 0 and read the port it prints (no race for a free port)."""
     cmd = [sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0", "--records", str(work / "records.yaml"),
-           "--log-level", "warning", "--workers", str(args.workers), *shlex.split(args.feddns_args)]
+           "--workers", str(args.workers), *shlex.split(args.feddns_args)]
     proc = subprocess.Popen(on_cpu(args.server_cpu, cmd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     assert proc.stderr is not None
     for line in proc.stderr:
         match = re.search(rb"listening on udp\+tcp \S+:(\d+)", line)
         if match:
-            proc.stderr.close()
+            # The listening line is at level info; the few lines after it are read and dropped.
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
             return Server("feddns", proc, int(match.group(1)), FILES)
     raise RuntimeError(f"feddns serve exited with {proc.wait()}")
 

@@ -31,9 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from harness.ports import wait_until  # noqa: E402
+from harness.stubzone import Pki, StubzoneProcess, client_context, close_all, connect, make_pki  # noqa: E402
 from tests.stubzone.stores import make_store  # noqa: E402  (the test suite's helpers)
-from tests.stubzone.support import Pki, StubzoneProcess, client_context, close_all, connect, make_pki  # noqa: E402
-from tests.support.ports import wait_until  # noqa: E402
 
 MB = 1024 * 1024
 

@@ -40,11 +40,11 @@ sys.path.insert(0, str(REPO))
 import kubernetes.client  # noqa: E402
 import kubernetes.config  # noqa: E402
 
+from harness.stubzone import StubzoneProcess, make_pki  # noqa: E402
+from harness.unbound import CONTROL  # noqa: E402
 from stubzone.backends.unbound import render as render_unbound  # noqa: E402
 from stubzone.model import Nameserver  # noqa: E402
 from tests.stubzone.stores import ConfigMapStore, SkyDNSStore, UnboundStore, make_store  # noqa: E402
-from tests.stubzone.support import StubzoneProcess, make_pki  # noqa: E402
-from tests.support.unbound import CONTROL  # noqa: E402
 
 LISTS = (["192.0.2.1", "192.0.2.2"], ["198.51.100.1", "198.51.100.2"])
 """What the endpoint POSTs, in turns."""

@@ -29,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.chain.chain import CLUSTERS, QNAME, Chain, myservice_slice
-from tests.support import peers
-from tests.support.etcd import EtcdServer
+from harness import peers
+from harness.chain import CLUSTERS, QNAME, Chain, myservice_slice
+from harness.etcd import EtcdServer
 
 STATE = Path(os.environ.get("FEDDNS_DEMO_STATE") or Path(tempfile.gettempdir()) / f"feddns-demo-{os.getuid()}.json")
 """Where a running demo writes its endpoints, for ``demo.py fail``."""

@@ -13,7 +13,7 @@ if [ "${1:-}" = fail ] || [ "${1:-}" = recover ]; then
 fi
 source scripts/debian-deps.sh
 install_debian etcd=etcd-server dig=bind9-dnsutils unbound=unbound
-install_venv "[test]"
+install_venv ""  # the product alone: the demo imports no test library (harness/)
 bash scripts/peers.sh
 # Every temporary file of the demo (etcd's data, kubeconfigs, logs, unbound's configs) goes
 # into one directory, removed on exit however the demo ends, with the state file.

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.support.etcd import EtcdServer
-from tests.support.etcdpki import EtcdPki
-from tests.support.kubecluster import KubeCluster
+from harness.etcd import EtcdServer
+from harness.etcdpki import EtcdPki
+from harness.kubecluster import KubeCluster
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +37,7 @@ def kube_etcd() -> Iterator[EtcdServer]:
 
 @pytest.fixture(scope="session")
 def kube_foo(kube_etcd: EtcdServer) -> Iterator[KubeCluster]:
-    """Member cluster foo: a real kube-apiserver, started once for the session (tests/support/kubecluster.py).
+    """Member cluster foo: a real kube-apiserver, started once for the session (harness/kubecluster.py).
 
     Tests share it: each works in namespaces and names of its own and deletes what it made."""
     cluster = KubeCluster("foo", kube_etcd.url).start()
@@ -64,7 +64,7 @@ def private_etcd() -> Iterator[EtcdServer]:
 
 @pytest.fixture
 def tls_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
-    """A real etcd of the test's own with ``--client-cert-auth`` (tests/support/etcdpki.py)."""
+    """A real etcd of the test's own with ``--client-cert-auth`` (harness/etcdpki.py)."""
     server = EtcdServer(pki=EtcdPki(tmp_path / "etcd-pki"))
     server.start()
     yield server

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from feddns.cli import build_parser
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess, write_records
+from harness.ports import wait_until
+from harness.serve import ServeProcess, write_records
 
 
 def feddns(*args: str) -> subprocess.CompletedProcess[str]:

@@ -13,8 +13,8 @@ from feddns.etcd.credentials import Access, TLSFiles
 from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.etcd.failures import describe, failure_kind
 from feddns.etcd.urls import EtcdURL, parse_etcd_url
-from tests.support.etcd import EtcdServer
-from tests.support.etcdpki import EtcdPki
+from harness.etcd import EtcdServer
+from harness.etcdpki import EtcdPki
 
 
 @pytest.mark.parametrize("text,expected", [

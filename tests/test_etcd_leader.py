@@ -1,6 +1,6 @@
 """etcd calls require a leader: a real partition of a three-member etcd 3.4 cluster.
 
-The members' peer traffic goes through proxies on loopback (tests/support/peernet.py), which
+The members' peer traffic goes through proxies on loopback (harness/peernet.py), which
 cut one member off from the other two, or every member from every other, and heal the
 cluster again. A member cut off loses its leader after one to two election timeouts and
 then, asked as feddns asks (``hasleader=true``, feddns.etcd.client.REQUIRE_LEADER), fails
@@ -35,13 +35,13 @@ from aetcd import rpc
 from feddns.etcd.client import EtcdClient, prefix_range_end
 from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.etcd.failures import describe, failure_kind
+from harness.etcd import EtcdServer, etcd_cluster
+from harness.peernet import PeerNetwork
+from harness.ports import wait_until
+from harness.serve import ServeProcess
 from stubzone.backends.skydns_etcd3 import SkyDNSEtcd3
 from stubzone.backends.skydns_layout import SkyDNSLayout
 from stubzone.model import Nameserver, StubDomains
-from tests.support.etcd import EtcdServer, etcd_cluster
-from tests.support.peernet import PeerNetwork
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess
 
 ELECTION_TIMEOUT = 1.0
 """Seconds: etcd's ``--election-timeout`` here (its default, 1000 ms, with the default 100 ms heartbeat)."""

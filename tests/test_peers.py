@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import peers
-from tests.support.coredns import CoreDNS
-from tests.support.kubecluster import KubeCluster
+from harness import peers
+from harness.coredns import CoreDNS
+from harness.kubecluster import KubeCluster
 
 REPO = Path(__file__).parents[1]
 

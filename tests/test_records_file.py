@@ -9,7 +9,7 @@ import pytest
 
 from feddns.keys import Layout
 from feddns.store.file import read_records
-from tests.support.serve import write_records
+from harness.serve import write_records
 
 RECORDS = """\
 /fed/_clusters/east: {zone: us-east-1a, region: us-east-1}

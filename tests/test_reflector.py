@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from feddns.reflector import PAGE_SIZE, ListSource, Reflector, WatchTiming
-from tests.support.ports import wait_until
+from harness.ports import wait_until
 
 FAST = WatchTiming(watch_timeout=1, connect_timeout=1, read_slack=1, list_timeout=1,
                    backoff_initial=0.01, backoff_max=0.05)

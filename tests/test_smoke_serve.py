@@ -1,6 +1,6 @@
 """feddns serve on the example federation answers the design document's lookup."""
 
-from tests.support.serve import ServeProcess
+from harness.serve import ServeProcess
 
 QNAME = "myservice.myns.myfederation.svc.federation."
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.ports import wait_until
+from harness.process import child_env
+from harness.serve import ServeProcess
+from harness.stubzone import Pki, make_pki
 from tests.controller.harness import config_raw, write_config
-from tests.stubzone.support import Pki, make_pki
-from tests.support.ports import wait_until
-from tests.support.process import child_env
-from tests.support.serve import ServeProcess
 
 
 def feddns(*args: str) -> subprocess.CompletedProcess[str]:

@@ -7,9 +7,9 @@ import uuid
 import dns.rcode
 import pytest
 
-from tests.chain.chain import CLUSTERS, QNAME, Chain, myservice
-from tests.support.ports import wait_until
-from tests.support.unbound import UnboundResolver
+from harness.chain import CLUSTERS, QNAME, Chain, myservice
+from harness.ports import wait_until
+from harness.unbound import UnboundResolver
 
 COREDNS_MINTTL = 5
 """Seconds: the least time CoreDNS's cache plugin keeps a successful answer (its default MINTTL)."""

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.chain.chain import CLUSTERS, REPO
-from tests.support.ports import wait_until
+from harness.chain import CLUSTERS, REPO
+from harness.ports import wait_until
 
 
 def test_demo_prints_its_endpoints_fails_foo_over_to_bar_and_cleans_up(tmp_path: Path) -> None:
@@ -47,3 +47,19 @@ def test_demo_prints_its_endpoints_fails_foo_over_to_bar_and_cleans_up(tmp_path:
         assert demo.wait(60) == 0, log.read_text()
     assert not state.exists()
     assert list(scratch.iterdir()) == []
+
+
+TEST_LIBRARIES = ("tests", "pytest", "hypothesis", "schemathesis", "jsonpatch", "kubernetes_validate", "mypy")
+"""The repository's tests and what pyproject.toml's test extra installs: none of them may be
+needed by the demo, which scripts/demo.sh installs without that extra."""
+
+
+def test_the_demo_imports_no_test_library() -> None:
+    blocked = ", ".join(repr(name) for name in TEST_LIBRARIES)
+    code = (f"import runpy, sys; sys.modules.update(dict.fromkeys(({blocked}))); "
+            "sys.argv = ['scripts/demo.py', '--help']; runpy.run_path('scripts/demo.py', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout
+    assert "install_venv \"\"" in (REPO / "scripts/demo.sh").read_text()

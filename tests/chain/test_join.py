@@ -2,7 +2,7 @@
 (docs/operations.md, "Add a member cluster"): the controller reloads the file, watches the new cluster, and
 its leader programs the new member's stub zone, as the design's cluster controller does ("Initial Setup");
 removing the cluster deletes its stub zone and its shards. Real kube-apiservers, CoreDNS and stub-zone
-endpoints (tests/chain/chain.py)."""
+endpoints (harness/chain.py)."""
 
 import time
 import uuid
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.chain.chain import FEDERATION, QNAME, Chain
+from harness.chain import FEDERATION, QNAME, Chain
+from harness.ports import wait_until
 from tests.controller.harness import mod_revisions, records
-from tests.support.ports import wait_until
 
 JOIN_WITHIN = 10.0
 """Seconds from the config change to the new member answering its own shard first (docs/operations.md)."""

@@ -13,7 +13,7 @@ from controller.app import Controller
 from controller.config import ControllerConfig, parse_config
 from controller.settings import Settings, SyncSettings
 from feddns.reflector import WatchTiming
-from tests.support.etcd import EtcdServer
+from harness.etcd import EtcdServer
 from tests.support.fakekube import FakeKube
 
 FEDERATION = "myfederation"

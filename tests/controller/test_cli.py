@@ -4,10 +4,10 @@ import logging
 import re
 import time
 
+from harness.controller import ControllerProcess
+from harness.ports import wait_until
 from tests.controller.harness import RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
-from tests.support.controller import ControllerProcess
-from tests.support.ports import wait_until
 
 
 def test_metrics_probes_and_a_clean_stop(etcd, etcd_prefix, foo, bar, tmp_path):

@@ -9,10 +9,10 @@ import yaml
 
 from controller.config import DEFAULT_LABEL, load_config
 from feddns.errors import ConfigError
+from harness.etcdpki import EtcdPki
+from harness.process import child_env
 from tests.controller.harness import REPO
-from tests.support.etcdpki import EtcdPki
 from tests.support.fakekube import FakeKube
-from tests.support.process import child_env
 
 
 @pytest.fixture

@@ -5,6 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.etcd import EtcdServer
+from harness.objects import endpoint_slice, service, service_export
+from harness.ports import wait_until
 from tests.controller.harness import (
     LABEL,
     RunningController,
@@ -13,9 +16,7 @@ from tests.controller.harness import (
     mod_revisions,
     records,
 )
-from tests.support.etcd import EtcdServer
-from tests.support.fakekube import FakeKube, endpoint_slice, service, service_export
-from tests.support.ports import wait_until
+from tests.support.fakekube import FakeKube
 
 MYSERVICE_FOO = {
     "clusterIP": "10.0.3.64", "clusterIPs": ["10.0.3.64"],

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from harness.controller import ControllerProcess
+from harness.etcd import EtcdServer
+from harness.objects import service
+from harness.ports import wait_until
 from tests.controller.harness import LABEL, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
-from tests.support.controller import ControllerProcess
-from tests.support.etcd import EtcdServer
-from tests.support.fakekube import service
-from tests.support.ports import wait_until
 
 
 def _tls_config(etcd: EtcdServer, prefix: str, foo: Any, bar: Any, tmp_path: Path) -> dict[str, Any]:

@@ -22,10 +22,10 @@ from prometheus_client import CollectorRegistry
 
 from controller.external import STALE_MARK, ExternalConfig, ExternalPublisher, marker, parse_external_config
 from controller.settings import ExternalSettings
+from harness.ports import async_wait_until
 from tests.controller.publishing import FAST, run, sample, settled
 from tests.controller.publishing import publishing as publishing_to
 from tests.support.bind import BindServer
-from tests.support.ports import async_wait_until
 
 FEDERATION = "myfed"
 WEB = ("myns", "web")

@@ -20,12 +20,13 @@ from controller import watch
 from controller.config import ClusterConfig
 from controller.external import ExternalConfig, ExternalPublisher, parse_external_config
 from controller.external.dnsendpoint import DnsEndpointProvider
+from harness.etcd import EtcdServer
+from harness.objects import endpoint_slice, service
+from harness.ports import async_wait_until, wait_until
 from tests.controller.harness import LABEL, RunningController, cluster_entry, config_raw
 from tests.controller.publishing import FAST, run, sample
 from tests.controller.publishing import publishing as publishing_to
-from tests.support.etcd import EtcdServer
-from tests.support.fakekube import FakeKube, endpoint_slice, service
-from tests.support.ports import async_wait_until, wait_until
+from tests.support.fakekube import FakeKube
 
 FEDERATION = "myfederation"
 NAMESPACE = "feddns"

@@ -8,9 +8,10 @@ import urllib.request
 import kubernetes_validate
 import pytest
 
+from harness.objects import endpoint_slice, service, service_export
+from harness.ports import wait_until
 from tests.controller.harness import FIXTURES, LABEL
-from tests.support.fakekube import KUBERNETES_VERSION, FakeKube, endpoint_slice, service, service_export
-from tests.support.ports import wait_until
+from tests.support.fakekube import KUBERNETES_VERSION, FakeKube
 
 SERVICES = "/api/v1/services"
 

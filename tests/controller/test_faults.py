@@ -10,12 +10,12 @@ from controller import etcdlink
 from controller.leader import Elector, election_key
 from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.reflector import WatchTiming
+from harness.controller import ControllerProcess
+from harness.objects import service
+from harness.ports import wait_until
 from tests.controller.harness import LABEL, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
 from tests.support.bind import BindServer
-from tests.support.controller import ControllerProcess
-from tests.support.fakekube import service
-from tests.support.ports import wait_until
 
 STALL_SECONDS, LEASE_SECONDS = map(int, os.environ.get("FEDDNS_STALL", "4/5").split("/"))
 """etcd stall and lease. The suite runs 4 s against 5 s; ``FEDDNS_STALL=12/15`` runs the

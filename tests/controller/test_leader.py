@@ -9,11 +9,11 @@ import pytest
 from controller import etcdlink
 from controller.leader import Elector, election_key
 from feddns.etcd.endpoints import EtcdEndpoints
+from harness.controller import ControllerProcess
+from harness.objects import service
+from harness.ports import wait_until
 from tests.controller.harness import LABEL, RunningController, records, write_config
 from tests.controller.test_controller import SYNCED, RecordingPublisher, two_clusters, wait_records
-from tests.support.controller import ControllerProcess
-from tests.support.fakekube import service
-from tests.support.ports import wait_until
 
 
 def test_a_deposed_leader_cannot_write(etcd, etcd_prefix):

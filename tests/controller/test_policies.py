@@ -9,12 +9,13 @@ from typing import Any
 import dns.rdatatype
 import pytest
 
+from harness.etcd import EtcdServer
+from harness.objects import endpoint_slice, service, service_export
+from harness.ports import wait_until
+from harness.serve import ServeProcess
 from tests.controller.harness import LABEL, RunningController, cluster_entry, config_raw, records
 from tests.controller.test_serve_answers import wait_answer
-from tests.support.etcd import EtcdServer
-from tests.support.fakekube import FakeKube, endpoint_slice, service, service_export
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess
+from tests.support.fakekube import FakeKube
 
 QNAME = "myservice.myns.myfederation.svc.federation."
 POLICY, ORDER, WEIGHT = (f"federation.feddns.io/{n}" for n in ("policy", "failover-order", "weight"))

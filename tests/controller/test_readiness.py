@@ -5,13 +5,13 @@ probes")."""
 import re
 from pathlib import Path
 
+from harness.controller import ControllerProcess
+from harness.etcd import EtcdServer
+from harness.kubecluster import KubeCluster
+from harness.ports import wait_until
 from tests.controller.harness import cluster_entry, config_raw, write_config
 from tests.controller.test_real_cluster import controller_kubeconfig, install_access
-from tests.support.controller import ControllerProcess
-from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube
-from tests.support.kubecluster import KubeCluster
-from tests.support.ports import wait_until
 
 
 def test_not_ready_until_every_cluster_is_listed_or_failed(etcd: EtcdServer, etcd_prefix: str, foo: FakeKube,

@@ -1,4 +1,4 @@
-"""``feddns controller`` against real member clusters: two real kube-apiservers (tests/support/kubecluster.py).
+"""``feddns controller`` against real member clusters: two real kube-apiservers (harness/kubecluster.py).
 
 The controller runs as deploy/ runs it: on a read-only root filesystem with no writable /tmp, reaching
 each cluster with a kubeconfig that carries ``certificate-authority-data`` (as a cloud's does) and the
@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import peers
+from harness.controller import ControllerProcess
+from harness.etcd import EtcdServer
+from harness.kubecluster import KubeCluster
+from harness.objects import endpoint_slice, service, service_export
+from harness.ports import wait_until
 from tests.controller.harness import FEDERATION, LABEL, records
-from tests.support import peers
-from tests.support.controller import ControllerProcess
-from tests.support.etcd import EtcdServer
-from tests.support.fakekube import endpoint_slice, service, service_export
-from tests.support.kubecluster import KubeCluster
-from tests.support.ports import wait_until
 
 REPO = Path(__file__).parents[2]
 ACCESS = REPO / "deploy" / "member" / "controller-access.yaml"

@@ -32,14 +32,14 @@ from controller.config import ClusterConfig
 from controller.external import ExternalConfig, ExternalPublisher, parse_external_config
 from controller.external.dnsendpoint import DnsEndpointProvider
 from controller.external.provider import ProviderError
+from harness import peers
+from harness.controller import ControllerProcess
+from harness.etcd import EtcdServer
+from harness.kubecluster import KubeCluster
+from harness.objects import endpoint_slice, service
+from harness.ports import async_wait_until, wait_until
 from tests.controller.publishing import FAST, run, sample
 from tests.controller.publishing import publishing as publishing_to
-from tests.support import peers
-from tests.support.controller import ControllerProcess
-from tests.support.etcd import EtcdServer
-from tests.support.fakekube import endpoint_slice, service
-from tests.support.kubecluster import KubeCluster
-from tests.support.ports import async_wait_until, wait_until
 
 REPO = Path(__file__).parents[2]
 ACCESS = REPO / "deploy" / "member" / "controller-access.yaml"

@@ -6,10 +6,11 @@ import logging
 import re
 import time
 
+from harness.objects import endpoint_slice, service
+from harness.ports import wait_until
 from tests.controller.harness import LABEL, RunningController, mod_revisions, records
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
-from tests.support.fakekube import FakeKube, endpoint_slice, service
-from tests.support.ports import wait_until
+from tests.support.fakekube import FakeKube
 
 
 def test_unreachable_cluster_keeps_its_shards_and_catches_up(etcd, etcd_prefix, foo, bar, tmp_path, caplog):

@@ -2,11 +2,11 @@
 
 import pytest
 
+from harness.objects import endpoint_slice, service
+from harness.ports import wait_until
+from harness.serve import ServeProcess
 from tests.controller.harness import LABEL, RunningController
 from tests.controller.test_controller import two_clusters
-from tests.support.fakekube import endpoint_slice, service
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess
 
 QNAME = "myservice.myns.myfederation.svc.federation."
 

@@ -4,7 +4,7 @@ import pytest
 
 from controller import shards
 from feddns.records import ShardRecord, encode
-from tests.support.fakekube import endpoint_slice, service
+from harness.objects import endpoint_slice, service
 
 FED = "myfederation"
 LABEL = "federation.feddns.io/name"

@@ -20,12 +20,12 @@ from controller.config import ClusterConfig, StubzoneEndpoint
 from controller.metrics import Metrics
 from controller.settings import StubzoneSettings
 from controller.stubzones import StubZones
+from harness.controller import ControllerProcess
+from harness.kubecluster import KubeCluster
+from harness.ports import wait_until
+from harness.stubzone import StubzoneProcess, make_pki, skydns_args
 from tests.controller.harness import FEDERATION
 from tests.controller.test_real_cluster import controller_kubeconfig, install_access
-from tests.stubzone.support import StubzoneProcess, make_pki, skydns_args
-from tests.support.controller import ControllerProcess
-from tests.support.kubecluster import KubeCluster
-from tests.support.ports import wait_until
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,10 @@ from controller import watch
 from controller.config import ClusterConfig
 from controller.metrics import Metrics
 from feddns.errors import ConfigError
+from harness.objects import service
+from harness.ports import wait_until
 from tests.controller.harness import FAST_WATCH
-from tests.support.fakekube import FakeKube, service
-from tests.support.ports import wait_until
+from tests.support.fakekube import FakeKube
 
 
 class Recorder:

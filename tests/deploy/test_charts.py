@@ -1,4 +1,4 @@
-"""The Helm charts of deploy/helm/ with the real helm (v3.22.0, tests/support/peers.py) and a real kube-apiserver.
+"""The Helm charts of deploy/helm/ with the real helm (v3.22.0, harness/peers.py) and a real kube-apiserver.
 
 * ``helm lint`` passes for each chart, with its default values and with each sample values file.
 * ``helm template`` renders the default values and every sample (:data:`RENDERS`); what it renders is
@@ -32,6 +32,10 @@ import yaml
 
 from controller.config import parse_config
 from feddns.cli import build_parser
+from harness import peers
+from harness.etcdpki import certs
+from harness.kubecluster import KubeCluster
+from harness.process import child_env
 from stubzone.cli import check_flags
 from tests.deploy.manifests import HELM, REPO, STOCK, Container, containers, find, flag, namespace
 from tests.deploy.test_dry_run import (
@@ -42,10 +46,6 @@ from tests.deploy.test_dry_run import (
     dry_run_apply,
     label_namespace,
 )
-from tests.support import peers
-from tests.support.etcdpki import certs
-from tests.support.kubecluster import KubeCluster
-from tests.support.process import child_env
 
 Obj = dict[str, Any]
 

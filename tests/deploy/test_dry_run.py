@@ -1,4 +1,4 @@
-"""Every manifest in deploy/ through a real kube-apiserver (tests/support/kubecluster.py), by server-side dry run.
+"""Every manifest in deploy/ through a real kube-apiserver (harness/kubecluster.py), by server-side dry run.
 
 ``kubectl apply --server-side --dry-run=server`` sends each object through the whole write path of the
 API server (decoding, defaulting, validation of every field, RBAC rules, webhook configurations, the
@@ -37,6 +37,8 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import peers
+from harness.kubecluster import KubeCluster
 from tests.deploy.manifests import (
     MERGE_KEYS,
     MONITORING,
@@ -48,8 +50,6 @@ from tests.deploy.manifests import (
     patch_files,
     strategic_merge,
 )
-from tests.support import peers
-from tests.support.kubecluster import KubeCluster
 
 CRDS = ("podmonitors.yaml", "prometheusrules.yaml", "dnsendpoints.yaml", "serviceexports.yaml")
 MANIFESTS = [*manifest_files(), *sorted(MONITORING.glob("*.yaml"))]

@@ -15,14 +15,14 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.controller import ControllerProcess
+from harness.etcd import EtcdServer
+from harness.ports import free_port, wait_until
+from harness.serve import ServeProcess
+from harness.stubzone import Pki, StubzoneProcess, make_pki, skydns_args
 from tests.controller.harness import cluster_entry, config_raw, write_config
 from tests.deploy.manifests import DEPLOY, REPO, all_objects, containers
-from tests.stubzone.support import Pki, StubzoneProcess, make_pki, skydns_args
-from tests.support.controller import ControllerProcess
-from tests.support.etcd import EtcdServer
 from tests.support.fakekube import FakeKube
-from tests.support.ports import free_port, wait_until
-from tests.support.serve import ServeProcess
 
 MONITORING = DEPLOY / "monitoring"
 RULES = MONITORING / "feddns-rules.yaml"

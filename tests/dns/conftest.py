@@ -5,9 +5,9 @@ from collections.abc import Iterator
 import pytest
 
 from feddns.dns.responder import Responder
+from harness.serve import ServeProcess, write_records
 from tests.dns import tables
 from tests.dns.policy_records import RECORDS as POLICY_RECORDS
-from tests.support.serve import ServeProcess, write_records
 
 # Clusters of federation `fed`: a and b share zone z1; c shares region r1 only; d is far;
 # e has no cluster record and its shard no externalIP.

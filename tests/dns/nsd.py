@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Self
 
-from tests.support.ports import free_port, wait_until
-from tests.support.process import ChildProcess
+from harness.ports import free_port, wait_until
+from harness.process import ChildProcess
 
 
 def nsd_conf(*, port: int, directory: Path, zone: str, zonefile: str, verbosity: int = 1,

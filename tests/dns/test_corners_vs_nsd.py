@@ -19,9 +19,9 @@ import pytest
 
 from feddns import serve
 from feddns.errors import ConfigError
+from harness.serve import ServeProcess, write_records
 from tests.dns.nsd import NsdServer
 from tests.support.bind import BindServer
-from tests.support.serve import ServeProcess, write_records
 
 WEB = "web.prod.fed.svc.federation."
 MEDIUM = "medium.prod.fed.svc.federation."  # 60 A records: 1,019 bytes from feddns, with our OPT

@@ -10,8 +10,8 @@ import urllib.request
 import dns.rcode
 import pytest
 
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess
+from harness.ports import wait_until
+from harness.serve import ServeProcess
 
 QNAME = "myservice.myns.myfederation.svc.federation."
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import dns.rcode
 
-from tests.support.etcd import EtcdServer
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess
+from harness.etcd import EtcdServer
+from harness.ports import wait_until
+from harness.serve import ServeProcess
 
 QNAME = "web.prod.fed.svc.federation."
 

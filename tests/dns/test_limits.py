@@ -9,9 +9,9 @@ import dns.message
 import dns.rcode
 import pytest
 
+from harness.ports import wait_until
+from harness.serve import ServeProcess, write_records
 from tests.dns.conftest import RECORDS, big_records
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess, write_records
 
 WEB = "web.prod.fed.svc.federation."
 BIG = "big.prod.fed.svc.federation."

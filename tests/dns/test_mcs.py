@@ -7,12 +7,12 @@ import dns.rcode
 import pytest
 
 from feddns.dns.responder import Responder
+from harness.serve import ServeProcess, write_records
 from tests.dns import tables
 from tests.dns.conftest import RECORDS as OTHER_FEDERATION
 from tests.dns.policy_records import RECORDS
 from tests.dns.tables import Case, a, check_in_process, ids, lines, negative, soa
 from tests.dns.test_policies import failover_srv, headless_srv
-from tests.support.serve import ServeProcess, write_records
 
 M = "clusterset.local."
 LOC, FO, WT, HL = (f"{name}.prod.svc.{M}" for name in ("loc", "fo", "wt", "hl"))

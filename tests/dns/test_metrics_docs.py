@@ -4,7 +4,7 @@ import re
 import urllib.request
 from pathlib import Path
 
-from tests.support.serve import ServeProcess
+from harness.serve import ServeProcess
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 SERVE_PREFIXES = ("feddns_dns_", "feddns_records_", "feddns_etcd_", "feddns_ready")

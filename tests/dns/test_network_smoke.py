@@ -7,9 +7,9 @@ MCS zone, NODATA, NXDOMAIN and REFUSED."""
 
 import pytest
 
+from harness.serve import ServeProcess
 from tests.dns import test_mcs, test_policies
 from tests.dns.tables import Case, check_over_network, ids
-from tests.support.serve import ServeProcess
 
 
 def pick(cases: list[Case], *names: str) -> list[Case]:

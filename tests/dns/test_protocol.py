@@ -13,7 +13,7 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
-from tests.support.serve import ServeProcess, write_records
+from harness.serve import ServeProcess, write_records
 
 WEB = "web.prod.fed.svc.federation."
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.serve import ServeProcess
+from harness.serve import ServeProcess
 
 ROOT = Path(__file__).parents[2]
 REFERENCE = (ROOT / "docs" / "reference.md").read_text()

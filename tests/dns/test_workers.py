@@ -25,12 +25,12 @@ import dns.rcode
 import pytest
 
 from feddns import cpus
+from harness.ports import free_port, wait_until
+from harness.process import child_env
+from harness.serve import ServeProcess, write_records
 from tests.dns.conftest import RECORDS
 from tests.dns.test_etcd import QNAME, put_design_keys
 from tests.dns.test_protocol import MALFORMED, query_bytes, raw_exchange, rcode_of
-from tests.support.ports import free_port, wait_until
-from tests.support.process import child_env
-from tests.support.serve import ServeProcess, write_records
 
 WEB = "web.prod.fed.svc.federation."
 STOPPED = re.compile(r"\(worker (\d+)\): stopped; this worker answered (\d+) queries")

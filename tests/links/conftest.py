@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.objects import service
+from harness.serve import ServeProcess, write_records
+from harness.unbound import UnboundResolver
 from tests.links.support import LABEL, RECORDS, STUB_ZONE, LinksProcess, Pki, make_pki
-from tests.support.fakekube import FakeKube, service
-from tests.support.serve import ServeProcess, write_records
-from tests.support.unbound import UnboundResolver
+from tests.support.fakekube import FakeKube
 
 
 @pytest.fixture(scope="session")

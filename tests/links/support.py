@@ -15,7 +15,7 @@ from typing import Any
 import jsonpatch
 
 from feddns.cli import main as feddns_main
-from tests.support.process import ChildProcess
+from harness.process import ChildProcess
 
 FEDERATION = "myfederation"
 LABEL = {"federation.feddns.io/name": FEDERATION}

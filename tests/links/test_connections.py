@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.ports import free_port, wait_until
 from tests.links.support import LinksProcess, Pki, admission_review, pod
-from tests.support.ports import free_port, wait_until
 
 # TLS 1.2 suites a client may offer; the server's certificate is ECDSA (feddns certs' default key).
 CBC_SUITES = ["ECDHE-ECDSA-AES128-SHA256", "ECDHE-ECDSA-AES256-SHA384", "ECDHE-ECDSA-AES128-SHA",

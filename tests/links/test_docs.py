@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.unbound import UnboundResolver
 from links.expansion import expand
 from tests.links.support import LinksProcess, Pki
 from tests.support.fakekube import FakeKube
-from tests.support.unbound import UnboundResolver
 
 DOC = Path(__file__).parents[2] / "docs" / "links.md"
 

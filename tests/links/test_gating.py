@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.ports import free_port, wait_until
+from harness.serve import ServeProcess
+from harness.unbound import UnboundResolver
 from tests.links.support import STUB_ZONE, LinksProcess, Pki, env, pod
-from tests.support.ports import free_port, wait_until
-from tests.support.serve import ServeProcess
-from tests.support.unbound import UnboundResolver
 
 LINKS = "links.feddns.io/services"
 WEBHOOK_TIMEOUT = 5.0

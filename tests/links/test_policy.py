@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from feddns.errors import ConfigError
+from harness.unbound import UnboundResolver
 from links.selector import parse_selector
 from tests.links.conftest import write
 from tests.links.support import LinksProcess, Pki, env, pod
-from tests.support.unbound import UnboundResolver
 
 LINKS = "links.feddns.io/services"
 INJECTED = "links.feddns.io/injected"

@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.kubecluster import KubeCluster
+from harness.objects import service
+from harness.ports import wait_until
+from harness.serve import ServeProcess, write_records
+from harness.unbound import UnboundResolver
 from tests.links.support import FEDERATION, LABEL, STUB_ZONE, LinksProcess, Pki, env
-from tests.support.fakekube import service
-from tests.support.kubecluster import KubeCluster
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess, write_records
-from tests.support.unbound import UnboundResolver
 
 REPO = Path(__file__).parents[2]
 LINKS_MANIFEST = REPO / "deploy" / "links" / "links.yaml"

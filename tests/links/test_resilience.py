@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.objects import service
+from harness.ports import wait_until
 from links.shards import connector
 from tests.links.support import LABEL, LinksProcess, Pki, env, pod
-from tests.support.fakekube import FakeKube, service
-from tests.support.ports import wait_until
+from tests.support.fakekube import FakeKube
 
 LINKS = "links.feddns.io/services"
 

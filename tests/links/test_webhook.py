@@ -4,9 +4,10 @@ import json
 
 import pytest
 
+from harness.objects import service
+from harness.ports import wait_until
 from tests.links.support import LinksProcess, env, pod
-from tests.support.fakekube import FakeKube, service
-from tests.support.ports import wait_until
+from tests.support.fakekube import FakeKube
 
 HOST = "postgres.data.myfederation.svc.federation."
 LINKS = "links.feddns.io/services"

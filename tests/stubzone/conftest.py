@@ -5,8 +5,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.stubzone.support import Pki, StubzoneProcess, make_pki, skydns_args
-from tests.support.etcd import EtcdServer
+from harness.etcd import EtcdServer
+from harness.stubzone import Pki, StubzoneProcess, make_pki, skydns_args
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
-from tests.support.etcd import EtcdServer
+from harness.etcd import EtcdServer
+from harness.unbound import UnboundResolver
 from tests.support.fakekube import FakeKube
-from tests.support.unbound import UnboundResolver
 
 ZONE = "federation"
 CLUSTER = "foo"

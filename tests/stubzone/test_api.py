@@ -4,8 +4,8 @@ real etcd's v2 key space, where released SkyDNS reads stub zones (docs/reference
 import json
 import threading
 
-from tests.stubzone.support import StubzoneProcess, skydns_args
-from tests.support.etcd import EtcdServer
+from harness.etcd import EtcdServer
+from harness.stubzone import StubzoneProcess, skydns_args
 
 
 def stub_keys(etcd: EtcdServer, prefix: str) -> dict[str, dict]:

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.ports import wait_until
+from harness.stubzone import StubzoneProcess
 from tests.stubzone.stores import BACKENDS, Store, make_store
-from tests.stubzone.support import StubzoneProcess
-from tests.support.ports import wait_until
 
 FIRST = ["192.0.2.1", "192.0.2.2:5353", "[2001:db8::1]:5353"]
 SECOND = ["198.51.100.7"]

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from feddns.cli import main
-from tests.stubzone.support import certs
+from harness.stubzone import certs
 
 
 def load(path) -> x509.Certificate:

@@ -8,9 +8,9 @@ import urllib.request
 import pytest
 
 from feddns.cli import main
-from tests.stubzone.support import ALLOWED, StubzoneProcess, skydns_args
+from harness.ports import free_port
+from harness.stubzone import ALLOWED, StubzoneProcess, skydns_args
 from tests.support.fakekube import FakeKube
-from tests.support.ports import free_port
 
 
 def flags(pki, **overrides: str | None) -> list[str]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.stubzone import StubzoneProcess
 from stubzone.backends.corefile import parse
-from tests.stubzone.support import StubzoneProcess
 from tests.support.fakekube import FakeKube
 
 BLOCK = """\

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.stubzone.support import Endpoint, StubzoneProcess, client_context, close_all, connect
-from tests.support.ports import wait_until
+from harness.ports import wait_until
+from harness.stubzone import Endpoint, StubzoneProcess, client_context, close_all, connect
 
 MB = 1024 * 1024
 

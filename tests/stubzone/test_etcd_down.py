@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tests.stubzone.support import StubzoneProcess, skydns_args
-from tests.support.ports import free_port, wait_until
+from harness.ports import free_port, wait_until
+from harness.stubzone import StubzoneProcess, skydns_args
 
 
 @pytest.mark.parametrize("api", ["v2", "v3"])

@@ -8,8 +8,8 @@ import pytest
 
 from feddns.etcd.credentials import Access, TLSFiles
 from feddns.etcd.endpoints import EtcdEndpoints
-from tests.stubzone.support import Pki, StubzoneProcess, skydns_args
-from tests.support.etcd import EtcdServer
+from harness.etcd import EtcdServer
+from harness.stubzone import Pki, StubzoneProcess, skydns_args
 from tests.test_etcd_access import read_once
 
 NS1 = "/skydns/local/cluster/dns/stub/federation/svc/{}/ns1"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.stubzone.support import Endpoint
-from tests.support.ports import wait_until
-from tests.support.process import ChildProcess
+from harness.ports import wait_until
+from harness.process import ChildProcess
+from harness.stubzone import Endpoint
 
 REPO = Path(__file__).resolve().parents[2]
 MB = 1024 * 1024

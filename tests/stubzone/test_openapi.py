@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.stubzone.support import StubzoneProcess
+from harness.stubzone import StubzoneProcess
 
 SPEC = Path(__file__).resolve().parents[2] / "docs" / "stubzone-openapi.yaml"
 CHECKS = ",".join([

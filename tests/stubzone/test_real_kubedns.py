@@ -1,4 +1,4 @@
-"""``feddns stubzone --backend kube-dns`` against a real kube-apiserver (tests/support/kubecluster.py).
+"""``feddns stubzone --backend kube-dns`` against a real kube-apiserver (harness/kubecluster.py).
 
 tests/stubzone/test_configmaps.py checks the backend against the fake API server. Here the ConfigMap
 is the real ``kube-system/kube-dns`` as a cluster admin left it (upstreamNameservers, a stub domain of
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.stubzone.support import Pki, StubzoneProcess
-from tests.support.kubecluster import KubeCluster
+from harness.kubecluster import KubeCluster
+from harness.stubzone import Pki, StubzoneProcess
 
 REPO = Path(__file__).parents[2]
 MANIFEST = REPO / "deploy" / "cluster-dns" / "kube-dns" / "stubzone.yaml"

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tests.stubzone.support import StubzoneProcess, client_context
+from harness.stubzone import StubzoneProcess, client_context
 
 GOOD = ["192.0.2.1", "192.0.2.2"]
 

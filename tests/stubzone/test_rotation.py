@@ -17,8 +17,8 @@ from pathlib import Path
 
 from cryptography import x509
 
-from tests.stubzone.support import ALLOWED, Pki, StubzoneProcess, certs, skydns_args
-from tests.support.ports import wait_until
+from harness.ports import wait_until
+from harness.stubzone import ALLOWED, Pki, StubzoneProcess, certs, skydns_args
 
 KEYS = ("tls.crt", "tls.key", "ca.crt")
 

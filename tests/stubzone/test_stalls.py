@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.ports import wait_until
+from harness.stubzone import Answer, StubzoneProcess
 from tests.stubzone.stores import ConfigMapStore, SkyDNSStore, Store, UnboundStore, make_store
-from tests.stubzone.support import Answer, StubzoneProcess
-from tests.support.ports import wait_until
 from tests.support.stallproxy import StallProxy
 
 TIMEOUT = 2.0

@@ -7,7 +7,7 @@ import json
 import subprocess
 import time
 
-from tests.stubzone.support import StubzoneProcess
+from harness.stubzone import StubzoneProcess
 
 COMMAND = ["testssl", "--quiet", "--warnings", "batch", "--nodns", "none", "--color", "0",
            "--protocols", "--std", "--vulnerable"]

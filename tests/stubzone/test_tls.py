@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.stubzone.support import StubzoneProcess, client_context, request, skydns_args
+from harness.stubzone import StubzoneProcess, client_context, request, skydns_args
 
 ATTEMPT = (b'POST /federations/fed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n'
            b'Content-Length: 30\r\nConnection: close\r\n\r\n{"nameservers": ["192.0.2.1"]}')

@@ -16,10 +16,10 @@ import dns.message
 import dns.rcode
 import pytest
 
-from tests.stubzone.support import StubzoneProcess
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess, write_records
-from tests.support.unbound import UnboundResolver
+from harness.ports import wait_until
+from harness.serve import ServeProcess, write_records
+from harness.stubzone import StubzoneProcess
+from harness.unbound import UnboundResolver
 
 QNAME = "myservice.myns.myfederation.svc.federation."
 RECORDS = """

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from tests.support.ports import free_port, wait_until
+from harness.ports import free_port, wait_until
 
 _NAMED_CONF = """\
 options {{

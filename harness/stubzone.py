@@ -18,8 +18,8 @@ from typing import Any, Self
 from prometheus_client.parser import text_string_to_metric_families
 
 from feddns.cli import main as feddns_main
-from tests.support.ports import free_port
-from tests.support.process import ChildProcess
+from harness.ports import free_port
+from harness.process import ChildProcess
 
 
 def certs(*args: str) -> None:

@@ -15,7 +15,7 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
-from tests.support.process import ChildProcess
+from harness.process import ChildProcess
 
 CLUSTER_OPTION = 65245
 _LISTEN = re.compile(r"listening on udp\+tcp (\S+):(\d+)")

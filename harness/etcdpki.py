@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from feddns.cli import main as feddns_main
+from harness.volume import KubeletVolume
 from stubzone import pki
-from tests.support.volume import KubeletVolume
 
 
 def certs(*args: str) -> None:

@@ -38,10 +38,10 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from harness import peers
+from harness.ports import free_port
+from harness.process import ChildProcess, child_env
 from stubzone import pki
-from tests.support import peers
-from tests.support.ports import free_port
-from tests.support.process import ChildProcess, child_env
 
 SERVICE_CIDR = "10.0.0.0/16"
 """``--service-cluster-ip-range``: the ``kubernetes`` Service gets 10.0.0.1."""

@@ -24,8 +24,8 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
-from tests.support.ports import free_port, wait_until
-from tests.support.process import ChildProcess
+from harness.ports import free_port, wait_until
+from harness.process import ChildProcess
 
 UNBOUND = shutil.which("unbound") or "/usr/sbin/unbound"
 CHECKCONF = shutil.which("unbound-checkconf") or "/usr/sbin/unbound-checkconf"

@@ -22,15 +22,15 @@ import dns.message
 import dns.query
 import dns.rdatatype
 
-from tests.support import peers
-from tests.support.kubecluster import KubeCluster
-from tests.support.ports import free_port
-from tests.support.process import ChildProcess
-from tests.support.volume import KubeletVolume
+from harness import peers
+from harness.kubecluster import KubeCluster
+from harness.ports import free_port
+from harness.process import ChildProcess
+from harness.volume import KubeletVolume
 
 
 class ConfigMapProjector:
-    """Copies ConfigMap ``namespace/name`` of ``kube`` into a :class:`~tests.support.volume.KubeletVolume`
+    """Copies ConfigMap ``namespace/name`` of ``kube`` into a :class:`~harness.volume.KubeletVolume`
     every ``interval`` seconds while running."""
 
     def __init__(self, kube: KubeCluster, path: Path, namespace: str = "kube-system",

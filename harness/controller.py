@@ -8,9 +8,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.process import ChildProcess, read_only_root
+from harness.process import ChildProcess, read_only_root
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[1]
 
 
 class ControllerProcess:
@@ -18,7 +18,7 @@ class ControllerProcess:
     ``log_path``.
 
     ``read_only`` runs it on a read-only root filesystem with no writable /tmp, as deploy/ runs it
-    (:func:`tests.support.process.read_only_root`).
+    (:func:`harness.process.read_only_root`).
     ``start()`` waits until it says where its metrics are; ``metric()`` scrapes them;
     ``kill()`` is a crash (SIGKILL: no lease revoked); ``terminate()`` a clean stop.
     """

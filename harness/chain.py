@@ -6,7 +6,7 @@
     dig --> unbound "foo" (stub zone, 0xfedd=foo) -----------------------------'
     (and the same for bar)
 
-Every part is the real program (tests/support/kubecluster.py, tests/support/coredns.py):
+Every part is the real program (harness/kubecluster.py, harness/coredns.py):
 
 * each member cluster is a real kube-apiserver holding the federated Service ``myns/myservice`` and
   its EndpointSlice (no controller-manager runs, so the chain writes the slice as the EndpointSlice
@@ -18,7 +18,7 @@ Every part is the real program (tests/support/kubecluster.py, tests/support/core
   with the ServiceAccount and Role of deploy/cluster-dns/coredns/stubzone.yaml; the controller's leader
   POSTs Federated-DNS's address to each endpoint (its config's ``nameservers`` and ``stubzone`` blocks),
   as the design's cluster controller does; kubelet's part, the ConfigMap volume, is played by
-  tests/support/coredns.py's projector;
+  harness/coredns.py's projector;
 * unbound, with a static stub zone, stays as a second cluster DNS of each cluster.
 
 Clusters foo (us-central1-a) and bar (us-central1-b) are in one region, so each sees its own clusterIP
@@ -33,21 +33,21 @@ from typing import Any
 
 import yaml
 
-from tests.stubzone.support import StubzoneProcess, make_pki
-from tests.support.controller import ControllerProcess
-from tests.support.coredns import CoreDNS
-from tests.support.etcd import EtcdServer
-from tests.support.fakekube import endpoint_slice, service
-from tests.support.kubecluster import ApiError, KubeCluster
-from tests.support.ports import wait_until
-from tests.support.serve import ServeProcess
-from tests.support.unbound import UnboundResolver
+from harness.controller import ControllerProcess
+from harness.coredns import CoreDNS
+from harness.etcd import EtcdServer
+from harness.kubecluster import ApiError, KubeCluster
+from harness.objects import endpoint_slice, service
+from harness.ports import wait_until
+from harness.serve import ServeProcess
+from harness.stubzone import StubzoneProcess, make_pki
+from harness.unbound import UnboundResolver
 
 FEDERATION = "myfederation"
 QNAME = "myservice.myns.myfederation.svc.federation."
 STUB_ZONE = f"{FEDERATION}.svc.federation."
 LABEL = {"federation.feddns.io/name": FEDERATION}
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[1]
 CONTROLLER_ACCESS = REPO / "deploy" / "member" / "controller-access.yaml"
 STUBZONE_MANIFEST = REPO / "deploy" / "cluster-dns" / "coredns" / "stubzone.yaml"
 CLUSTERS: dict[str, dict[str, Any]] = {

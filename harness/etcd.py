@@ -10,7 +10,7 @@ etcd 3.4 also serves its v2 key space (``/v2/keys/...``, what released SkyDNS
 and kube2sky use) when started with ``--enable-v2``, which ``EtcdServer`` does
 unless told otherwise; the ``v2_*`` methods read and write it.
 
-Secured etcd (docs/reference.md section 6): with ``pki`` (tests/support/etcdpki.py)
+Secured etcd (docs/reference.md section 6): with ``pki`` (harness/etcdpki.py)
 it serves ``https://`` with ``--client-cert-auth --trusted-ca-file``, and the
 tests' own client presents the admin certificate. ``enable_auth()`` turns on
 etcd's v3 authentication with ``etcdctl`` (``user add``, ``role add``,
@@ -19,7 +19,7 @@ tests' client logs in as root; ``enable_v2_auth()`` does the same for the v2
 key space, whose users are separate (its HTTP ``/v2/auth`` API).
 
 :func:`etcd_cluster` starts the members of one cluster; given a ``PeerNetwork``
-(tests/support/peernet.py), their peer traffic crosses its proxies, which can cut a
+(harness/peernet.py), their peer traffic crosses its proxies, which can cut a
 member off from the others (a network partition) and join it again.
 
 etcd logs errors only; ``FEDDNS_TEST_ETCD_LOG=info`` in the environment logs more
@@ -40,9 +40,9 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from tests.support.etcdpki import EtcdPki
-from tests.support.peernet import PeerNetwork
-from tests.support.ports import free_port, wait_until
+from harness.etcdpki import EtcdPki
+from harness.peernet import PeerNetwork
+from harness.ports import free_port, wait_until
 
 ROOT_PASSWORD = "root-password"
 
@@ -75,7 +75,7 @@ class EtcdServer:
         self.client_port = free_port()
         self.peer_port = free_port()
         self.advertised_peer_port = self.peer_port
-        """The peer port the other members are told to use: a proxy's (tests/support/peernet.py) or its own."""
+        """The peer port the other members are told to use: a proxy's (harness/peernet.py) or its own."""
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         self.log_path = os.path.join(self.data_dir, "etcd.log")
@@ -344,7 +344,7 @@ def etcd_cluster(size: int = 3, *, network: PeerNetwork | None = None,
                  extra_args: Sequence[str] = ()) -> list[EtcdServer]:
     """``size`` members of one etcd cluster on 127.0.0.1, started and answering.
 
-    With ``network`` (tests/support/peernet.py) their peer traffic goes through its
+    With ``network`` (harness/peernet.py) their peer traffic goes through its
     proxies, which can partition them. ``extra_args`` go to every member."""
     members = [EtcdServer(name=f"m{i}", extra_args=extra_args) for i in range(size)]
     if network is not None:

@@ -9,7 +9,7 @@ the peer and the command that builds it: a test that needs one never skips.
 import os
 from pathlib import Path
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[1]
 VERSIONS_FILE = REPO / "tests" / "peers" / "versions.env"
 
 
