@@ -41,10 +41,10 @@ import ssl
 import time
 from asyncio import sslproto
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import cast
+from typing import Protocol, cast
 
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client import Counter as CounterMetric
@@ -119,6 +119,12 @@ class ListenerMetrics:
 
 Authorize = Callable[[ssl.SSLObject], str | None]
 """Judges a client right after its handshake: ``None`` lets it in, else the reason it is refused (403)."""
+
+
+class Stoppable(Protocol):
+    """What :meth:`TLSListener.shut_down` stops besides the listener (feddns.observe's server)."""
+
+    def stop(self) -> None: ...
 
 
 def address_key(transport: asyncio.BaseTransport) -> str:
@@ -258,6 +264,18 @@ class TLSListener:
     def open(self) -> int:
         """Connections open now, pending and authenticated."""
         return self._pending_count + len(self._authenticated)
+
+    async def shut_down(self, server: asyncio.Server | None, metrics_endpoint: "Stoppable | None",
+                        finish_requests: Callable[[], Awaitable[None]]) -> None:
+        """Stop an HTTPS command in the order that loses no request: stop accepting (``server``, when
+        it was bound), stop its metrics endpoint, let the requests in progress finish
+        (``finish_requests``: aiohttp's ``AppRunner.cleanup``), then :meth:`close` what is left."""
+        if server is not None:
+            server.close()
+        if metrics_endpoint is not None:
+            metrics_endpoint.stop()
+        await finish_requests()
+        self.close()
 
     def close(self) -> None:
         """Abort every connection still open (after the server stopped accepting) and flush the logs."""

@@ -180,12 +180,7 @@ async def serve(settings: LinksSettings) -> int:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
         settings.shards.stop()
-        if server is not None:
-            server.close()
-        if observe is not None:
-            observe.stop()
-        await runner.cleanup()  # lets reviews in progress finish
-        listener.close()
+        await listener.shut_down(server, observe, runner.cleanup)
     return 0
 
 

@@ -202,12 +202,7 @@ async def serve(settings: StubzoneSettings) -> int:
     finally:
         signals.close()
         reloads.cancel()
-        if server is not None:
-            server.close()
-        if observe is not None:
-            observe.stop()
-        await runner.cleanup()  # lets requests in progress finish
-        listener.close()
+        await listener.shut_down(server, observe, runner.cleanup)
     log.info("stopped")
     return 0
 
