@@ -201,9 +201,13 @@ class Figure:
     """One server on one query file, summed over the slices of a round."""
 
     completed: int = 0
+    """Queries answered (dnsperf's "Queries completed")."""
     lost: int = 0
+    """Queries dnsperf gave up on (no answer within its timeout)."""
     seconds: float = 0.0
+    """Wall-clock seconds dnsperf ran."""
     cpu: float = 0.0
+    """CPU seconds (user + system) of the server's processes over those seconds."""
     backend_cpu: float = 0.0
     """The part of ``cpu`` spent by the server's etcd (CoreDNS's etcd plugin reads it)."""
     rcodes: str = ""

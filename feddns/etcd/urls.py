@@ -19,11 +19,14 @@ DEFAULT_PORT = 2379
 
 @dataclass(frozen=True, slots=True)
 class EtcdURL:
-    """One etcd client URL: ``scheme`` (``http`` or ``https``), ``host``, ``port``."""
+    """One etcd client URL, as ``--etcd`` gives it (etcd's ``--listen-client-urls`` form)."""
 
     scheme: str
+    """``http`` or ``https`` (TLS, with the ``--etcd-cacert`` trust)."""
     host: str
+    """A name or an IP address (an IPv6 address without its brackets)."""
     port: int
+    """The TCP port; :data:`DEFAULT_PORT` when the URL gives none."""
 
     @property
     def target(self) -> str:
