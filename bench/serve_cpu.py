@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from serve_qps import QNAME, SERVICES, WEIGHTED, ZONE, write_records
 
 from feddns.dns.index import Index
-from feddns.dns.responder import Responder, Settings
+from feddns.dns.responder import AnswerSettings, Responder
 from feddns.dns.transport import UdpServer
 from feddns.keys import Layout
 from feddns.store import Feed
@@ -92,7 +92,7 @@ class Sink:
 def server(records: list[tuple[str, bytes]]) -> tuple[UdpServer, Sink, Responder]:
     layout = Layout()
     index = Index(layout)
-    responder = Responder(index, Settings())
+    responder = Responder(AnswerSettings())
     Feed(index, responder).replace(records)
     udp = UdpServer(responder)
     sink = Sink()
@@ -185,7 +185,7 @@ def main() -> None:
     print(f"{'query kind':14} {'us CPU/query':>12} {'/ exact':>8}")
     for kind in kinds:
         print(f"{kind:14} {figures[kind]:12.2f} {figures[kind] / exact:8.2f}")
-    print(f"cache: {len(responder.cache)} entries, {responder.cache.used} bytes")
+    print(f"cache: {len(responder.cache)} entries, {responder.cache.store.used} bytes")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Validation of the names that appear in keys and DNS owner names.
+"""The names that appear in keys and DNS owner names: their validation, and the zone's
+name layout in wire form (the one module that builds service, shard, endpoint and MCS names).
 
 Federation, namespace, service and cluster names are RFC 1123 labels as
 Kubernetes uses them (``metadata.name`` of a Service is an RFC 1035 label, a
@@ -40,3 +41,55 @@ def normalize_zone(text: str) -> str:
     for label in zone.split("."):
         check_label(label, "zone label")
     return zone + "."
+
+
+# -- the zone's name layout in wire form (RFC 1035 3.1; docs/reference.md section 1) --------
+#
+# Names under a zone are kept relative to it (the zone's labels cut off), lowercased:
+# a service is <svc>.<ns>.<F>.svc, one cluster's shard <cluster>.<svc>.<ns>.<F>.svc, an
+# endpoint of a headless shard <hostname>.<cluster>.<svc>...; in the Multi-Cluster
+# Services zone (clusterset.local) a service is <svc>.<ns>.svc, its federation left out.
+
+ServiceId = tuple[str, str, str]
+"""``(federation, namespace, service)``: a service, as its shard keys name it."""
+
+SVC = b"\x03svc"
+"""The label ``svc`` in wire form: services sit under ``<F>.svc`` (``svc`` in MCS)."""
+
+DNS = b"\x03dns"
+"""``dns``, relative to the zone: the empty non-terminal above the server's own name."""
+
+NS_HOST = b"\x02ns" + DNS
+"""``ns.dns``, relative to the zone: the server's own name (MNAME and NS target, as CoreDNS)."""
+
+
+def label(text: str) -> bytes:
+    """One label in wire form: its length byte, then its ASCII bytes.
+
+    Raises ``UnicodeEncodeError`` for a non-ASCII label (names here are RFC 1123 labels).
+    """
+    raw = text.encode("ascii")
+    return bytes((len(raw),)) + raw
+
+
+def service_name(sid: ServiceId) -> bytes:
+    """``<svc>.<ns>.<F>.svc`` in wire form, relative to the zone."""
+    federation, namespace, service = sid
+    return label(service) + label(namespace) + label(federation) + SVC
+
+
+def mcs_service_name(sid: ServiceId) -> bytes:
+    """``<svc>.<ns>.svc`` in wire form, relative to the MCS zone (the federation left out)."""
+    return label(sid[2]) + label(sid[1]) + SVC
+
+
+def below(first: str, name: bytes) -> bytes:
+    """``<first>.<name>``: a shard's name below its service's (``first`` the cluster),
+    or an endpoint's below its shard's (``first`` the hostname); ``name`` in wire form."""
+    return label(first) + name
+
+
+def federation_name_of_mcs(rel: bytes, federation: str) -> bytes:
+    """The federation's name for an MCS name relative to its zone: ``<...>.svc``
+    becomes ``<...>.<federation>.svc`` (``rel`` in wire form, ending with :data:`SVC`)."""
+    return rel[: -len(SVC)] + label(federation) + SVC

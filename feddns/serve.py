@@ -40,7 +40,7 @@ from feddns.dns import transport
 from feddns.dns.answer import OUR_PAYLOAD
 from feddns.dns.index import Index
 from feddns.dns.metrics import ServeCollector
-from feddns.dns.responder import Responder, Settings
+from feddns.dns.responder import AnswerSettings, Responder
 from feddns.dns.wire import OPTION_ECS, UDP_PLAIN_BYTES
 from feddns.errors import ConfigError
 from feddns.hostport import check_resolves, host_port, parse_hostport
@@ -120,8 +120,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
              f"counted (feddns_query_log_dropped_total) and the count logged once a second (default {DEFAULT_RATE})")
 
 
-def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> Settings:
-    """Check the flags and build :class:`Settings`; raises :class:`ConfigError`."""
+def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> AnswerSettings:
+    """Check the flags and build :class:`AnswerSettings`; raises :class:`ConfigError`."""
     try:
         zone = names.normalize_zone(args.zone)
     except ValueError as exc:
@@ -134,7 +134,7 @@ def settings_from(args: argparse.Namespace, listens: list[tuple[str, int]]) -> S
     if not UDP_PLAIN_BYTES <= args.max_udp_size <= MAX_UDP_BYTES:
         raise ConfigError(f"--max-udp-size {args.max_udp_size} is not from {UDP_PLAIN_BYTES} to {MAX_UDP_BYTES} bytes")
     mcs_zone, mcs_federation = _mcs(args.mcs_zone, args.mcs_federation, zone)
-    return Settings(
+    return AnswerSettings(
         zone=zone, ttl=args.ttl, negative_ttl=args.negative_ttl, option_code=args.cluster_option_code,
         stable=args.order == "stable", ns_addresses=_ns_addresses(args.ns_address, listens),
         serial=int(time.time()) & 0xFFFFFFFF, cache_size=parse_size(args.cache_size),
@@ -276,12 +276,12 @@ class _Records:
     query_log: QueryLog | None
 
 
-def _records(args: argparse.Namespace, settings: Settings, query_log: QueryLog | None) -> _Records:
+def _records(args: argparse.Namespace, settings: AnswerSettings, query_log: QueryLog | None) -> _Records:
     """The responder and its source; a records file is read here (a bad one: :class:`ConfigError`)."""
     layout = Layout(args.etcd_prefix)
     kind = check_source(args)
     index = Index(layout)
-    responder = Responder(index, settings)
+    responder = Responder(settings)
     feed = Feed(index, responder, freeze=True)
     endpoints = _endpoints(args, kind)
     if endpoints is not None:
@@ -371,7 +371,7 @@ def _companions(server: _Records) -> list["asyncio.Task[None]"]:
 
 async def _say_ready(server: _Records) -> None:
     """Log once that the first load of records is done (``/ready`` answers 200 from then on)."""
-    # Responder.ready is a plain attribute the store sets (the query path reads it): a look every 20 ms
+    # Responder.ready is the feed's plain attribute (the query path reads it): a look every 20 ms
     # costs nothing beside a load of records.
     while not _said_ready(server):  # noqa: ASYNC110
         await asyncio.sleep(LOAD_POLL)
@@ -456,13 +456,13 @@ class WorkerPlan:
     share of ``--query-log-rate``, in lines a second."""
 
     args: argparse.Namespace
-    settings: Settings
+    settings: AnswerSettings
     limits: transport.TcpLimits
     addresses: list[tuple[str, int]]
     query_log_rate: int = DEFAULT_RATE
 
 
-def _shares(args: argparse.Namespace, settings: Settings, limits: transport.TcpLimits,
+def _shares(args: argparse.Namespace, settings: AnswerSettings, limits: transport.TcpLimits,
             count: int) -> tuple[list[int], list[int]]:
     """Each worker's cache bytes and TCP connections; raises :class:`ConfigError` when a share
     is less than one server may have."""
@@ -476,7 +476,7 @@ def _shares(args: argparse.Namespace, settings: Settings, limits: transport.TcpL
     return caches, connections
 
 
-def _run_workers(args: argparse.Namespace, listens: list[tuple[str, int]], settings: Settings,
+def _run_workers(args: argparse.Namespace, listens: list[tuple[str, int]], settings: AnswerSettings,
                  limits: transport.TcpLimits, count: int) -> int:
     """``count`` workers on the ``--listen`` addresses (``feddns.workers``); this process binds,
     serves ``/metrics``, and keeps them."""
@@ -607,7 +607,7 @@ async def _serve_worker(server: _Records, plan: WorkerPlan, fds: list[tuple[int,
     closers: list[Any] = []
     try:
         if fds is None:
-            # Responder.ready is a plain attribute the store sets (the query path reads it); a look every
+            # Responder.ready is the feed's plain attribute (the query path reads it); a look every
             # 20 ms costs nothing beside a load of records.
             while not server.responder.ready and not stop.done():  # noqa: ASYNC110
                 await asyncio.sleep(LOAD_POLL)

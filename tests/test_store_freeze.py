@@ -5,7 +5,7 @@ import gc
 import weakref
 
 from feddns.dns.index import Index
-from feddns.dns.responder import Responder, Settings
+from feddns.dns.responder import AnswerSettings, Responder
 from feddns.keys import Layout
 from feddns.store import Feed
 
@@ -20,7 +20,7 @@ class _Cycle:
 def test_a_full_load_freezes_and_the_next_collects_what_it_froze() -> None:
     layout = Layout()
     index = Index(layout)
-    feed = Feed(index, Responder(index, Settings()), freeze=True)
+    feed = Feed(index, Responder(AnswerSettings()), freeze=True)
     try:
         cycle = _Cycle()
         gone = weakref.ref(cycle)
@@ -39,5 +39,5 @@ def test_a_full_load_freezes_and_the_next_collects_what_it_froze() -> None:
 def test_feeds_freeze_only_when_asked() -> None:
     gc.unfreeze()
     index = Index(Layout())
-    Feed(index, Responder(index, Settings())).replace([RECORD], revision=1)
+    Feed(index, Responder(AnswerSettings())).replace([RECORD], revision=1)
     assert gc.get_freeze_count() == 0

@@ -26,12 +26,11 @@ flood of names costs no memory.
 """
 
 import struct
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 import dnslib  # type: ignore[import-untyped]
 
-from feddns.dns.cache import BYTES_OVERHEAD, ENTRY_OVERHEAD, Cached, Labels
 from feddns.dns.wire import (
     AA,
     CLASS_IN,
@@ -221,25 +220,24 @@ class Sections(NamedTuple):
 NO_RECORDS = Sections()
 
 
-class Answer(Cached):
+class Answer:
     """The records answering one question for one source cluster, packed once.
 
     ``rcode`` (its low 4 bits go in the header), ``authoritative`` (AA),
     ``sections`` (the answer records by tier, ordered per query by ``ordering``;
-    the authority and additional records in a fixed order), ``labels`` for
-    the metrics and ``owner`` for the cache (see ``feddns.dns.cache``).
+    the authority and additional records in a fixed order).
     ``fixed`` holds the joined records when every query gets the same order;
     ``length`` is the bytes of every record; a question of at most ``room``
     bytes always fits a 512-byte reply (so the full size check is skipped).
     ``udp_limit`` bounds a UDP reply in bytes whatever the asker's payload size
-    (at least 512: ``--max-udp-size``).
+    (at least 512: ``--max-udp-size``). What of it is kept, and for how long, is
+    ``feddns.dns.cache``'s to decide.
     """
 
     __slots__ = ("fixed", "heads", "length", "opts", "ordering", "rcode", "rest", "room", "tiers", "udp_limit")
 
-    def __init__(self, rcode: int, sections: Sections = NO_RECORDS, *,  # noqa: PLR0913 - keyword-only, each defaulted
-                 authoritative: bool = True, ordering: Ordering = FIXED, labels: Labels = ("", "", ""),
-                 owner: Hashable = None, udp_limit: int = OUR_PAYLOAD) -> None:
+    def __init__(self, rcode: int, sections: Sections = NO_RECORDS, *,
+                 authoritative: bool = True, ordering: Ordering = FIXED, udp_limit: int = OUR_PAYLOAD) -> None:
         tiers, authority, additional = sections
         self.rcode = rcode
         self.tiers = tiers
@@ -257,8 +255,6 @@ class Answer(Cached):
         self.udp_limit = udp_limit
         # a question this long or shorter always fits:
         self.room = UDP_PLAIN_BYTES - HEADER_BYTES - self.length - _LONGEST_OPT
-        size = self.length + BYTES_OVERHEAD * (count + 2) + 8 * count + 64 * (len(tiers) + 1) + 200
-        super().__init__(size + ENTRY_OVERHEAD, owner, labels)
 
     def reply(self, ident: bytes, query: Query, ecs: bytes | None, tcp: bool) -> bytes:
         """The reply to ``query`` (whose first two bytes were ``ident``): our OPT
@@ -301,3 +297,18 @@ class Answer(Cached):
     def single_order(self) -> bool:
         """True when every query gets the same records in the same order."""
         return self.fixed is not None
+
+
+class Template:
+    """A reply that carries no records of the name asked, made once per zone
+    (NXDOMAIN, NODATA, REFUSED, SERVFAIL, BADVERS, FORMERR): its ``answer`` (the
+    question is copied in from each query), ``labels`` for the metrics
+    (``(qtype, rcode, source)``) and ``hits``, the queries it answered that it
+    counts itself (the NXDOMAIN templates; the metrics add them up)."""
+
+    __slots__ = ("answer", "hits", "labels")
+
+    def __init__(self, answer: "Answer", labels: tuple[str, str, str]) -> None:
+        self.answer = answer
+        self.labels = labels
+        self.hits = 0

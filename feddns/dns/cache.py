@@ -1,77 +1,66 @@
-"""The cache of Federated-DNS: replies and answers, bounded in bytes.
+"""The cache of Federated-DNS: the one place that decides what is kept, for how long, and when it goes.
 
 Kept apart from the responder, as CoreDNS's ``plugin/cache`` is apart from its
-backends: the responder decides what an answer is, this module only decides
-what stays in memory. One :class:`Cache` holds two kinds of entries under one
-byte budget (``--cache-size``):
+backends: the responder decides what an answer is; this module decides what of
+it stays in memory, looks it up first and drops it when records change. The
+entries live in one bounded store (``feddns.dns.replystore``, ``--cache-size``
+bytes, CLOCK eviction) of two kinds:
 
-* **replies** (:class:`Reply`), keyed by a UDP query's bytes after its ID with
-  the qname lowercased: the finished reply (its question lowercased too). A
-  packet whose qname is lowercase finds it with one dict lookup and is answered
-  with one concatenation (``feddns.dns.transport``); another letter case finds
-  it after lowercasing the qname and gets its question spliced in as asked.
-  Only answers sent in one fixed order, for names that exist, are kept so, and
-  only for packets seen at least twice (:class:`Doorkeeper`): a flood of cookie
-  variants or random names that never repeat adds no reply.
-* **answers** (``feddns.dns.answer.Answer``), keyed by what decides them:
-  ``(qname lowercased, QTYPE+QCLASS, source cluster)``. Every variant of a
-  question (ID, letter case, cookies, padding, other options, RD/CD, DO, ECS,
-  payload size) shares one answer; those bytes are spliced in per query.
+* **replies** (:class:`Reply`), keyed by a UDP query's bytes after its ID,
+  lowercased: the finished reply (its question lowercased too). The transport's
+  datagram handler (:meth:`Cache.udp_handler`) answers a packet whose qname is
+  lowercase with one dict lookup and one concatenation; another letter case finds
+  it after lowercasing and gets its question spliced in as asked. Only replies in
+  one fixed order (or a weighted answer's few orders, :class:`DrawnReply`), for
+  names that exist and not decided by the source address, are kept so, and only
+  for packets seen at least twice (:class:`Doorkeeper`): a flood of cookie
+  variants or random names that never repeat adds no reply (:meth:`Cache.reply`).
+* **answers** (:class:`AnswerEntry`, holding a ``feddns.dns.answer.Answer``),
+  keyed by what decides them: ``(qname lowercased, QTYPE, source cluster)``.
+  Every variant of a question (ID, letter case, cookies, padding, other options,
+  RD/CD, DO, ECS, payload size) shares one answer; those bytes are spliced in per
+  query. Answers for names that do not exist are never kept.
 
-Beside the cache, :class:`Envelopes` keeps what the responder needs to answer a
-name that does not exist without reading the query in full: keyed by the query's
-bytes but its ID and qname, so a flood of names that never repeat adds nothing.
+Beside them, :class:`Envelopes` keeps what the responder needs to answer a name
+that does not exist without reading the query in full: keyed by the query's
+bytes but its ID and qname, so a flood of names that never repeat adds nothing
+(:meth:`Cache.keep_envelope`).
 
-Eviction is by recency in bytes: CLOCK, the second-chance approximation of LRU.
-Entries sit in insertion order; when the bytes used pass the limit the oldest
-entry is looked at, and if it was hit since it was last looked at it moves to
-the back instead of going. A hit costs the query path one integer increment
-(the hit count the metrics read anyway) and no reordering. Nothing is ever
-cleared at once for room. Every entry is registered under an owner (the
-service its records come from) so that a change drops only that owner's entries.
+Entries live until evicted for room or until a change to their records
+(:meth:`Cache.changed`): each is registered under its service, so a shard's
+change drops only that service's entries, a cluster record's change those of its
+federation, a full load all of them.
 """
 
+from __future__ import annotations
+
 from array import array
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Generic, TypeVar
 
-ENTRY_OVERHEAD = 240
-"""Bytes counted for each entry besides its key and value: its slots in the
-ordered dict and in its owner's set, and the objects' headers (measured with
-``sys.getsizeof`` on CPython 3.11, rounded up)."""
+from feddns.dns import weights, wire
+from feddns.dns.answer import Answer, Template
+from feddns.dns.index import Change, FederationChanged, Reload, ServiceChanged
+from feddns.dns.replystore import BYTES_OVERHEAD, ENTRY_OVERHEAD, Entry, Labels, ReplyStore
+from feddns.dns.weights import SLOTS_BITS
+from feddns.dns.wire import Query
+from feddns.names import ServiceId
 
-BYTES_OVERHEAD = 33
-"""Bytes of a ``bytes`` object besides its contents (CPython 3.11)."""
+__all__ = ["AnswerEntry", "AnswerKey", "Cache", "Doorkeeper", "DrawnReply", "Entry", "Envelopes", "Labels",
+           "NxdomainParts", "Reply", "Respond"]  # Entry and Labels: the store's, for the responder and the metrics
 
 _Parts = TypeVar("_Parts")
 _FEWEST_BITS = 4  # the Doorkeeper's smallest table: 16 slots
+_getrandbits = weights.rng.getrandbits
 
-Labels = tuple[str, str, str]
-"""Metric labels of an answer: ``(qtype, rcode, source)``, source being
-``"cluster"`` when the asking cluster was found, else ``"none"``."""
+AnswerKey = tuple[bytes, int, bytes | None]
+"""The key of an answer: ``(qname lowercased in wire form, QTYPE, source cluster)``."""
 
-
-class Cached:
-    """What the cache holds: counts hits, knows its size in bytes and its owner.
-
-    ``hits`` counts the queries answered from it (the metrics sum them);
-    ``seen`` is ``hits`` when the evictor last looked at it; ``size`` is the
-    bytes it holds with its key and :data:`ENTRY_OVERHEAD`; ``owner`` is the
-    key of the records it was built from (see :meth:`Cache.drop`).
-    """
-
-    __slots__ = ("hits", "labels", "owner", "seen", "size")
-
-    def __init__(self, size: int, owner: Hashable, labels: Labels) -> None:
-        self.hits = 0
-        self.seen = 0
-        self.size = size
-        self.owner = owner
-        self.labels = labels
+Respond = Callable[[bytes, str, bool], bytes | None]
+"""The responder's query path: ``(packet, client address, tcp)`` to a reply, or ``None`` to drop."""
 
 
-class Reply(Cached):
+class Reply(Entry):
     """A finished UDP reply less its 2-byte ID (``reply``), for the query bytes it
     is keyed by, lowercased; the qname in the reply is lowercased too, and ends
     (its root label) at offset ``name_end`` of the query."""
@@ -90,86 +79,42 @@ class Reply(Cached):
         return b"".join((data[:2], reply[:10], data[12:end], reply[end - 2 :]))
 
 
-class Cache:
-    """Entries bounded by ``limit`` bytes (as counted by their ``size``).
+class DrawnReply(Reply):
+    """A finished UDP reply per order of a weighted answer, less the 2-byte ID, for
+    the query bytes it is keyed by (as :class:`Reply`, with the qname ending at
+    ``name_end``): ``reply`` is one of ``replies``, picked at random through
+    ``table`` (``feddns.dns.weights``: :data:`~feddns.dns.weights.SLOTS` indexes)
+    on every read, so every letter case spliced from it gets a draw too."""
 
-    ``get`` is the dict's own ``get`` (the query path calls it directly);
-    ``used`` is the bytes held, counting ``reserved`` bytes taken once for good
-    (the :class:`Doorkeeper`'s table); ``evictions`` counts entries evicted for room;
-    ``removed`` is called with every entry that leaves (evicted, dropped or
-    cleared), so that its hits can still be counted.
-    """
+    __slots__ = ("replies", "table")
 
-    def __init__(self, limit: int, removed: Callable[[Cached], None] = lambda entry: None, reserved: int = 0) -> None:
-        self.limit = limit
-        self.reserved = reserved
-        self.used = reserved
-        self.evictions = 0
-        self.removed = removed
-        self._items: OrderedDict[Hashable, Cached] = OrderedDict()
-        self._owners: dict[Hashable, set[Hashable]] = {}
-        self.get = self._items.get
+    def __init__(self, key: bytes, replies: tuple[bytes, ...], table: array[int], name_end: int, owner: Hashable,
+                 labels: Labels) -> None:
+        size = len(key) + sum(len(r) + BYTES_OVERHEAD for r in replies) + len(table) * table.itemsize
+        Entry.__init__(self, size + BYTES_OVERHEAD + ENTRY_OVERHEAD, owner, labels)
+        self.replies = replies
+        self.table = table
+        self.name_end = name_end
 
-    def __len__(self) -> int:
-        return len(self._items)
+    @property
+    def reply(self) -> bytes:  # type: ignore[override]  # drawn on every read where Reply keeps one
+        """One of the replies, drawn for this query."""
+        return self.replies[self.table[_getrandbits(SLOTS_BITS)]]
 
-    def put(self, key: Hashable, entry: Cached) -> bool:
-        """Keep ``entry`` under ``key``, evicting the least recently hit entries
-        until the bytes fit. An entry larger than an eighth of the limit is not
-        kept (returns False), so that one answer never empties the cache."""
-        if entry.size * 8 > self.limit - self.reserved:
-            return False
-        old = self._items.pop(key, None)
-        if old is not None:
-            self._forget(key, old)
-        self._items[key] = entry
-        self.used += entry.size
-        self._owners.setdefault(entry.owner, set()).add(key)
-        while self.used > self.limit:
-            self._evict_one()
-        return True
 
-    def _evict_one(self) -> None:
-        key, entry = self._items.popitem(last=False)
-        if entry.hits != entry.seen:  # hit since last looked at: a second chance
-            entry.seen = entry.hits
-            self._items[key] = entry
-            return
-        self._forget(key, entry)
-        self.evictions += 1
+class AnswerEntry(Entry):
+    """An :class:`~feddns.dns.answer.Answer` kept for its key (:data:`AnswerKey`),
+    counted in bytes as its records, their objects and its ordering's tables."""
 
-    def _forget(self, key: Hashable, entry: Cached) -> None:
-        self.used -= entry.size
-        keys = self._owners.get(entry.owner)
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del self._owners[entry.owner]
-        self.removed(entry)
+    __slots__ = ("answer",)
 
-    def drop(self, owner: Hashable) -> int:
-        """Remove every entry of ``owner``; returns how many went."""
-        keys = self._owners.pop(owner, ())
-        for key in keys:
-            entry = self._items.pop(key, None)
-            if entry is not None:
-                self.used -= entry.size
-                self.removed(entry)
-        return len(keys)
-
-    def clear(self) -> None:
-        """Remove every entry (a full reload of the records)."""
-        entries = list(self._items.values())
-        self._items.clear()
-        self._owners.clear()
-        self.used = self.reserved
-        for entry in entries:
-            self.removed(entry)
-
-    def entries(self) -> Iterator[Cached]:
-        """Every entry now held (for the metrics; safe to call from another thread:
-        the snapshot is taken in one C call, under the GIL)."""
-        return iter(list(self._items.values()))
+    def __init__(self, answer: Answer, owner: Hashable, labels: Labels) -> None:
+        count = sum(len(tier) for tier in answer.tiers)
+        size = answer.length + BYTES_OVERHEAD * (count + 2) + 8 * count + 64 * (len(answer.tiers) + 1) + 200
+        if isinstance(answer.ordering, weights.Draw):
+            size += answer.ordering.size  # the orders it keeps
+        super().__init__(size + ENTRY_OVERHEAD, owner, labels)
+        self.answer = answer
 
 
 class Doorkeeper:
@@ -179,9 +124,9 @@ class Doorkeeper:
     was used: a reply is cached only for a packet that came twice, so a flood of
     packets that never repeat (random letter case, cookies) adds no entry. The
     table has ``2**bits`` slots of 8 bytes (``size`` bytes, allocated once and
-    counted against the cache's bound, see :class:`Cache`), so it needs no
-    eviction; a colliding key just waits for its next repeat. Names that do not
-    exist never reach it (their answers are never cached).
+    counted against the cache's bound), so it needs no eviction; a colliding key
+    just waits for its next repeat. Names that do not exist never reach it
+    (their answers are never cached).
     """
 
     def __init__(self, bits: int = 16) -> None:
@@ -190,7 +135,7 @@ class Doorkeeper:
         self.size = self._slots.itemsize * len(self._slots)
 
     @classmethod
-    def within(cls, limit: int) -> "Doorkeeper":
+    def within(cls, limit: int) -> Doorkeeper:
         """A table of at most 65,536 slots taking at most a sixteenth of ``limit`` bytes."""
         bits = 16
         while bits > _FEWEST_BITS and (8 << bits) * 16 > limit:
@@ -237,3 +182,148 @@ class Envelopes(Generic[_Parts]):
         if len(items) >= self.limit and envelope not in items:
             del items[next(iter(items))]
         items[envelope] = parts
+
+    def clear(self) -> None:
+        """Forget every envelope."""
+        self._items.clear()
+
+
+NxdomainParts = tuple[bytes, bytes, Template]
+"""What an envelope keeps: the NXDOMAIN reply's header (after the ID) and what
+follows the question, and the template that counts the queries answered so."""
+
+
+class Cache:
+    """What the query path keeps, under ``limit`` bytes (``--cache-size``).
+
+    ``store`` holds replies and answers (``feddns.dns.replystore``);
+    ``doorkeeper`` admits a reply the second time its packet comes (its table is
+    counted in the store's bound); ``envelopes`` maps the envelopes of queries
+    answered NXDOMAIN to that reply's parts. ``option`` is the cluster-name EDNS0
+    option code (2 bytes), whose data alone may differ in letter case between the
+    packets one reply serves. ``removed`` is called with every entry that leaves
+    (for the metrics).
+    """
+
+    def __init__(self, limit: int, option: bytes, removed: Callable[[Entry], None] = lambda entry: None) -> None:
+        self.doorkeeper = Doorkeeper.within(limit)
+        self.store = ReplyStore(limit, removed, reserved=self.doorkeeper.size)
+        self.envelopes: Envelopes[NxdomainParts] = Envelopes()
+        self.option = option
+        self.answer: Callable[[AnswerKey], AnswerEntry | None] = self.store.get  # type: ignore[assignment]
+        """The answer kept for a key, or ``None`` (the store's dict ``get``)."""
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    # -- the query path ---------------------------------------------------------------
+
+    def udp_handler(self, respond: Respond, sendto: Callable[[bytes, Any], None]) -> Callable[[bytes, Any], None]:
+        """The function the UDP transport calls per datagram ``(data, addr)``.
+
+        A packet is looked up as it is (one dict lookup, one concatenation with
+        its ID, one ``sendto``), then, when it has an upper-case letter,
+        lowercased: a reply kept for any letter case of the same packet is sent
+        with the qname spliced in as asked (:meth:`Reply.spliced`, inlined). Any
+        other packet goes to ``respond``; its reply is sent unless it is ``None``.
+        One frame on a hit: this is the cost of most queries (docs/performance.md).
+        """
+        replies: Callable[[bytes], Reply | None] = self.store.get  # type: ignore[assignment]
+
+        def datagram_received(data: bytes, addr: Any) -> None:
+            key = data[2:]
+            entry = replies(key)
+            if entry is not None:
+                entry.hits += 1
+                sendto(data[:2] + entry.reply, addr)
+                return
+            if not key.islower():  # an upper-case letter: the reply kept for the lowercased packet
+                entry = replies(key.lower())
+                if entry is not None:
+                    entry.hits += 1
+                    kept, end = entry.reply, entry.name_end  # Reply.spliced, inlined
+                    sendto(b"".join((data[:2], kept[:10], data[12:end], kept[end - 2 :])), addr)
+                    return
+            reply = respond(data, addr[0], False)
+            if reply is not None:
+                sendto(reply, addr)
+
+        return datagram_received
+
+    def keep_answer(self, key: AnswerKey, answer: Answer, owner: ServiceId | None, labels: Labels) -> AnswerEntry:
+        """Keep ``answer`` under ``key``, registered under its service ``owner``
+        (the entry is returned even when too large to keep)."""
+        entry = AnswerEntry(answer, owner, labels)
+        self.store.put(key, entry)
+        return entry
+
+    def reply(self, found: AnswerEntry, data: bytes, query: Query, ecs: bytes | None, tcp: bool,
+              by_address: bool) -> bytes:
+        """The reply to ``query`` (read from ``data``) from a kept answer, kept itself when it may be.
+
+        A UDP reply that the packet's bytes alone decide (not the source address,
+        ``by_address``), in one fixed order or drawn from a weighted answer's
+        orders, is kept, the second time the packet comes (the
+        :class:`Doorkeeper`), under the packet's bytes after the ID lowercased,
+        with the qname lowercased in the reply too. A packet that lowercases to
+        that key differs from the one the reply was made for only in the letter
+        case of its qname and of its cluster-name option's data, because only a
+        packet with no ASCII letter anywhere else is kept
+        (:func:`wire.letters_only_in_name`); the cluster name is matched without
+        regard to case and not echoed, so the reply is the same with the qname
+        spliced in as asked (:meth:`Reply.spliced`).
+        """
+        found.hits += 1
+        answer = found.answer
+        reply = answer.reply(data[:2], query, ecs, tcp)
+        if tcp or query.strict or by_address:
+            return reply
+        drawn = answer.ordering if answer.fixed is None and isinstance(answer.ordering, weights.Draw) else None
+        if answer.fixed is None and drawn is None:
+            return reply
+        key = data[2:].lower()
+        if not self.doorkeeper.admit(key) or not wire.letters_only_in_name(data, self.option):
+            return reply
+        name = query.name
+        stored = reply[2:12] + name + reply[12 + len(name) :]
+        name_end = 11 + len(name)
+        variants = drawn.variants() if drawn is not None else None
+        if drawn is not None and variants is None:
+            return reply
+        if variants is None or stored[0] & 0x02:  # one order, or truncated (TC=1: no records to order)
+            self.store.put(key, Reply(key, stored, name_end, found.owner, found.labels))
+            return reply
+        at = 10 + len(query.question)  # the answer section starts here, as long in every order
+        bodies, table = variants
+        replies = tuple(stored[:at] + body + stored[at + len(body) :] for body in bodies)
+        self.store.put(key, DrawnReply(key, replies, table, name_end, found.owner, found.labels))
+        return reply
+
+    def keep_envelope(self, data: bytes, query: Query, template: Template) -> None:
+        """Keep the NXDOMAIN parts of ``template`` for the envelope of ``data``
+        (``query`` as the common reader read it, in the main zone, class IN, no ECS
+        option), when they are the same whatever the qname."""
+        parts = template.answer.around_question(query)
+        if parts is not None:
+            root = 11 + len(query.name)
+            self.envelopes.put(data[2:12] + data[root:], (*parts, template))
+
+    # -- changes ----------------------------------------------------------------------
+
+    def changed(self, change: Change, services_of: Callable[[str], Iterable[ServiceId]]) -> None:
+        """Drop the entries that ``change`` (from the index) can affect: a service's
+        (a shard put or deleted), every service's of a federation (a cluster record,
+        ``services_of`` listing them), or all (a full load)."""
+        if change is None:
+            return
+        if isinstance(change, ServiceChanged):
+            self.store.drop(change.service)
+        elif isinstance(change, FederationChanged):
+            for sid in services_of(change.federation):
+                self.store.drop(sid)
+        elif isinstance(change, Reload):
+            self.clear()
+
+    def clear(self) -> None:
+        """Drop every reply and answer kept (a full load of the records)."""
+        self.store.clear()

@@ -34,7 +34,7 @@ class ServeCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         responder = self.responder
         totals: Counter[tuple[str, str, str]] = Counter(dict(responder.stats.answered))  # dict(): one C call, atomic
-        cache = responder.cache
+        cache = responder.cache.store
         entries = list(cache.entries())
         replies = 0
         for entry in entries:

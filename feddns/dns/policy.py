@@ -19,14 +19,15 @@ ordering decides the order per query.
 """
 
 import struct
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
+from feddns import names
 from feddns.dns import answer
 from feddns.dns.answer import Tiers
-from feddns.dns.index import IPV4, Federation, Node, NodeKind, ServiceId, Shard, pack_client
+from feddns.dns.index import IPV4, Federation, Node, NodeKind, Shard, pack_client
 from feddns.dns.weights import Draw
 from feddns.dns.wire import IPV4_BYTES, IPV6_BYTES, MAX_NAME_BYTES, FormError, Query
-from feddns.records import DEFAULT_POLICY, FAILOVER, LOCALITY_WEIGHTED, WEIGHTED, Policy
+from feddns.records import DEFAULT_POLICY, Policy
 
 Source = tuple[bytes | None, bytes | None, bool]
 """``(cluster, ecs, by_address)``: the asking cluster's name as bytes (``None``:
@@ -37,6 +38,28 @@ another address may get another answer to the same bytes)."""
 NO_SOURCE: Source = (None, None, False)
 
 _ECS_FIXED_BYTES = 4  # FAMILY, SOURCE PREFIX-LENGTH, SCOPE PREFIX-LENGTH (RFC 7871 6)
+
+
+class PolicyName(StrEnum):
+    """A service's answer policy (docs/reference.md section 2), as its shard records
+    spell it (``feddns.records`` reads them as these strings: ``PolicyName(text)``)."""
+
+    LOCALITY = "locality"
+    FAILOVER = "failover"
+    WEIGHTED = "weighted"
+    LOCALITY_WEIGHTED = "locality-weighted"
+
+
+_WEIGHTED_POLICIES = (PolicyName.WEIGHTED, PolicyName.LOCALITY_WEIGHTED)
+
+
+class StaleAction(StrEnum):
+    """What answers do with the shards of a stale cluster (a cluster record's
+    ``staleAction``, docs/reference.md section 2): move them to the last tier, or
+    leave them out."""
+
+    DEMOTE = "demote"
+    DROP = "drop"
 
 
 class Tier(IntEnum):
@@ -57,7 +80,7 @@ def find_source(fed: Federation | None, query: Query, client: str) -> Source:
     ecs = query.ecs
     if fed is None:
         return NO_SOURCE if ecs is None else (None, _ecs_reply(parse_ecs(ecs), 0), False)
-    named = query.cluster
+    named = query.cluster_option
     if named is not None:
         cluster = fed.known.get(named.strip().lower())
         if cluster is not None:
@@ -114,20 +137,20 @@ def _ecs_reply(subnet: tuple[bytes, int, bytes], scope: int) -> bytes:
     return raw[:3] + bytes((scope,)) + raw[4:]
 
 
-def tier(fed: Federation, source: str | None, cluster: str) -> Tier | None:
-    """The tier of ``cluster``'s shard for an asker in ``source``; ``None`` when it is left out.
+def tier(fed: Federation, asker: str | None, cluster: str) -> Tier | None:
+    """The tier of ``cluster``'s shard for cluster ``asker``; ``None`` when it is left out.
 
     A shard of a stale cluster (its record says ``"stale": true``: the controller has
     not reached it for its ``staleAfterSeconds``) is in the last tier, or left out
     with ``"staleAction": "drop"``, for every asker but the cluster itself, whose own
     query shows that it is up (docs/reference.md section 2).
     """
-    if cluster == source:
+    if cluster == asker:
         return Tier.OWN
-    stale = _stale(fed, source, cluster)
+    stale = _stale(fed, asker, cluster)
     if stale is not None:
-        return None if stale == "drop" else Tier.OTHER
-    mine = None if source is None else fed.clusters.get(source)
+        return None if stale is StaleAction.DROP else Tier.OTHER
+    mine = None if asker is None else fed.clusters.get(asker)
     theirs = fed.clusters.get(cluster)
     if mine is None or theirs is None:  # an unknown asker, or either cluster without a record
         return Tier.OTHER
@@ -138,13 +161,13 @@ def tier(fed: Federation, source: str | None, cluster: str) -> Tier | None:
     return Tier.OTHER
 
 
-def _stale(fed: Federation, source: str | None, cluster: str) -> str | None:
-    """``"demote"`` or ``"drop"`` when ``cluster``'s record says it is stale and the
+def _stale(fed: Federation, asker: str | None, cluster: str) -> StaleAction | None:
+    """What to do with ``cluster``'s shard when its record says it is stale and the
     asker is elsewhere (docs/reference.md section 2), else ``None``."""
     record = fed.clusters.get(cluster)
-    if cluster == source or record is None or not record.stale:
+    if cluster == asker or record is None or not record.stale:
         return None
-    return record.stale_action
+    return StaleAction(record.stale_action)
 
 
 MAX_ANSWER_BYTES = 65000
@@ -152,8 +175,9 @@ MAX_ANSWER_BYTES = 65000
 bytes (RFC 1035 4.2.2), less the header, the question and the OPT record. Past
 this, the additional section goes first, then the records of the last tiers."""
 
-Unit = tuple[list[bytes], int]
-"""One shard's records (or one SRV record) and its weight: what a weighted draw orders."""
+WeighedRecords = tuple[list[bytes], int]
+"""One shard's records (or one SRV record) and its weight, before a weighted draw
+joins them (``feddns.dns.weights.Unit``)."""
 
 Group = tuple[int, list[str]]
 """``(SRV priority, cluster names)``: clusters that share a place in the order."""
@@ -176,8 +200,8 @@ def service_policy(shards: dict[str, Shard]) -> Policy:
     return first
 
 
-def ranked(node: Node, source: str | None) -> tuple[Policy, list[Group]]:
-    """The service's healthy shards for asker ``source``, in the groups its policy
+def ranked(node: Node, asker: str | None) -> tuple[Policy, list[Group]]:
+    """The service's policy and its healthy shards for cluster ``asker``, in the groups the policy
     orders them by, best first, each group's clusters in name order.
 
     ``locality`` and ``locality-weighted``: the four tiers (priority 10 x tier);
@@ -191,22 +215,22 @@ def ranked(node: Node, source: str | None) -> tuple[Policy, list[Group]]:
     fed = node.federation
     shards = node.shards
     chosen = service_policy(shards)
-    name = chosen.name
-    weighted = name in (WEIGHTED, LOCALITY_WEIGHTED)
+    name = PolicyName(chosen.name)
+    weighted = name in _WEIGHTED_POLICIES
     healthy = [c for c in sorted(shards) if shards[c].healthy and not (weighted and shards[c].weight == 0)
-               and _stale(fed, source, c) != "drop"]
-    last = [c for c in healthy if _stale(fed, source, c) == "demote"]
-    if name == FAILOVER:
+               and _stale(fed, asker, c) is not StaleAction.DROP]
+    last = [c for c in healthy if _stale(fed, asker, c) is StaleAction.DEMOTE]
+    if name is PolicyName.FAILOVER:
         listed = [c for c in chosen.failover_order if c in healthy and c not in last]
         rest = [c for c in healthy if c not in chosen.failover_order and c not in last]
         clusters = [[c] for c in listed] + [group for group in (rest, last) if group]
         return chosen, [(10 * place, group) for place, group in enumerate(clusters)]
-    if name == WEIGHTED:
+    if name is PolicyName.WEIGHTED:
         fresh = [c for c in healthy if c not in last]
         return chosen, [(10 * place, group) for place, group in enumerate(g for g in (fresh, last) if g)]
     tiers: list[list[str]] = [[], [], [], []]
     for cluster in healthy:
-        rank = tier(fed, source, cluster)
+        rank = tier(fed, asker, cluster)
         if rank is not None:
             tiers[rank].append(cluster)
     return chosen, [(10 * rank, group) for rank, group in enumerate(tiers) if group]
@@ -231,8 +255,8 @@ def routable(fed: Federation, cluster: str) -> bool:
     return record is not None and record.routable
 
 
-def address_answer(node: Node, source: str | None, versions: tuple[int, ...], ttl: int) -> Arranged:
-    """A and AAAA records (owned by the qname) answering ``node`` for ``source``.
+def address_answer(node: Node, asker: str | None, versions: tuple[int, ...], ttl: int) -> Arranged:
+    """A and AAAA records (owned by the qname) answering ``node`` for cluster ``asker``.
 
     A service name gives the healthy shards' addresses in the groups of
     :func:`ranked`, IPv4 groups before IPv6 ones; a shard name that shard's
@@ -244,7 +268,7 @@ def address_answer(node: Node, source: str | None, versions: tuple[int, ...], tt
     if node.kind in (NodeKind.SHARD, NodeKind.ENDPOINT):
         assert node.cluster is not None
         shard = node.shards[node.cluster]
-        own = node.cluster == source
+        own = node.cluster == asker
         if node.kind == NodeKind.ENDPOINT:
             assert shard.endpoints is not None and node.hostname is not None
             reachable = own or routable(fed, node.cluster)
@@ -255,40 +279,40 @@ def address_answer(node: Node, source: str | None, versions: tuple[int, ...], tt
         found = tuple(r for block, version in zip(packed, versions, strict=True)
                       for r in _address_records(block, version, answer.POINTER_TO_QNAME, ttl))
         return ((found,) if found else ()), answer.FIXED, []
-    chosen, groups = ranked(node, source)
-    units: list[list[Unit]] = []
+    chosen, groups = ranked(node, asker)
+    units: list[list[WeighedRecords]] = []
     for version in versions:
         for _, group in groups:
-            tier_units: list[Unit] = []
+            tier_units: list[WeighedRecords] = []
             for cluster in group:
                 shard = node.shards[cluster]
-                block = shard_addresses(fed, cluster, shard, cluster == source, version)
+                block = shard_addresses(fed, cluster, shard, cluster == asker, version)
                 if block:
                     tier_units.append((_address_records(block, version, answer.POINTER_TO_QNAME, ttl), shard.weight))
             units.append(tier_units)
-    return _arranged(chosen, _capped(units, MAX_ANSWER_BYTES), [])
+    return _arranged(PolicyName(chosen.name), _capped(units, MAX_ANSWER_BYTES), [])
 
 
-def _arranged(chosen: Policy, units: list[list[Unit]], additional: list[bytes]) -> Arranged:
-    """The tiers of ``units`` (each unit a shard's records) and the ordering ``chosen`` imposes."""
+def _arranged(chosen: PolicyName, units: list[list[WeighedRecords]], additional: list[bytes]) -> Arranged:
+    """The tiers of ``units`` (each a shard's records) and the ordering policy ``chosen`` imposes."""
     tiers = tuple(tuple(r for records, _ in tier for r in records) for tier in units if tier)
     ordering: answer.Ordering | None = None
-    if chosen.name == FAILOVER:
+    if chosen is PolicyName.FAILOVER:
         ordering = answer.FIXED
-    elif chosen.name in (WEIGHTED, LOCALITY_WEIGHTED):
+    elif chosen in _WEIGHTED_POLICIES:
         joined = [[(b"".join(records), max(weight, 1)) for records, weight in tier] for tier in units if tier]
         ordering = answer.FIXED if all(len(tier) == 1 for tier in joined) else Draw(joined)
     return tiers, ordering, additional
 
 
-def _capped(units: list[list[Unit]], budget: int) -> list[list[Unit]]:
+def _capped(units: list[list[WeighedRecords]], budget: int) -> list[list[WeighedRecords]]:
     """``units`` less the last ones past ``budget`` bytes of records."""
     total = sum(len(r) for tier in units for records, _ in tier for r in records)
     if total <= budget:
         return units
-    out: list[list[Unit]] = []
+    out: list[list[WeighedRecords]] = []
     for tier in units:
-        kept: list[Unit] = []
+        kept: list[WeighedRecords] = []
         for records, weight in tier:
             size = sum(len(r) for r in records)
             if size > budget:
@@ -305,10 +329,10 @@ def _address_records(packed: bytes, version: int, owner: bytes, ttl: int) -> lis
     return [answer.address_rr(packed[i : i + width], ttl, owner) for i in range(0, len(packed), width)]
 
 
-def srv_answer(node: Node, source: str | None, base: bytes, ttl: int) -> Arranged:
+def srv_answer(node: Node, asker: str | None, base: bytes, ttl: int) -> Arranged:
     """SRV records (RFC 2782) of the healthy, reachable shards with ``node``'s named
     port, and the additional A/AAAA records of their targets (answered as for
-    the asker). A target is ``<cluster>.`` + ``base`` (the service's name in wire
+    cluster ``asker``). A target is ``<cluster>.`` + ``base`` (the service's name in wire
     form, in the zone asked), or for a headless shard one
     ``<endpoint name>.<cluster>.`` + ``base`` per endpoint.
 
@@ -318,29 +342,30 @@ def srv_answer(node: Node, source: str | None, base: bytes, ttl: int) -> Arrange
     """
     assert node.shards is not None and node.federation is not None
     fed = node.federation
-    chosen, groups = ranked(node, source)
-    weighted = chosen.name in (WEIGHTED, LOCALITY_WEIGHTED)
-    units: list[list[Unit]] = []
+    chosen, groups = ranked(node, asker)
+    name = PolicyName(chosen.name)
+    weighted = name in _WEIGHTED_POLICIES
+    units: list[list[WeighedRecords]] = []
     extra: list[bytes] = []
     for priority, group in groups:
-        tier_units: list[Unit] = []
+        tier_units: list[WeighedRecords] = []
         for cluster in group:
             shard = node.shards[cluster]
             port = next((p for p in shard.ports if p.name == node.port_name and p.protocol == node.protocol), None)
             if port is None:
                 continue
-            own = cluster == source
+            own = cluster == asker
             v4, v6 = shard_addresses(fed, cluster, shard, own, 4), shard_addresses(fed, cluster, shard, own, 6)
             if not (v4 or v6):
                 continue
-            cluster_target = bytes((len(cluster),)) + cluster.encode("ascii") + base
+            cluster_target = names.below(cluster, base)
             if shard.endpoints is None:
                 weight = shard.weight if weighted else min(shard.ready if shard.ready is not None else 1, 65535)
                 targets = [(cluster_target, v4, v6, weight)]
             else:
                 weight = shard.weight if weighted else 1
-                targets = [(bytes((len(name),)) + name.encode("ascii") + cluster_target, a4, a6, weight)
-                           for name, (a4, a6) in shard.endpoints.names.items()]
+                targets = [(names.below(hostname, cluster_target), a4, a6, weight)
+                           for hostname, (a4, a6) in shard.endpoints.names.items()]
             for target, a4, a6, srv_weight in targets:
                 if len(target) > MAX_NAME_BYTES:  # a name DNS cannot carry (RFC 1035 3.1)
                     continue
@@ -351,10 +376,4 @@ def srv_answer(node: Node, source: str | None, base: bytes, ttl: int) -> Arrange
     size = sum(len(r) for tier in units for records, _ in tier for r in records)
     if size + sum(len(r) for r in extra) > MAX_ANSWER_BYTES:
         extra = []
-    return _arranged(chosen, _capped(units, MAX_ANSWER_BYTES), extra)
-
-
-def service_wire(sid: ServiceId) -> bytes:
-    """``<svc>.<ns>.<F>.svc`` in wire form, without the zone."""
-    return b"".join(bytes((len(part),)) + part.encode("ascii") for part in (sid[2], sid[1], sid[0], "svc"))
-
+    return _arranged(name, _capped(units, MAX_ANSWER_BYTES), extra)

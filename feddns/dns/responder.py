@@ -1,48 +1,43 @@
 """The query path: match the zone, look the name up, switch on the node kind and qtype, pack.
 
-It reads like CoreDNS's ``plugin/etcd/handler.go``, with the cache in front
-(``feddns.dns.cache``) and the records from the index (``feddns.dns.index``)
-instead of an etcd call. One synchronous function per query over the index as
-it is between two changes: no lock, no await, no etcd call. Work happens when
-records change (answers are built on first use after a change, then reused).
+It reads like CoreDNS's ``plugin/etcd/handler.go``, behind the cache
+(``feddns.dns.cache``, which looks a UDP packet up before it comes here and
+decides what is kept) and with the records of the store's feed (``Records``:
+the index, ``feddns.dns.index``) instead of an etcd call. One synchronous
+function per query over the index as it is between two changes: no lock, no
+await, no etcd call. Work happens when records change (answers are built on
+first use after a change, then kept by the cache).
 
-A query goes:
+A query goes (:meth:`Responder.respond`):
 
-1. (UDP) the reply cache: the packet's bytes after the ID, seen before, give the
-   finished reply;
-2. a query whose envelope (its bytes but the ID and qname) was answered
-   NXDOMAIN before: its qname alone is read and looked up, and a name that does
-   not exist gets the envelope's NXDOMAIN parts around its question
-   (``cache.Envelopes``; nothing is kept per name);
-3. :func:`wire.read_common` reads the common shape with a few slices; anything
+1. a query whose envelope (its bytes but the ID and qname) was answered
+   NXDOMAIN before (``Cache.envelopes``): its qname alone is read and looked
+   up, and a name that does not exist gets the envelope's NXDOMAIN parts around
+   its question (nothing is kept per name);
+2. :func:`wire.read_common` reads the common shape with a few slices; anything
    else goes to :func:`wire.parse_query`, which drops short packets and
    responses and answers FORMERR or NOTIMP;
-4. :meth:`Responder.serve`: REFUSED outside the zone or class IN, SERVFAIL
-   until the first load, NXDOMAIN from the zone's template when the name does
-   not exist; else the source cluster (``policy.find_source``), then the answer
-   cache under ``(qname lowercased, QTYPE+QCLASS, source cluster)``, building
-   the answer (``policy``, ``answer``) on a miss. The reply splices the query's
+3. :meth:`Responder.serve`: match the zone (REFUSED outside it or class IN),
+   SERVFAIL until the first load, look the name up (NXDOMAIN from the zone's
+   template when it does not exist); then the source cluster
+   (``policy.find_source``) and the answer the cache keeps under
+   ``(qname lowercased, QTYPE, source cluster)``, else switch on the node kind
+   and qtype to build it (``policy``, ``answer``). The reply splices the query's
    ID, flags, question and OPT around the answer's records.
 """
 
 import logging
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from feddns.dns import answer, policy, weights, wire
-from feddns.dns.answer import Answer, Sections
-from feddns.dns.cache import Cache, Cached, Doorkeeper, Envelopes, Labels, Reply
-from feddns.dns.index import (
-    Change,
-    FederationChanged,
-    Index,
-    Node,
-    NodeKind,
-    NotAName,
-    Reload,
-    ServiceChanged,
-    ServiceId,
-)
+from feddns import names
+from feddns.dns import answer, policy, wire
+from feddns.dns.answer import Answer, Sections, Template
+from feddns.dns.cache import Cache, Entry, Labels
+from feddns.dns.index import Index, Node, NodeKind, NotAName
 from feddns.dns.wire import CLASS_IN, FIRST_ROOT, LAST_ROOT, MetaType, QType, Query, Rcode
+from feddns.keys import Layout
+from feddns.names import ServiceId
 from feddns.records import IPAddress
 
 log = logging.getLogger(__name__)
@@ -71,7 +66,7 @@ def qtype_label(qtype: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class AnswerSettings:
     """How Federated-DNS answers (the ``feddns serve`` flags, docs/serve.md).
 
     ``zone`` ends with a dot; ``ttl`` and ``negative_ttl`` are seconds;
@@ -107,7 +102,7 @@ class Stats:
     answered: dict[Labels, int] = field(default_factory=dict)
     dropped: int = 0
 
-    def add_hits(self, entry: Cached) -> None:
+    def add_hits(self, entry: Entry) -> None:
         """Keep the hits of an entry that leaves the cache."""
         if entry.hits:
             self.answered[entry.labels] = self.answered.get(entry.labels, 0) + entry.hits
@@ -131,19 +126,19 @@ class Templates:
         self.zone = answer.name_wire(zone)
         soa = answer.soa_rr(self.zone, zone, serial, negative_ttl, negative_ttl)
         negative = Sections(authority=[soa])
-        self.nxdomain = Answer(Rcode.NXDOMAIN, negative, labels=("other", "NXDOMAIN", "none"))
-        self.errors = {qtype: Answer(rcode, authoritative=False, labels=(qtype_label(qtype), rcode.name, "none"))
+        self.nxdomain = Template(Answer(Rcode.NXDOMAIN, negative), ("other", "NXDOMAIN", "none"))
+        self.errors = {qtype: Template(Answer(rcode, authoritative=False), (qtype_label(qtype), rcode.name, "none"))
                        for qtype, rcode in _ERROR_RCODES.items()}
-        self.absent_for = {int(t): Answer(Rcode.NXDOMAIN, negative, labels=(t.name, "NXDOMAIN", "none"))
+        self.absent_for = {int(t): Template(Answer(Rcode.NXDOMAIN, negative), (t.name, "NXDOMAIN", "none"))
                            for t in QType} | self.errors
-        self.nodata = Answer(Rcode.NOERROR, negative, labels=("", "NOERROR", ""))
-        self.refused = Answer(Rcode.REFUSED, authoritative=False, labels=("", "REFUSED", ""))
-        self.servfail = Answer(Rcode.SERVFAIL, labels=("", "SERVFAIL", ""))
-        self.badvers = Answer(Rcode.BADVERS, labels=("", "BADVERS", ""))
-        self.formerr = Answer(Rcode.FORMERR, authoritative=False, labels=("", "FORMERR", ""))
+        self.nodata = Template(Answer(Rcode.NOERROR, negative), ("", "NOERROR", ""))
+        self.refused = Template(Answer(Rcode.REFUSED, authoritative=False), ("", "REFUSED", ""))
+        self.servfail = Template(Answer(Rcode.SERVFAIL), ("", "SERVFAIL", ""))
+        self.badvers = Template(Answer(Rcode.BADVERS), ("", "BADVERS", ""))
+        self.formerr = Template(Answer(Rcode.FORMERR, authoritative=False), ("", "FORMERR", ""))
         self.soa = soa
 
-    def counted(self) -> list[Answer]:
+    def counted(self) -> list[Template]:
         """The templates that count their own queries (for the metrics)."""
         return [*self.absent_for.values(), self.nxdomain]
 
@@ -154,50 +149,73 @@ class Zone:
     names ``<svc>.<ns>.svc.ZONE``, the federation's label left out;
     docs/reference.md section 1)."""
 
-    def __init__(self, name: str, settings: Settings, mcs: bool) -> None:
+    def __init__(self, name: str, settings: AnswerSettings, mcs: bool) -> None:
         self.name = name
         self.wire = answer.name_wire(name)
         self.templates = Templates(name, settings.serial, settings.negative_ttl)
         self.mcs = mcs
 
-    def service_base(self, sid: ServiceId) -> bytes:
+    def service_name(self, sid: ServiceId) -> bytes:
         """The service's name in wire form in this zone: ``<svc>.<ns>.<F>.svc.Z`` (``<svc>.<ns>.svc.Z`` for MCS)."""
-        if self.mcs:
-            return _label(sid[2]) + _label(sid[1]) + b"\x03svc" + self.wire
-        return policy.service_wire(sid) + self.wire
+        return (names.mcs_service_name(sid) if self.mcs else names.service_name(sid)) + self.wire
 
 
-def _label(text: str) -> bytes:
-    return bytes((len(text),)) + text.encode("ascii")
+class Records(Protocol):
+    """Where the responder reads the records: the store's feed (``feddns.store.Feed``)
+    holds the ``index`` and says whether it is ``ready`` (the first load done)."""
+
+    index: Index
+    ready: bool
+
+
+class _NoRecords:
+    """The records before a feed is attached: none, not ready (SERVFAIL)."""
+
+    def __init__(self) -> None:
+        self.index = Index(Layout())
+        self.ready = False
 
 
 class Responder:
-    """Answers queries from ``index`` under ``settings``.
+    """Answers queries under ``settings`` from ``records`` (the store's feed, see
+    :meth:`read_from`).
 
-    ``ready`` stays False until the store's first load; until then every
-    well-formed query in the zone gets SERVFAIL, never NXDOMAIN. ``cache``
-    holds replies and answers (``feddns.dns.cache``); its ``get`` is what the
-    UDP transport calls first.
+    Until the records are ``ready`` every well-formed query in the zone gets
+    SERVFAIL, never NXDOMAIN. ``cache`` decides what of the answers is kept
+    (``feddns.dns.cache``); its UDP handler looks a packet up before
+    :meth:`respond` is called.
     """
 
-    def __init__(self, idx: Index, settings: Settings) -> None:
-        self.index = idx
+    def __init__(self, settings: AnswerSettings) -> None:
+        self.records: Records = _NoRecords()
         self.settings = settings
-        self.ready = False
         self.stats = Stats()
-        self.doorkeeper = Doorkeeper.within(settings.cache_size)
-        self.cache = Cache(settings.cache_size, self.stats.add_hits, reserved=self.doorkeeper.size)
+        self.option = settings.option_code.to_bytes(2, "big")
+        self.cache = Cache(settings.cache_size, self.option, self.stats.add_hits)
         self.main = Zone(settings.zone, settings, mcs=False)
         self.zone = self.main.wire
-        self.option = settings.option_code.to_bytes(2, "big")
         self.templates = self.main.templates
         self.absent_for = self.templates.absent_for
         self._zone_cut = -len(self.zone)  # name[:_zone_cut]: a name in the zone, relative to it
         self.mcs = None if settings.mcs_zone is None else Zone(settings.mcs_zone, settings, mcs=True)
         self._mcs_ambiguous_logged = False
-        self.nxdomain_envelopes: Envelopes[tuple[bytes, bytes, Answer]] = Envelopes()
+        self._nxdomain_parts = self.cache.envelopes.get
 
-    def counted_templates(self) -> list[Answer]:
+    def read_from(self, records: Records) -> None:
+        """Answer from ``records`` (the store's feed) from now on."""
+        self.records = records
+
+    @property
+    def index(self) -> Index:
+        """The index answered from (the feed's)."""
+        return self.records.index
+
+    @property
+    def ready(self) -> bool:
+        """True once the feed's first load is done."""
+        return self.records.ready
+
+    def counted_templates(self) -> list[Template]:
         """The templates of every zone that count their own queries (for the metrics)."""
         zones = [self.main] if self.mcs is None else [self.main, self.mcs]
         return [template for zone in zones for template in zone.templates.counted()]
@@ -207,25 +225,9 @@ class Responder:
     def respond(self, data: bytes, client: str, tcp: bool) -> bytes | None:
         """The reply to the packet ``data`` from address ``client``, or ``None`` to drop it.
 
-        A UDP packet is first looked up in the reply cache as it is, then, when it
-        has an upper-case letter, lowercased (the UDP transport inlines both).
-        Never raises: a failure answers SERVFAIL and is logged.
-        """
-        if not tcp:
-            key = data[2:]
-            entry: Reply | None = self.cache.get(key)  # type: ignore[assignment]
-            if entry is not None:
-                entry.hits += 1
-                return data[:2] + entry.reply
-            if not key.islower():
-                folded: Reply | None = self.cache.get(key.lower())  # type: ignore[assignment]
-                if folded is not None:
-                    folded.hits += 1
-                    return folded.spliced(data)
-        return self.respond_uncached(data, client, tcp)
-
-    def respond_uncached(self, data: bytes, client: str, tcp: bool) -> bytes | None:
-        """:meth:`respond` past the reply cache (the UDP transport looked there).
+        Over UDP the cache's handler calls this for a packet it holds no reply
+        for; over TCP the transport calls it for every message. Never raises: a
+        failure answers SERVFAIL and is logged.
 
         A query whose envelope (its bytes but the ID and qname, see
         ``feddns.dns.cache.Envelopes``) was answered NXDOMAIN before is read no
@@ -238,12 +240,12 @@ class Responder:
         try:
             zero = data.find(0, 12)
             if FIRST_ROOT <= zero <= LAST_ROOT:
-                nxdomain = self.nxdomain_envelopes.get(data[2:12] + data[zero:])
+                nxdomain = self._nxdomain_parts(data[2:12] + data[zero:])
                 if nxdomain is not None:  # the common shape, class IN, EDNS version 0, no ECS
                     name = data[12 : zero + 1].lower()
                     if name.endswith(self.zone):
                         try:
-                            node = self.index.lookup(name[: self._zone_cut])
+                            node = self.records.index.lookup(name[: self._zone_cut])
                         except NotAName:  # the name the common reader would cut is not one
                             return self._respond_strictly(data, client, tcp)
                         if node is None:
@@ -288,10 +290,11 @@ class Responder:
         name = query.name
         if not name.endswith(self.zone) or query.qclass != CLASS_IN or query.version:
             return self._serve_outside(data, query, client, tcp)
-        if not self.ready:
+        records = self.records
+        if not records.ready:
             return self._negative(data, query, client, tcp, self.templates)
         try:
-            node = self.index.lookup(name[: self._zone_cut])
+            node = records.index.lookup(name[: self._zone_cut])
         except NotAName:  # the common reader cut the name wrongly: read it strictly
             return self._reread(data, query, client, tcp)
         if node is None:  # NXDOMAIN (or the QTYPE's error) from the zone's template: nothing is kept for the name
@@ -300,8 +303,8 @@ class Responder:
                 return self._negative(data, query, client, tcp, self.templates)
             template.hits += 1
             if not query.strict:
-                self._note_envelope(data, query, template)
-            return template.reply(data[:2], query, None, tcp)
+                self.cache.keep_envelope(data, query, template)
+            return template.answer.reply(data[:2], query, None, tcp)
         return self._serve_node(self.main, node, data, query, client, tcp)
 
     def _serve_outside(self, data: bytes, query: Query, client: str, tcp: bool) -> bytes | None:
@@ -317,29 +320,21 @@ class Responder:
         strictly already is refused."""
         return self._refuse(data, query, tcp) if query.strict else self._respond_strictly(data, client, tcp)
 
-    def _note_envelope(self, data: bytes, query: Query, template: Answer) -> None:
-        """Keep the NXDOMAIN parts for the envelope of ``data`` (``query`` as the
-        common reader read it, in the main zone, class IN, no ECS option), for
-        :meth:`respond_uncached`."""
-        parts = template.around_question(query)
-        if parts is not None:
-            root = 11 + len(query.name)
-            self.nxdomain_envelopes.put(data[2:12] + data[root:], (*parts, template))
-
     def _serve_mcs(self, mcs: Zone, data: bytes, query: Query, client: str, tcp: bool) -> bytes | None:
         """A name in the MCS zone: ``<...>.svc.ZONE`` is looked up as ``<...>.F.svc`` of the
         federation shown there; other names (apex, ``ns.dns``) as they are."""
         rel = query.name[: len(query.name) - len(mcs.wire)]
-        if not self.ready:
+        records = self.records
+        if not records.ready:
             return self._negative(data, query, client, tcp, mcs.templates)
         try:
-            if rel.endswith(b"\x03svc"):
+            if rel.endswith(names.SVC):
                 federation = self._mcs_federation()
                 if federation is None:
                     return self._template(mcs.templates.servfail, data, query, None, tcp, None)
-                node = self.index.lookup(rel[:-4] + _label(federation) + b"\x03svc")
+                node = records.index.lookup(names.federation_name_of_mcs(rel, federation))
             else:
-                node = self.index.lookup(rel)
+                node = records.index.lookup(rel)
         except NotAName:  # the common reader cut the name wrongly: read it strictly
             return self._reread(data, query, client, tcp)
         if node is None:
@@ -352,7 +347,7 @@ class Responder:
         named = self.settings.mcs_federation
         if named is not None:
             return named
-        federations = self.index.federations
+        federations = self.records.index.federations
         if len(federations) == 1:
             return next(iter(federations))
         if len(federations) > 1 and not self._mcs_ambiguous_logged:
@@ -363,83 +358,47 @@ class Responder:
         return None
 
     def _serve_node(self, zone: Zone, node: Node, data: bytes, query: Query, client: str, tcp: bool) -> bytes | None:
-        """Answer ``query`` for ``node``, a name that exists in ``zone``."""
+        """Answer ``query`` for ``node``, a name that exists in ``zone``: the answer the
+        cache keeps for the source cluster, else one built for the node kind and qtype."""
         name = query.name
-        cluster = query.cluster
-        if cluster is not None and query.ecs is None:
-            # The option names a known cluster exactly as the answer cache keys it:
-            # the key is decided without finding the source (the entry proves the
+        cache = self.cache
+        named = query.cluster_option
+        if named is not None and query.ecs is None:
+            # The option names a known cluster exactly as the cache keys answers: the
+            # key is decided without finding the source (the entry proves the
             # cluster known, as of the last change).
-            found: Answer | None = self.cache.get((name, query.qtype, cluster))  # type: ignore[assignment]
+            found = cache.answer((name, query.qtype, named))
             if found is not None:
-                return self._send(found, data, query, None, tcp, False)
+                return cache.reply(found, data, query, None, tcp, False)
         templates = zone.templates
         try:
-            cluster, ecs, by_address = policy.find_source(node.federation, query, client)
+            source, ecs, by_address = policy.find_source(node.federation, query, client)
         except wire.FormError as exc:
             log.debug("FORMERR to %s: %s", client, exc)
             return self._template(templates.formerr, data, query, None, tcp, None)
-        key = (name, query.qtype, cluster)
-        found = self.cache.get(key)  # type: ignore[assignment]
+        qtype = query.qtype
+        key = (name, qtype, source)
+        found = cache.answer(key)
         if found is None:
-            qtype = query.qtype
             error = templates.errors.get(qtype)
             if error is not None:
                 if qtype in _TRANSFERS and node.kind == NodeKind.APEX:  # as NSD and BIND refuse transfers of a zone
                     error = templates.refused
-                return self._template(error, data, query, ecs, tcp, cluster)
-            found = self._answer(node, qtype, cluster, zone)
-            if found is None:
-                return self._template(templates.nodata, data, query, ecs, tcp, cluster)
-            self.cache.put(key, found)
-        return self._send(found, data, query, ecs, tcp, by_address)
-
-    def _send(self, found: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool,
-              by_address: bool) -> bytes:
-        """The reply from an answer, kept in the reply cache when it may be.
-
-        A UDP reply that the packet's bytes alone decide (not the source address),
-        in one fixed order or drawn from a weighted answer's orders, is kept, the
-        second time the packet comes (the :class:`Doorkeeper`), under the packet's
-        bytes after the ID lowercased, with the qname lowercased in the reply too.
-        A packet that lowercases to that key differs from the one the reply was
-        made for only in the letter case of its qname and of its cluster-name
-        option's data, because only a packet with no ASCII letter anywhere else is
-        kept (:func:`wire.letters_only_in_name`); the cluster name is matched
-        without regard to case and not echoed, so the reply is the same with the
-        qname spliced in as asked (:meth:`Reply.spliced`).
-        """
-        found.hits += 1
-        reply = found.reply(data[:2], query, ecs, tcp)
-        if tcp or query.strict or by_address:
-            return reply
-        drawn = found.ordering if found.fixed is None and isinstance(found.ordering, weights.Draw) else None
-        if found.fixed is None and drawn is None:
-            return reply
-        key = data[2:].lower()
-        if not self.doorkeeper.admit(key) or not wire.letters_only_in_name(data, self.option):
-            return reply
-        name = query.name
-        stored = reply[2:12] + name + reply[12 + len(name) :]
-        name_end = 11 + len(name)
-        variants = drawn.variants() if drawn is not None else None
-        if drawn is not None and variants is None:
-            return reply
-        if variants is None or stored[0] & 0x02:  # one order, or truncated (TC=1: no records to order)
-            self.cache.put(key, Reply(key, stored, name_end, found.owner, found.labels))
-            return reply
-        at = 10 + len(query.question)  # the answer section starts here, as long in every order
-        bodies, table = variants
-        replies = tuple(stored[:at] + body + stored[at + len(body) :] for body in bodies)
-        self.cache.put(key, weights.DrawnReply(key, replies, table, name_end, found.owner, found.labels))
-        return reply
+                return self._template(error, data, query, ecs, tcp, source)
+            asker = source.decode() if source is not None else None
+            built = self._answer(node, qtype, asker, zone)
+            if built is None:
+                return self._template(templates.nodata, data, query, ecs, tcp, source)
+            labels = (qtype_label(qtype), "NOERROR", "cluster" if source else "none")
+            found = cache.keep_answer(key, built, node.service, labels)
+        return cache.reply(found, data, query, ecs, tcp, by_address)
 
     def _refuse(self, data: bytes, query: Query, tcp: bool) -> bytes:
         """A query outside every zone served, or not of class IN: REFUSED, but for
         BADVERS and the QTYPEs that get an error at every name (in class IN)."""
         if query.version:  # EDNS version > 0: BADVERS, with our version 0 (RFC 6891 6.1.3)
             self._count_as((qtype_label(query.qtype), "BADVERS", "none"))
-            return self.templates.badvers.reply(data[:2], query, None, tcp)
+            return self.templates.badvers.answer.reply(data[:2], query, None, tcp)
         templates = self.templates
         error = templates.errors.get(query.qtype) if query.qclass == CLASS_IN else None
         return self._template(error or templates.refused, data, query, None, tcp, None)
@@ -449,9 +408,10 @@ class Responder:
         zone's template: the question is copied from the query and nothing is kept for the name.
         Before the first load, SERVFAIL instead (never NXDOMAIN), for a name that
         is made of labels (else it is read strictly)."""
-        if not self.ready and not wire.is_labels(query.name[: len(query.name) - len(templates.zone)]):
+        ready = self.records.ready
+        if not ready and not wire.is_labels(query.name[: len(query.name) - len(templates.zone)]):
             return self._reread(data, query, client, tcp)
-        template = templates.absent_for.get(query.qtype, templates.nxdomain) if self.ready else templates.servfail
+        template = templates.absent_for.get(query.qtype, templates.nxdomain) if ready else templates.servfail
         ecs = query.ecs
         if ecs is not None:
             try:
@@ -460,11 +420,11 @@ class Responder:
                 return self._template(templates.formerr, data, query, None, tcp, None)
         return self._template(template, data, query, ecs, tcp, None)
 
-    def _template(self, template: Answer, data: bytes, query: Query, ecs: bytes | None, tcp: bool,
-                  cluster: bytes | None) -> bytes:
+    def _template(self, template: Template, data: bytes, query: Query, ecs: bytes | None, tcp: bool,
+                  source: bytes | None) -> bytes:
         qtype = qtype_label(query.qtype)
-        self._count_as((qtype, template.labels[1], "cluster" if cluster else "none"))
-        return template.reply(data[:2], query, ecs, tcp)
+        self._count_as((qtype, template.labels[1], "cluster" if source else "none"))
+        return template.answer.reply(data[:2], query, ecs, tcp)
 
     def _count(self, reply: bytes, qtype: str, rcode: Rcode) -> bytes:
         self._count_as((qtype, rcode.name, "none"))
@@ -476,30 +436,23 @@ class Responder:
 
     # -- building answers -----------------------------------------------------------
 
-    def _answer(self, node: Node, qtype: int, asker: bytes | None, zone: Zone) -> Answer | None:
-        """The answer of ``node`` to ``qtype`` for ``cluster`` in ``zone``, or ``None`` for
-        the zone's NODATA (a name with no records of that type, whoever asks)."""
-        cluster = asker.decode() if asker is not None else None
-        found = self._records(node, qtype, cluster, zone)
+    def _answer(self, node: Node, qtype: int, asker: str | None, zone: Zone) -> Answer | None:
+        """The answer of ``node`` to ``qtype`` for cluster ``asker`` in ``zone``, or ``None``
+        for the zone's NODATA (a name with no records of that type, whoever asks)."""
+        found = self._records(node, qtype, asker, zone)
         if found is None:
             return None
         sections, ordering = found
-        labels = (qtype_label(qtype), "NOERROR", "cluster" if cluster else "none")
         limit = self.settings.max_udp_size
         if not sections.tiers:  # the name has such records, but none for this asker now (e.g. every shard unready)
-            return Answer(Rcode.NOERROR, Sections(authority=[zone.templates.soa]), labels=labels, owner=node.service,
-                          udp_limit=limit)
+            return Answer(Rcode.NOERROR, Sections(authority=[zone.templates.soa]), udp_limit=limit)
         if ordering is None:
             ordering = answer.FIXED if self.settings.stable else answer.Rotation()
-        built = Answer(Rcode.NOERROR, sections, ordering=ordering, labels=labels, owner=node.service,
-                       udp_limit=limit)
-        if isinstance(ordering, weights.Draw):
-            built.size += ordering.size  # the orders it keeps, counted against --cache-size
-        return built
+        return Answer(Rcode.NOERROR, sections, ordering=ordering, udp_limit=limit)
 
-    def _records(self, node: Node, qtype: int, cluster: str | None,
+    def _records(self, node: Node, qtype: int, asker: str | None,
                  zone: Zone) -> tuple[Sections, answer.Ordering | None] | None:
-        """The records of ``node`` for ``qtype`` asked from ``cluster``, and their
+        """The records of ``node`` for ``qtype`` asked from cluster ``asker``, and their
         ordering when the policy decides it; ``None`` when the name has no such records."""
         ttl = self.settings.ttl
         kind = node.kind
@@ -514,10 +467,10 @@ class Responder:
             if qtype not in (QType.SRV, QType.ANY):
                 return None
             assert node.service is not None
-            tiers, ordering, additional = policy.srv_answer(node, cluster, zone.service_base(node.service), ttl)
+            tiers, ordering, additional = policy.srv_answer(node, asker, zone.service_name(node.service), ttl)
             return Sections(tiers, additional=additional), ordering
         if kind in _ADDRESS_KINDS and qtype in _VERSIONS:
-            tiers, ordering, _ = policy.address_answer(node, cluster, _VERSIONS[qtype], ttl)
+            tiers, ordering, _ = policy.address_answer(node, asker, _VERSIONS[qtype], ttl)
             return Sections(tiers), ordering
         return None
 
@@ -532,17 +485,3 @@ class Responder:
             additional = [answer.address_rr(ip.packed, s.ttl, glue) for ip in s.ns_addresses]
             return Sections(((answer.ns_rr(answer.POINTER_TO_QNAME, zone.name, s.ttl),),), additional=additional), None
         return None
-
-    # -- changes --------------------------------------------------------------------
-
-    def changed(self, change: Change) -> None:
-        """Drop the cached entries that ``change`` (from the index) can affect."""
-        if change is None:
-            return
-        if isinstance(change, ServiceChanged):
-            self.cache.drop(change.service)
-        elif isinstance(change, FederationChanged):
-            for sid in self.index.services_of(change.federation):
-                self.cache.drop(sid)
-        elif isinstance(change, Reload):
-            self.cache.clear()

@@ -1,9 +1,9 @@
 """UDP and TCP transports (RFC 1035 4.2, RFC 7766) for one listen address.
 
-UDP: the reply-cache hits are inlined in ``datagram_received``: the packet as
-it is (one dict lookup, one concatenation, one ``sendto``), then, when it has
-an upper-case letter, lowercased (the qname spliced back in as asked); anything
-else goes to :meth:`Responder.respond_uncached`.
+UDP: each datagram goes to the cache's handler (``Cache.udp_handler``, set as
+``datagram_received`` once the socket is there): a reply kept for the packet is
+sent at once; anything else goes to :meth:`Responder.respond`. TCP messages go
+to :meth:`Responder.respond` (no reply is kept for TCP).
 
 TCP (RFC 7766): 2-byte length framing, pipelined queries answered in order.
 A framed message that is not a query (a response, or shorter than a header) is
@@ -34,11 +34,9 @@ gets sockets of its own from :func:`bind_shared` and answers on them with
 import asyncio
 import logging
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from feddns.dns.cache import Reply
 from feddns.dns.responder import Responder
 
 log = logging.getLogger(__name__)
@@ -66,33 +64,20 @@ class TcpLimits:
 
 
 class UdpServer(asyncio.DatagramProtocol):
-    """Answers DNS over UDP on one socket."""
+    """Answers DNS over UDP on one socket: once connected, ``datagram_received`` is
+    the cache's handler (one frame for a kept reply, ``feddns.dns.cache``), which
+    calls :meth:`Responder.respond` for the rest."""
 
     def __init__(self, responder: Responder) -> None:
-        self.replies: Callable[[bytes], Reply | None] = responder.cache.get  # type: ignore[assignment]
-        self.respond = responder.respond_uncached
-        self.sendto: Any = None
+        self.responder = responder
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.sendto = transport.sendto  # type: ignore[attr-defined]
+        responder = self.responder
+        handler = responder.cache.udp_handler(responder.respond, transport.sendto)  # type: ignore[attr-defined]
+        self.datagram_received = handler  # type: ignore[method-assign,assignment]
 
     def datagram_received(self, data: bytes, addr: tuple[Any, ...]) -> None:
-        key = data[2:]
-        entry = self.replies(key)
-        if entry is not None:
-            entry.hits += 1
-            self.sendto(data[:2] + entry.reply, addr)
-            return
-        if not key.islower():  # an upper-case letter: the reply kept for the lowercased packet
-            entry = self.replies(key.lower())
-            if entry is not None:
-                entry.hits += 1
-                kept, end = entry.reply, entry.name_end  # Reply.spliced, inlined
-                self.sendto(b"".join((data[:2], kept[:10], data[12:end], kept[end - 2 :])), addr)
-                return
-        reply = self.respond(data, addr[0], False)
-        if reply is not None:
-            self.sendto(reply, addr)
+        """A datagram before the socket is there: none comes (asyncio connects first)."""
 
     def error_received(self, exc: Exception) -> None:
         log.debug("UDP error: %s", exc)

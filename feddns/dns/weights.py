@@ -21,22 +21,23 @@ shards, a few distinct orders), else as indexes into the tier's records, joined
 per query.
 
 A weighted answer whose orders are few and joined can also be kept as a finished
-UDP reply per order (:class:`DrawnReply`), so that a repeated query costs what a
-repeated fixed answer costs: one dict lookup, one random pick, one concatenation.
+UDP reply per order (``feddns.dns.cache.DrawnReply``, from :meth:`Draw.variants`), so
+that a repeated query costs what a repeated fixed answer costs: one dict lookup, one
+random pick, one concatenation.
 """
 
 from __future__ import annotations
 
 import random
+import sys
 from array import array
-from collections.abc import Hashable, Sequence
-
-from feddns.dns.cache import BYTES_OVERHEAD, ENTRY_OVERHEAD, Cached, Labels, Reply
+from collections.abc import Sequence
 
 SLOTS_BITS = 10
 SLOTS = 1 << SLOTS_BITS
 """Orders in each tier's table: a share is honoured to within 1/1024 (about 0.1%)."""
 
+_BYTES_OVERHEAD = sys.getsizeof(b"")  # a bytes object's header, as the cache counts it
 _BYTE_VALUES = 256  # indexes below this fit one byte ("B" arrays); others take two ("H")
 
 JOINED_BYTES = 16 * 1024
@@ -109,11 +110,11 @@ class TierDraw:
         self.orders: tuple[bytes, ...] | None = None
         if length * len(table) <= JOINED_BYTES:
             self.bodies = tuple(b"".join(self.records[i] for i in order) for order, _ in table)
-            self.size = length * len(table) + BYTES_OVERHEAD * len(table)
+            self.size = length * len(table) + _BYTES_OVERHEAD * len(table)
         else:
             self.orders = tuple(bytes(order) if len(units) < _BYTE_VALUES else array("H", order).tobytes()
                                 for order, _ in table)
-            self.size = length + sum(len(order) + BYTES_OVERHEAD for order in self.orders)
+            self.size = length + sum(len(order) + _BYTES_OVERHEAD for order in self.orders)
         self.size += len(self.table) * self.table.itemsize + 64
 
     def body(self, slot: int) -> bytes:
@@ -171,26 +172,3 @@ class Draw:
         head = b"".join(p for p in self.parts[:at] if isinstance(p, bytes))
         tail = b"".join(p for p in self.parts[at + 1 :] if isinstance(p, bytes))
         return tuple(head + body + tail for body in varying.bodies), varying.table
-
-
-class DrawnReply(Reply):
-    """A finished UDP reply per order of a weighted answer, less the 2-byte ID, for
-    the query bytes it is keyed by (as ``feddns.dns.cache.Reply``, with the qname
-    ending at ``name_end``): ``reply`` is one of ``replies``, picked at random
-    through ``table`` on every read (so every letter case spliced from it by
-    ``Reply.spliced`` gets a draw too)."""
-
-    __slots__ = ("replies", "table")
-
-    def __init__(self, key: bytes, replies: tuple[bytes, ...], table: array[int], name_end: int, owner: Hashable,
-                 labels: Labels) -> None:
-        size = len(key) + sum(len(r) + BYTES_OVERHEAD for r in replies) + len(table) * table.itemsize
-        Cached.__init__(self, size + BYTES_OVERHEAD + ENTRY_OVERHEAD, owner, labels)
-        self.replies = replies
-        self.table = table
-        self.name_end = name_end
-
-    @property
-    def reply(self) -> bytes:  # type: ignore[override]  # drawn on every read where Reply keeps one
-        """One of the replies, drawn for this query."""
-        return self.replies[self.table[_getrandbits(SLOTS_BITS)]]

@@ -123,7 +123,7 @@ class Query:
     (ASCII), which keys lookups; ``qtype`` and ``qclass`` the question's type and
     class. ``edns`` is True when the query had an OPT record; then ``payload`` is
     its UDP payload size in bytes, ``version`` the EDNS version, ``do`` the DO bit
-    (RFC 3225), ``cluster`` the data of the first cluster-name option (the
+    (RFC 3225), ``cluster_option`` the data of the first cluster-name option (the
     ``option_code`` asked for) and ``ecs`` the data of the first Client Subnet
     option, each ``None`` when absent. Other options (cookies, padding, unknown
     codes) are skipped: they do not change the answer. ``strict`` says which
@@ -138,7 +138,7 @@ class Query:
     edns: bool = False
     payload: int = 512
     do: bool = False
-    cluster: bytes | None = None
+    cluster_option: bytes | None = None
     ecs: bytes | None = None
     version: int = 0
     strict: bool = field(default=False, compare=False)
@@ -179,7 +179,7 @@ def read_common(data: bytes, option_code: bytes) -> Query | None:  # noqa: C901,
             return None
         query.qtype, query.qclass = _QTYPE_QCLASS.unpack_from(data, zero + 1)
         query.edns = query.do = False
-        query.payload, query.cluster, query.ecs = 512, None, None
+        query.payload, query.cluster_option, query.ecs = 512, None, None
     else:
         pos = end + 11
         if size < pos or counts != _QD1_AR1:
@@ -206,7 +206,7 @@ def read_common(data: bytes, option_code: bytes) -> Query | None:  # noqa: C901,
                 return None
         query.qtype, query.qclass = qtype, qclass
         query.edns, query.payload, query.do = True, payload, ednsflags >= EDNS_DO
-        query.cluster, query.ecs = cluster, ecs
+        query.cluster_option, query.ecs = cluster, ecs
     query.flags = flags
     query.question = data[12:end]
     query.name = data[12 : zero + 1].lower()
@@ -400,8 +400,8 @@ def _read_opt(query: Query, payload: int, ttl: int, rdata: bytes, option_code: b
         if len(value) < length:
             raise FormError(f"EDNS option {code} is truncated")
         raw = rdata[pos : pos + 2]
-        if raw == option_code and query.cluster is None:
-            query.cluster = value
+        if raw == option_code and query.cluster_option is None:
+            query.cluster_option = value
         elif code == OPTION_ECS and query.ecs is None:
             query.ecs = value
         pos += 4 + length

@@ -4,15 +4,18 @@
 import gc
 from collections.abc import Iterable
 
-from feddns.dns.index import Index, Reload
+from feddns.dns.index import Change, Index, Reload
 from feddns.dns.responder import Responder
 
 
 class Feed:
-    """Applies record changes to the index and drops the answers they affect.
+    """The one holder of the records: applies changes to the index and tells the
+    responder's cache what they affect.
 
-    Runs on the event loop, between queries. ``loads`` counts full loads,
-    ``restarts`` counts broken watches and reloads after an error.
+    Runs on the event loop, between queries. ``index`` is the index answered from
+    (the responder reads it here, :meth:`Responder.read_from`); ``ready`` turns True
+    at the first full load (until then queries get SERVFAIL). ``loads`` counts full
+    loads, ``restarts`` counts broken watches and reloads after an error.
 
     With ``freeze`` (``feddns serve``), each full load ends with :func:`settle_heap`: the
     objects alive then (the records) are left out of Python's later full collections.
@@ -20,11 +23,14 @@ class Feed:
 
     def __init__(self, index: Index, responder: Responder, *, freeze: bool = False) -> None:
         self.index = index
+        self.ready = False
         self.responder = responder
+        self.cache = responder.cache
         self.freeze = freeze
         self.loads = 0
         self.restarts = 0
         self._skipped_earlier = 0
+        responder.read_from(self)
 
     def replace(self, items: Iterable[tuple[str, bytes]], revision: int = 0) -> None:
         """Replace every record (a full read); the server is ready from now on."""
@@ -41,22 +47,24 @@ class Feed:
         """Answer from ``fresh`` (a full load) from now on; the server is ready."""
         self._skipped_earlier += self.index.skipped
         self.index = fresh
-        self.responder.index = fresh
-        self.responder.changed(Reload())
-        self.responder.ready = True
+        self._changed(Reload())
+        self.ready = True
         self.loads += 1
         if self.freeze:
             settle_heap()
 
     def put(self, key: str, value: bytes, revision: int = 0) -> None:
         """Store one record (a bad one is skipped and counted)."""
-        self.responder.changed(self.index.put(key, value))
+        self._changed(self.index.put(key, value))
         self.index.revision = max(self.index.revision, revision)
 
     def delete(self, key: str, revision: int = 0) -> None:
         """Remove one record."""
-        self.responder.changed(self.index.delete(key))
+        self._changed(self.index.delete(key))
         self.index.revision = max(self.index.revision, revision)
+
+    def _changed(self, change: Change) -> None:
+        self.cache.changed(change, self.index.services_of)
 
 
 def settle_heap() -> None:

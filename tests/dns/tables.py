@@ -15,10 +15,11 @@ import dns.rdatatype
 import dns.rrset
 
 from feddns.dns.index import Index
-from feddns.dns.responder import Responder, Settings
+from feddns.dns.responder import AnswerSettings, Responder
 from feddns.keys import Layout
 from feddns.store import Feed
 from feddns.store.file import read_records
+from tests.dns.udp import respond
 from tests.support.serve import CLUSTER_OPTION, ServeProcess, write_records
 
 Ask = Callable[..., dns.message.Message]
@@ -134,10 +135,10 @@ def check_groups(got: list[str], groups: Sequence[Sequence[str]]) -> None:
 
 
 def make_responder(records: str, **settings: object) -> Responder:
-    """A responder (``Settings(**settings)``) loaded with the records file text ``records``."""
+    """A responder (``AnswerSettings(**settings)``) loaded with the records file text ``records``."""
     layout = Layout()
     index = Index(layout)
-    responder = Responder(index, Settings(**settings))  # type: ignore[arg-type]
+    responder = Responder(AnswerSettings(**settings))  # type: ignore[arg-type]
     path = Path(write_records(records))
     try:
         Feed(index, responder).replace(read_records(path, layout))
@@ -157,10 +158,11 @@ def query(qname: str, qtype: str, cluster: str | None, payload: int | None = 123
 
 
 def in_process(responder: Responder, tcp: bool) -> Ask:
-    """Ask ``responder`` directly, as the UDP (``tcp`` False) or TCP transport does."""
+    """Ask ``responder`` in-process, as the UDP (``tcp`` False) or TCP transport does
+    (``tests.dns.udp``: over UDP, the cache's handler first)."""
     def ask(qname: str, qtype: str = "A", cluster: str | None = None,
             payload: int | None = 1232) -> dns.message.Message:
-        reply = responder.respond(query(qname, qtype, cluster, payload).to_wire(), "192.0.2.1", tcp)
+        reply = respond(responder, query(qname, qtype, cluster, payload).to_wire(), "192.0.2.1", tcp)
         assert reply is not None
         return dns.message.from_wire(reply)
     return ask

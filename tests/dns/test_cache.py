@@ -13,13 +13,15 @@ import dns.rcode
 import pytest
 
 from feddns.dns.answer import Answer, Sections
-from feddns.dns.cache import Cache, Cached, Reply
+from feddns.dns.cache import Cache, Reply
 from feddns.dns.index import Index
-from feddns.dns.responder import Responder, Settings
+from feddns.dns.replystore import Entry, ReplyStore
+from feddns.dns.responder import AnswerSettings, Responder
 from feddns.keys import Layout
 from feddns.store import Feed
 from feddns.store.file import read_records
 from tests.dns.conftest import RECORDS, big_records
+from tests.dns.udp import respond
 from tests.support.serve import write_records
 
 BIG = "big.prod.fed.svc.federation."
@@ -29,7 +31,7 @@ WEB = "web.prod.fed.svc.federation."
 def responder(cache_size: int = 64 * 1024 * 1024, extra: str = "") -> Responder:
     layout = Layout()
     index = Index(layout)
-    server = Responder(index, Settings(cache_size=cache_size, stable=True))
+    server = Responder(AnswerSettings(cache_size=cache_size, stable=True))
     from pathlib import Path
 
     Feed(index, server).replace(read_records(Path(write_records(RECORDS + big_records(40) + extra)), layout))
@@ -43,14 +45,14 @@ def ask(server: Responder, qname: str, qtype: str = "A", cluster: bytes | None =
         opts.append(dns.edns.GenericOption(65245, cluster))
     query = dns.message.make_query(qname, qtype, use_edns=0, options=opts, payload=payload)
     query.id = ident
-    reply = server.respond(query.to_wire(), "192.0.2.1", False)
+    reply = respond(server, query.to_wire(), "192.0.2.1", False)
     assert reply is not None
     return dns.message.from_wire(reply)
 
 
 def kinds(cache: Cache) -> tuple[int, int]:
     """(answers, replies) held."""
-    entries = list(cache.entries())
+    entries = list(cache.store.entries())
     replies = sum(isinstance(e, Reply) for e in entries)
     return len(entries) - replies, replies
 
@@ -88,7 +90,7 @@ def test_reply_cache_answers_every_letter_case_with_the_question_as_asked():
 def test_random_name_flood_adds_no_entry():
     server = responder()
     ask(server, WEB)
-    before = (len(server.cache), server.cache.used)
+    before = (len(server.cache), server.cache.store.used)
     rng = random.Random(3)
     for _ in range(5000):
         label = "".join(rng.choices(string.ascii_letters, k=12))
@@ -98,7 +100,7 @@ def test_random_name_flood_adds_no_entry():
     # repeated names too: negative answers are never cached
     for _ in range(3):
         assert ask(server, f"nosuch.{WEB}").rcode() == dns.rcode.NXDOMAIN
-    assert (len(server.cache), server.cache.used) == before
+    assert (len(server.cache), server.cache.store.used) == before
 
 
 def many_services(count: int) -> str:
@@ -114,12 +116,12 @@ def test_byte_bound_holds_under_a_flood_of_distinct_answers():
         for cluster in (b"a", None):
             ask(server, f"s{i}.flood.fed.svc.federation.", cluster=cluster)
             ask(server, f"s{i}.flood.fed.svc.federation.", cluster=cluster)  # twice: a reply entry too
-        assert server.cache.used <= limit
+        assert server.cache.store.used <= limit
         if i % 10 == 0:
             ask(server, hot)  # kept hot while the flood goes on
-    assert server.cache.evictions > 1000
+    assert server.cache.store.evictions > 1000
     assert len(server.cache) > 100  # evicted a little at a time, never emptied
-    assert server.cache._owners.get(("fed", "prod", "web"))  # the hot name's entry stayed
+    assert server.cache.store.owned_by(("fed", "prod", "web"))  # the hot name's entry stayed
 
 
 def test_change_drops_only_that_services_entries():
@@ -128,19 +130,16 @@ def test_change_drops_only_that_services_entries():
     ask(server, WEB)
     ask(server, BIG)
     assert kinds(server.cache) == (2, 1)
-    index = server.index
-    server.changed(index.put("/fed/prod/web/b", b'{"clusterIP": "10.0.0.2", "externalIP": "1.1.1.9"}'))
+    feed = server.records
+    assert isinstance(feed, Feed)
+    feed.put("/fed/prod/web/b", b'{"clusterIP": "10.0.0.2", "externalIP": "1.1.1.9"}')
     assert kinds(server.cache) == (1, 0)
     assert [rd.address for rd in ask(server, WEB).answer[0]] == ["10.0.0.1", "1.1.1.9", "1.1.1.3"]
 
 
-class Entry(Cached):
-    __slots__ = ()
-
-
 def test_clock_gives_a_second_chance_to_entries_hit_since_last_looked_at():
-    removed: list[Cached] = []
-    cache = Cache(1000, removed.append)
+    removed: list[Entry] = []
+    cache = ReplyStore(1000, removed.append)
     entries = {n: Entry(100, owner=n % 2, labels=("A", "NOERROR", "none")) for n in range(20)}
     for n in range(10):
         cache.put(n, entries[n])
@@ -154,7 +153,7 @@ def test_clock_gives_a_second_chance_to_entries_hit_since_last_looked_at():
 
 
 def test_an_entry_larger_than_an_eighth_of_the_cache_is_not_kept():
-    cache = Cache(8000)
+    cache = ReplyStore(8000)
     assert not cache.put("big", Entry(1001, owner=None, labels=("A", "NOERROR", "none")))
     assert cache.put("small", Entry(1000, owner=None, labels=("A", "NOERROR", "none")))
     assert len(cache) == 1
@@ -178,5 +177,5 @@ def test_cluster_option_spellings_resolve_before_the_answer_cache(cluster):
     reply = ask(server, WEB, cluster=cluster)
     expected = "10.0.0.1" if cluster is not None and cluster.strip().lower() == b"a" else "1.1.1.1"
     assert reply.answer[0][0].address == expected
-    keys = [k for k in server.cache._items if isinstance(k, tuple)]
+    keys = [k for k in server.cache.store.held() if isinstance(k, tuple)]
     assert [k[2] for k in keys] == [b"a" if expected == "10.0.0.1" else None]

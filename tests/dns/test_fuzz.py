@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from feddns.dns import wire
-from feddns.dns.cache import Envelopes
 from feddns.dns.index import Index
-from feddns.dns.responder import Responder, Settings
+from feddns.dns.responder import AnswerSettings, Responder
 from feddns.keys import Layout
 from feddns.store import Feed
 from feddns.store.file import read_records
 from tests.dns.conftest import RECORDS
+from tests.dns.udp import respond
 
 WEB = "web.prod.fed.svc.federation."
 
@@ -72,10 +72,10 @@ CORPUS = [mutate(random.Random(seed)) for seed in range(10_000)]
 (so no test depends on another having run first)."""
 
 
-def make_responder(settings: Settings | None = None) -> Responder:
+def make_responder(settings: AnswerSettings | None = None) -> Responder:
     layout = Layout()
     index = Index(layout)
-    responder = Responder(index, settings or Settings())
+    responder = Responder(settings or AnswerSettings())
     Feed(index, responder).replace(read_records_text(RECORDS, layout))
     return responder
 
@@ -96,7 +96,7 @@ RESPONDER = make_responder()
 @given(mutated)
 def test_mutated_packets_get_a_wellformed_reply_or_none(packet):
     for tcp in (False, True):
-        reply = RESPONDER.respond(packet, "127.0.0.1", tcp)
+        reply = respond(RESPONDER, packet, "127.0.0.1", tcp)
         if len(packet) < 12 or packet[2] & 0x80:
             assert reply is None
             continue
@@ -122,16 +122,16 @@ def test_common_reader_agrees_with_the_strict_parser(packet):
 
 def _primed() -> Responder:
     """A responder that has answered NXDOMAIN in the envelope of every seed."""
-    responder = make_responder(Settings(stable=True))
+    responder = make_responder(AnswerSettings(stable=True))
     for seed in SEEDS:
         query = dns.message.from_wire(seed)
         query.question[0].name = dns.name.from_text("nosuch.prod.fed.svc.federation.")
-        responder.respond(query.to_wire(), "127.0.0.1", False)
-    assert len(responder.nxdomain_envelopes) == len(SEEDS) - 1  # not the one with ECS
+        respond(responder, query.to_wire(), "127.0.0.1", False)
+    assert len(responder.cache.envelopes) == len(SEEDS) - 1  # not the one with ECS
     return responder
 
 
-PRIMED, LONG_WAY = _primed(), make_responder(Settings(stable=True))
+PRIMED, LONG_WAY = _primed(), make_responder(AnswerSettings(stable=True))
 
 
 @settings(max_examples=3000, derandomize=True, deadline=None, database=None,
@@ -141,8 +141,8 @@ def test_the_nxdomain_shortcut_answers_mutations_as_the_long_way(packet):
     """A mutated packet whose envelope was answered NXDOMAIN before (its qname
     mutated: bad labels, pointers, letter case) gets what the full read gives."""
     for tcp in (False, True):
-        LONG_WAY.nxdomain_envelopes = Envelopes()
-        assert PRIMED.respond(packet, "127.0.0.1", tcp) == LONG_WAY.respond(packet, "127.0.0.1", tcp)
+        LONG_WAY.cache.envelopes.clear()
+        assert respond(PRIMED, packet, "127.0.0.1", tcp) == respond(LONG_WAY, packet, "127.0.0.1", tcp)
 
 
 def test_common_reader_agrees_on_many_mutations_that_still_read():

@@ -19,6 +19,7 @@ import dns.rdataclass
 import dns.rdatatype
 import pytest
 
+from feddns import names
 from feddns.dns import answer, policy, wire
 from feddns.dns.index import Endpoints, Federation, Node, NodeKind, Shard
 from feddns.dns.policy import Tier
@@ -357,7 +358,7 @@ SRVS = [
 def test_srv_answer(shards: tuple[S, ...], asker: str | None, tiers: list[list[str]], additional: list[str]) -> None:
     parent = service(*shards)
     node = Node(NodeKind.SRV_NAME, FED, SERVICE, parent.shards, port_name="http", protocol="TCP")
-    base = policy.service_wire(SERVICE) + answer.name_wire(ZONE)
+    base = names.service_name(SERVICE) + answer.name_wire(ZONE)
     got, _, extra = policy.srv_answer(node, asker, base, 30)
     assert srv_texts(got) == tiers
     assert owned(extra) == additional
@@ -392,13 +393,13 @@ SOURCES = [
                          ids=[row[0] for row in SOURCES])
 def test_find_source(cluster: bytes | None, ecs_data: bytes | None, client: str,
                      expected: tuple[bytes | None, int | None, bool]) -> None:
-    query = wire.Query(0, b"", b"", 1, 1, edns=True, cluster=cluster, ecs=ecs_data)
+    query = wire.Query(0, b"", b"", 1, 1, edns=True, cluster_option=cluster, ecs=ecs_data)
     found, echoed, by_address = policy.find_source(FED, query, client)
     assert (found, None if echoed is None else echoed[3], by_address) == expected
 
 
 def test_no_source_above_federations_and_without_cidrs() -> None:
-    query = wire.Query(0, b"", b"", 1, 1, edns=True, cluster=b"a")
+    query = wire.Query(0, b"", b"", 1, 1, edns=True, cluster_option=b"a")
     assert policy.find_source(None, query, "10.240.1.1") == policy.NO_SOURCE
     plain = Federation("g")
     plain.clusters["a"] = ClusterRecord(zone="z1")

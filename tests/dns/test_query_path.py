@@ -20,6 +20,7 @@ from feddns.dns.index import Index, NodeKind, NotAName
 from feddns.dns.metrics import ServeCollector
 from feddns.keys import Layout
 from tests.dns.test_cache import WEB, ask, kinds, responder
+from tests.dns.udp import respond
 
 
 def ecs(address: str, prefix: int) -> dns.edns.ECSOption:
@@ -73,7 +74,7 @@ def test_letters_only_in_name():
 def test_nxdomain_for_any_qtype_and_letter_case_adds_nothing_and_is_counted():
     server = responder()
     ask(server, WEB)
-    before = (len(server.cache), server.cache.used)
+    before = (len(server.cache), server.cache.store.used)
     rng = random.Random(9)
     for qtype in ("A", "AAAA", "SRV", "TXT", "MX", "ANY"):
         for _ in range(50):
@@ -82,7 +83,7 @@ def test_nxdomain_for_any_qtype_and_letter_case_adds_nothing_and_is_counted():
             assert reply.rcode() == dns.rcode.NXDOMAIN and reply.flags & dns.flags.AA
             assert reply.authority[0].rdtype == dns.rdatatype.SOA
             assert str(reply.question[0].name) == f"{label}.prod.fed.svc.federation."
-    assert (len(server.cache), server.cache.used) == before
+    assert (len(server.cache), server.cache.store.used) == before
     counts = {sample.labels["qtype"]: sample.value for family in ServeCollector(server, lambda: 0, lambda: 0).collect()
               if family.name == "feddns_dns_queries" for sample in family.samples
               if sample.labels.get("rcode") == "NXDOMAIN"}
@@ -93,12 +94,12 @@ def test_nxdomain_keeps_the_query_flags_and_edns():
     server = responder()
     query = dns.message.make_query("nosuch.prod.fed.svc.federation.", "A", use_edns=0, want_dnssec=True)
     query.flags |= dns.flags.CD
-    reply = dns.message.from_wire(server.respond(query.to_wire(), "192.0.2.1", False))
+    reply = dns.message.from_wire(respond(server, query.to_wire(), "192.0.2.1", False))
     assert reply.rcode() == dns.rcode.NXDOMAIN
     assert reply.flags & dns.flags.RD and reply.flags & dns.flags.CD and reply.ednsflags & dns.flags.DO
     plain = dns.message.make_query("nosuch.prod.fed.svc.federation.", "A")
     plain.flags &= ~dns.flags.RD
-    reply = dns.message.from_wire(server.respond(plain.to_wire(), "192.0.2.1", True))
+    reply = dns.message.from_wire(respond(server, plain.to_wire(), "192.0.2.1", True))
     assert reply.rcode() == dns.rcode.NXDOMAIN and not reply.flags & dns.flags.RD and reply.edns == -1
 
 
@@ -127,8 +128,8 @@ def test_a_known_envelope_answers_what_the_long_way_answers(tcp):
     primed, long_way = responder(), responder()
     envelopes = _in_envelopes()
     for n, envelope in enumerate(envelopes):
-        primed.respond(_packet("nosuch.prod.fed.svc.federation.", *envelope, n), "192.0.2.1", tcp)
-    assert len(primed.nxdomain_envelopes) == len(envelopes)
+        respond(primed, _packet("nosuch.prod.fed.svc.federation.", *envelope, n), "192.0.2.1", tcp)
+    assert len(primed.cache.envelopes) == len(envelopes)
     rng = random.Random(11)
     names = [WEB, "a." + WEB, "_http._tcp." + WEB, "_tcp." + WEB, "prod.fed.svc.federation.", "federation.",
              "ns.dns.federation.", "x.y.prod.fed.svc.federation.", "a.b.web.prod.fed.svc.federation.",
@@ -138,14 +139,14 @@ def test_a_known_envelope_answers_what_the_long_way_answers(tcp):
     for n, envelope in enumerate(envelopes):
         for qname in names:
             packet = _packet(qname, *envelope, n)
-            long_way.nxdomain_envelopes = Envelopes()  # none known: every query is read in full
-            expected = long_way.respond(packet, "192.0.2.1", tcp)
-            assert primed.respond(packet, "192.0.2.1", tcp) == expected, (qname, envelope)
+            long_way.cache.envelopes.clear()  # none known: every query is read in full
+            expected = respond(long_way, packet, "192.0.2.1", tcp)
+            assert respond(primed, packet, "192.0.2.1", tcp) == expected, (qname, envelope)
         pointer = bytearray(_packet("xx.prod.fed.svc.federation.", *envelope, n))
         pointer[13:15] = b"\xc0\x0c"  # "\x02xx" becomes a pointer to the qname: not a name
-        long_way.nxdomain_envelopes = Envelopes()
-        assert primed.respond(bytes(pointer), "192.0.2.1", tcp) == long_way.respond(bytes(pointer), "192.0.2.1", tcp)
-    assert len(primed.nxdomain_envelopes) == len(envelopes)
+        long_way.cache.envelopes.clear()
+        assert respond(primed, bytes(pointer), "192.0.2.1", tcp) == respond(long_way, bytes(pointer), "192.0.2.1", tcp)
+    assert len(primed.cache.envelopes) == len(envelopes)
 
 
 def test_random_envelopes_are_kept_at_most_to_the_limit():
@@ -154,7 +155,7 @@ def test_random_envelopes_are_kept_at_most_to_the_limit():
     for n in range(1000):
         cookie = dns.edns.GenericOption(10, rng.randbytes(8))
         assert ask(server, f"nosuch{n}.prod.fed.svc.federation.", options=[cookie]).rcode() == dns.rcode.NXDOMAIN
-    assert len(server.nxdomain_envelopes) == server.nxdomain_envelopes.limit
+    assert len(server.cache.envelopes) == server.cache.envelopes.limit
     long_option = dns.edns.GenericOption(12, b"\0" * 600)  # padding: an envelope longer than any kept
     assert ask(server, "nosuch.prod.fed.svc.federation.", options=[long_option]).rcode() == dns.rcode.NXDOMAIN
     envelopes = Envelopes[int](limit=2, longest=10)
@@ -189,8 +190,8 @@ def test_index_finds_names_with_one_lookup_and_walks_up_otherwise():
 def test_doorkeeper_table_is_counted_against_the_cache_size():
     for size in (64 * 1024, 256 * 1024, 64 * 1024 * 1024):
         server = responder(cache_size=size)
-        assert server.cache.used == server.doorkeeper.size <= size // 16
-        assert server.doorkeeper.size == Doorkeeper.within(size).size
+        assert server.cache.store.used == server.cache.doorkeeper.size <= size // 16
+        assert server.cache.doorkeeper.size == Doorkeeper.within(size).size
     assert Doorkeeper.within(64 * 1024 * 1024).size == 8 * 65536
 
 

@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from feddns.records import POLICIES
+from feddns.store import Feed
 from tests.dns.tables import make_responder, query
+from tests.dns.udp import respond
 
 CLUSTERS = ["a", "b", "c"]
 json_values = st.recursive(
@@ -55,12 +57,13 @@ NAMES = [("svc.ns.f.svc.federation.", "A"), ("svc.ns.f.svc.federation.", "AAAA")
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(shard_record(), min_size=1, max_size=3), pod_networks)
 def test_any_record_value_gets_answers_never_a_failure(records, pod_network):
-    feed_put = RESPONDER.index.put
+    feed = RESPONDER.records
+    assert isinstance(feed, Feed)
     for cluster in ("b", "c"):  # each example on its own records (a's shard keeps the service)
-        RESPONDER.changed(RESPONDER.index.delete(f"/f/ns/svc/{cluster}"))
-    RESPONDER.changed(feed_put("/f/_clusters/b", json.dumps({"zone": "z1", "podNetwork": pod_network}).encode()))
+        feed.delete(f"/f/ns/svc/{cluster}")
+    feed.put("/f/_clusters/b", json.dumps({"zone": "z1", "podNetwork": pod_network}).encode())
     for cluster, record in zip(("b", "c", "a"), records, strict=False):
-        RESPONDER.changed(feed_put(f"/f/ns/svc/{cluster}", json.dumps(record).encode()))
+        feed.put(f"/f/ns/svc/{cluster}", json.dumps(record).encode())
     SEEN["examples"] += 1
     node = RESPONDER.index.by_id.get(("f", "ns", "svc"))
     for shard in (node.shards or {}).values() if node is not None else ():
@@ -69,7 +72,7 @@ def test_any_record_value_gets_answers_never_a_failure(records, pod_network):
     for qname, qtype in NAMES:
         for asker in (None, "a", "b"):
             for tcp in (False, True):
-                reply = RESPONDER.respond(query(qname, qtype, asker).to_wire(), "192.0.2.1", tcp)
+                reply = respond(RESPONDER, query(qname, qtype, asker).to_wire(), "192.0.2.1", tcp)
                 assert reply is not None
                 parsed = dns.message.from_wire(reply)
                 assert dns.rcode.to_text(parsed.rcode()) in ("NOERROR", "NXDOMAIN"), (qname, records)
