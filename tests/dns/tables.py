@@ -19,8 +19,8 @@ from feddns.dns.responder import AnswerSettings, Responder
 from feddns.keys import Layout
 from feddns.store import Feed
 from feddns.store.file import read_records
+from harness.serve import CLUSTER_OPTION, ServeProcess, write_records
 from tests.dns.udp import respond
-from tests.support.serve import CLUSTER_OPTION, ServeProcess, write_records
 
 Ask = Callable[..., dns.message.Message]
 """``ask(qname, qtype="A", cluster=None, payload=1232)``: the reply (``payload=None``: a

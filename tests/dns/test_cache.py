@@ -20,9 +20,9 @@ from feddns.dns.responder import AnswerSettings, Responder
 from feddns.keys import Layout
 from feddns.store import Feed
 from feddns.store.file import read_records
+from harness.serve import write_records
 from tests.dns.conftest import RECORDS, big_records
 from tests.dns.udp import respond
-from tests.support.serve import write_records
 
 BIG = "big.prod.fed.svc.federation."
 WEB = "web.prod.fed.svc.federation."
