@@ -399,7 +399,8 @@ async def _bind(server: _Records, listens: list[tuple[str, int]], limits: transp
     bound = []
     for host, port in listens:
         try:
-            transports, port_bound, connections = await transport.listen(server.responder, host, port, limits)
+            transports, port_bound, connections = await transport.listen(server.responder, host, port, limits,
+                                                                             server.query_log)
         except OSError as exc:
             raise cannot_listen("--listen", host_port(host, port), exc) from exc
         closers.extend(transports)
@@ -620,7 +621,8 @@ async def _serve_worker(server: _Records, plan: WorkerPlan, fds: list[tuple[int,
         else:
             sockets = [(socket.socket(fileno=udp), socket.socket(fileno=tcp_fd)) for udp, tcp_fd in fds]
         for udp_sock, tcp_sock in sockets:
-            transports, connections = await transport.answer_on(server.responder, udp_sock, tcp_sock, plan.limits)
+            transports, connections = await transport.answer_on(server.responder, udp_sock, tcp_sock, plan.limits,
+                                                                     server.query_log)
             closers.extend(transports)
             tcp.append(connections)
         parent.answering()

@@ -3,6 +3,8 @@ JSON, and the bound on lines a second with the count of those dropped."""
 
 import json
 import logging
+import re
+import time
 from collections.abc import Iterator
 
 import dns.edns
@@ -15,6 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from feddns.logs import JsonFormatter, TextFormatter
 from feddns.querylog import DroppedCollector, QueryLog
+from harness.ports import wait_until
+from harness.serve import ServeProcess
 
 CLUSTER_OPTION = 65245
 QNAME = "web.prod.fed.svc.federation."
@@ -160,3 +164,52 @@ def test_the_counter_is_exported_without_a_query_log_too():
     registry = CollectorRegistry()
     registry.register(DroppedCollector(None))
     assert registry.get_sample_value("feddns_query_log_dropped_total") == 0
+
+
+EXAMPLE_QNAME = "myservice.myns.myfederation.svc.federation."
+"""A service of the built-in example federation (``feddns serve --example``)."""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_real_server_logs_every_reply_over_udp_and_tcp_kept_or_not(workers):
+    """The lines come from the answer path as deployed: a first UDP query (answered by the
+    responder), the same again (a kept reply, the cache's own handler), one in another letter
+    case, one over TCP, each a line with the cluster of its EDNS0 option and its rcode."""
+    with ServeProcess(example=True, workers=workers, extra_args=["--query-log"]) as serve:
+        asked = [
+            serve.query(EXAMPLE_QNAME, cluster="foo"),
+            serve.query(EXAMPLE_QNAME, cluster="foo"),
+            serve.query(EXAMPLE_QNAME, cluster="foo"),
+            serve.query(EXAMPLE_QNAME.upper(), cluster="foo"),
+            serve.query("nosuch.myns.myfederation.svc.federation.", "AAAA", cluster="bar", tcp=True),
+        ]
+        wait_until(lambda: len(_query_lines(serve.log)) >= len(asked), what="a line per query")
+    lines = _query_lines(serve.log)
+    assert [line.split(" ", 1)[1] for line in lines] == [
+        f'udp {asked[0].id} "A IN {EXAMPLE_QNAME}" cluster=foo NOERROR',
+        f'udp {asked[1].id} "A IN {EXAMPLE_QNAME}" cluster=foo NOERROR',
+        f'udp {asked[2].id} "A IN {EXAMPLE_QNAME}" cluster=foo NOERROR',
+        f'udp {asked[3].id} "A IN {EXAMPLE_QNAME.upper()}" cluster=foo NOERROR',
+        f'tcp {asked[4].id} "AAAA IN nosuch.myns.myfederation.svc.federation." cluster=bar NXDOMAIN',
+    ]
+
+
+def test_a_flood_writes_at_most_the_rate_and_counts_the_rest():
+    with ServeProcess(example=True, extra_args=["--query-log", "--query-log-rate", "5", "--metrics",
+                                                "127.0.0.1:0"]) as serve:
+        started = time.monotonic()
+        for _ in range(200):
+            serve.query(EXAMPLE_QNAME, cluster="foo")
+        seconds = time.monotonic() - started
+        wait_until(lambda: serve.metrics().get("feddns_query_log_dropped_total", 0) > 0, what="drops counted")
+        written = len(_query_lines(serve.log))
+        assert written <= 5 * (int(seconds) + 2), (written, seconds)
+        assert written + serve.metrics()["feddns_query_log_dropped_total"] == 200
+        wait_until(lambda: "queries not logged in the last second (--query-log-rate 5)" in serve.log,
+                   what="the drops told")
+
+
+def _query_lines(log: str) -> list[str]:
+    """The query log's lines, from the client's address on, without the time, level and logger."""
+    found = (re.search(r"feddns\.querylog(?: \(worker \d+\))?: (127\.0\.0\.1 .*)", line) for line in log.splitlines())
+    return [match.group(1).rsplit(" ", 2)[0] for match in found if match]

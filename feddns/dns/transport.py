@@ -34,10 +34,14 @@ gets sockets of its own from :func:`bind_shared` and answers on them with
 import asyncio
 import logging
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from feddns.dns.responder import Responder
+
+if TYPE_CHECKING:
+    from feddns.querylog import QueryLog
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +72,17 @@ class UdpServer(asyncio.DatagramProtocol):
     the cache's handler (one frame for a kept reply, ``feddns.dns.cache``), which
     calls :meth:`Responder.respond` for the rest."""
 
-    def __init__(self, responder: Responder) -> None:
+    def __init__(self, responder: Responder, query_log: "QueryLog | None" = None) -> None:
         self.responder = responder
+        self.query_log = query_log
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         responder = self.responder
-        handler = responder.cache.udp_handler(responder.respond, transport.sendto)  # type: ignore[attr-defined]
-        self.datagram_received = handler  # type: ignore[method-assign,assignment]
+        sendto: Callable[[bytes, Any], None] = transport.sendto  # type: ignore[attr-defined]
+        if self.query_log is None:
+            self.datagram_received = responder.cache.udp_handler(responder.respond, sendto)  # type: ignore[method-assign,assignment]
+        else:
+            self.datagram_received = _logged(self.query_log, responder, sendto)  # type: ignore[method-assign,assignment]
 
     def datagram_received(self, data: bytes, addr: tuple[Any, ...]) -> None:
         """A datagram before the socket is there: none comes (asyncio connects first)."""
@@ -83,12 +91,37 @@ class UdpServer(asyncio.DatagramProtocol):
         log.debug("UDP error: %s", exc)
 
 
-class TcpConnections:
-    """The TCP connections of one server: counts them against the limit."""
+def _logged(query_log: "QueryLog", responder: Responder,
+            sendto: Callable[[bytes, Any], None]) -> Callable[[bytes, Any], None]:
+    """The cache's UDP handler with each reply it sends written to ``query_log``
+    (``feddns serve --query-log``): a frame more per query, only when asked for."""
+    sent: list[bytes] = []
 
-    def __init__(self, responder: Responder, limits: TcpLimits) -> None:
+    def send(reply: bytes, addr: Any) -> None:
+        sendto(reply, addr)
+        sent.append(reply)
+
+    handler = responder.cache.udp_handler(responder.respond, send)
+    clock = query_log.clock
+
+    def datagram_received(data: bytes, addr: Any) -> None:
+        started = clock()
+        handler(data, addr)
+        if sent:
+            query_log.record(data, sent.pop(), addr[0], False, started)
+            sent.clear()
+
+    return datagram_received
+
+
+class TcpConnections:
+    """The TCP connections of one server: counts them against the limit; ``query_log``
+    (``--query-log``) is told every reply."""
+
+    def __init__(self, responder: Responder, limits: TcpLimits, query_log: "QueryLog | None" = None) -> None:
         self.responder = responder
         self.limits = limits
+        self.query_log = query_log
         self.open = 0
         self.refused = 0
 
@@ -156,9 +189,13 @@ class TcpConnection(asyncio.Protocol):
             message = bytes(buffer[LENGTH_BYTES : LENGTH_BYTES + size])
             del buffer[: LENGTH_BYTES + size]
             answered = True
+            query_log = self.server.query_log
+            started = query_log.clock() if query_log is not None else 0.0
             reply = self.server.responder.respond(message, self.client, True)
             if reply is not None:  # None: not a query, dropped; the next message starts after it all the same
                 transport.write(len(reply).to_bytes(2, "big") + reply)
+                if query_log is not None:
+                    query_log.record(message, reply, self.client, True, started)
         if answered:
             self.progress = asyncio.get_running_loop().time()
 
@@ -184,17 +221,17 @@ class TcpConnection(asyncio.Protocol):
         self.buffer.clear()
 
 
-async def listen(responder: Responder, host: str, port: int,
-                 limits: TcpLimits = TcpLimits()) -> tuple[list[Any], int, TcpConnections]:
+async def listen(responder: Responder, host: str, port: int, limits: TcpLimits = TcpLimits(),
+                 query_log: "QueryLog | None" = None) -> tuple[list[Any], int, TcpConnections]:
     """Open UDP and TCP on ``host:port`` (port 0: one port the OS picks, the same
-    for both). Returns the transports/servers to close, the bound port and the
-    TCP connection counter.
+    for both); every reply is written to ``query_log`` when there is one. Returns the
+    transports/servers to close, the bound port and the TCP connection counter.
 
     Raises ``OSError`` when the address cannot be bound.
     """
     loop = asyncio.get_running_loop()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    connections = TcpConnections(responder, limits)
+    connections = TcpConnections(responder, limits, query_log)
     for attempt in range(BIND_ATTEMPTS if port == 0 else 1):
         udp_sock = socket.socket(family, socket.SOCK_DGRAM)
         udp_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
@@ -207,7 +244,7 @@ async def listen(responder: Responder, host: str, port: int,
             if attempt == BIND_ATTEMPTS - 1 or port != 0:
                 raise
             continue
-        udp, _ = await loop.create_datagram_endpoint(lambda: UdpServer(responder), sock=udp_sock)
+        udp, _ = await loop.create_datagram_endpoint(lambda: UdpServer(responder, query_log), sock=udp_sock)
         return [udp, server], bound, connections
     raise OSError(f"could not bind UDP and TCP on one port of {host}")
 
@@ -264,11 +301,12 @@ def bind_shared(host: str, port: int) -> tuple[socket.socket, socket.socket]:
 
 
 async def answer_on(responder: Responder, udp_sock: socket.socket, tcp_sock: socket.socket,
-                    limits: TcpLimits = TcpLimits()) -> tuple[list[Any], TcpConnections]:
+                    limits: TcpLimits = TcpLimits(),
+                    query_log: "QueryLog | None" = None) -> tuple[list[Any], TcpConnections]:
     """Answer on sockets already bound (:func:`bind_shared`). Returns the transports/servers
     to close and the TCP connection counter, as :func:`listen` does."""
     loop = asyncio.get_running_loop()
-    connections = TcpConnections(responder, limits)
+    connections = TcpConnections(responder, limits, query_log)
     server = await loop.create_server(connections.protocol, sock=tcp_sock)
-    udp, _ = await loop.create_datagram_endpoint(lambda: UdpServer(responder), sock=udp_sock)
+    udp, _ = await loop.create_datagram_endpoint(lambda: UdpServer(responder, query_log), sock=udp_sock)
     return [udp, server], connections
