@@ -1,4 +1,4 @@
-"""Where records come from: etcd (``feddns.store.etcd``) or a YAML records file
+"""Where records come from: etcd (``feddns.store.etcdfeed``) or a YAML records file
 (``feddns.store.file``). Both feed one :class:`Feed`."""
 
 import gc
