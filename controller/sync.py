@@ -100,14 +100,14 @@ class Leadership(Protocol):
 class ExternalSink(Protocol):
     """Where the writer hands the external DNS state: the publisher
     (:class:`controller.external.publisher.ExternalPublisher`): ``desired`` maps
-    each service to its addresses, ``stale`` the services none of whose shards is ready.
+    each service to its addresses, ``unready`` the services none of whose shards is ready.
 
     ``stop()`` is called when this replica stops leading: the publisher drops
     what it was about to send and sends nothing until the next ``resync``."""
 
-    async def publish(self, desired: Mapping[Key, Sequence[IPAddress]], stale: Collection[Key] = ...) -> None: ...
+    async def publish(self, desired: Mapping[Key, Sequence[IPAddress]], unready: Collection[Key] = ...) -> None: ...
 
-    async def resync(self, desired: Mapping[Key, Sequence[IPAddress]], stale: Collection[Key] = ...) -> None: ...
+    async def resync(self, desired: Mapping[Key, Sequence[IPAddress]], unready: Collection[Key] = ...) -> None: ...
 
     def stop(self) -> None: ...
 
@@ -634,22 +634,22 @@ class Syncer:
     # -- external publisher --------------------------------------------------------------
 
     def external_desired(self) -> tuple[dict[Key, list[IPAddress]], set[Key]]:
-        """What the external publisher publishes (docs/external-dns.md): ``(desired, stale)``.
+        """What the external publisher publishes (docs/external-dns.md): ``(desired, unready)``.
 
         ``desired`` maps (namespace, service) to the load-balancer IPs
         (``status.loadBalancer.ingress``) of its ready shards of type LoadBalancer;
-        a service none of whose shards is ready is in ``stale``, with the IPs its
+        a service none of whose shards is ready is in ``unready``, with the IPs its
         load balancers still have, so that its public name keeps answering them
         rather than turning into NXDOMAIN while Federated-DNS says NODATA. A
         cluster not listed yet contributes the ready shards etcd still holds for it."""
-        ready: dict[Key, list[IPAddress]] = {}
-        unready: dict[Key, list[IPAddress]] = {}
+        of_ready: dict[Key, list[IPAddress]] = {}
+        of_unready: dict[Key, list[IPAddress]] = {}
         for cluster in self.config.clusters:
             for key, addresses, healthy in self._external_of(cluster.name, self.views[cluster.name]):
-                into = (ready if healthy else unready).setdefault(key, [])
+                into = (of_ready if healthy else of_unready).setdefault(key, [])
                 into.extend(a for a in addresses if a not in into)
-        stale = {key for key in unready.keys() - ready.keys() if unready[key]}
-        return {**{key: unready[key] for key in stale}, **{k: v for k, v in ready.items() if v}}, stale
+        unready = {key for key in of_unready.keys() - of_ready.keys() if of_unready[key]}
+        return {**{key: of_unready[key] for key in unready}, **{k: v for k, v in of_ready.items() if v}}, unready
 
     def _external_of(self, cluster: str, view: ClusterView) -> Iterable[tuple[Key, Sequence[IPAddress], bool]]:
         if view.synced:

@@ -28,18 +28,18 @@ reads the zone back and deletes the owned names nobody wants any more.
 
 What is published (docs/external-dns.md): the ``status.loadBalancer.ingress``
 IPs of the ready shards. When no shard is ready, the caller names the service
-``stale`` with the load-balancer IPs it still has, and the name keeps them,
-marked with a second TXT string :data:`STALE_MARK` (a label on a DNSEndpoint):
+``unready`` with the load-balancer IPs it still has, and the name keeps them,
+marked with a second TXT string :data:`UNREADY_MARK` (a label on a DNSEndpoint):
 a public resolver then gets addresses, never an NXDOMAIN it would cache while
 Federated-DNS answers NODATA. A name goes only when its service is gone.
 """
 
 from controller.external.config import ExternalConfig, parse_external_config
-from controller.external.provider import STALE_MARK, marker
+from controller.external.provider import UNREADY_MARK, marker
 from controller.external.publisher import ExternalPublisher
 
 __all__ = [
-    "STALE_MARK",
+    "UNREADY_MARK",
     "ExternalConfig",
     "ExternalPublisher",
     "marker",

@@ -18,13 +18,13 @@ such object per federated service in ``external.namespace`` of the cluster
   carries it, a delete has it as a precondition), so an object changed by anyone
   in between (ExternalDNS writes ``status.observedGeneration``) gets 409 Conflict,
   which the publisher handles by looking again (:class:`PrerequisiteFailed`);
-- a stale name (no shard ready) carries the label :data:`STALE_LABEL`.
+- an unready name (no shard ready) carries the label :data:`UNREADY_LABEL`.
 
 It implements :class:`controller.external.provider.Provider` over the blocking
 ``kubernetes`` client, one call at a time in a worker thread, each with the
 publisher's timeout. The objects are mapped onto the publisher's
 :class:`NameState`: an owned object's "TXT" is the ownership marker (and the
-stale mark), a foreign one's is empty.
+unready mark), a foreign one's is empty.
 """
 
 import asyncio
@@ -41,7 +41,7 @@ import kubernetes.client
 import urllib3.exceptions
 
 from controller.external.config import ExternalConfig
-from controller.external.provider import STALE_MARK, NameChange, NameState, PrerequisiteFailed, ProviderError, marker
+from controller.external.provider import UNREADY_MARK, NameChange, NameState, PrerequisiteFailed, ProviderError, marker
 from feddns.records import IPAddress
 
 # The logger keeps the name it had before the package split: it is in every log line.
@@ -55,8 +55,11 @@ FEDERATION_LABEL = "federation.feddns.io/federation"
 """The label naming the object's federation: two federations can share a namespace."""
 SERVICE_ANNOTATION = "federation.feddns.io/service"
 """``<ns>/<svc>``: the federated service an object publishes."""
-STALE_LABEL = "federation.feddns.io/stale"
-"""``"true"`` while no shard of the service is ready (the addresses are the last ones)."""
+UNREADY_LABEL = "federation.feddns.io/stale"
+"""``"true"`` while no shard of the service is ready (the addresses are the last ones).
+
+Its key keeps the word "stale" it was published with, for the selectors and alerts
+that already match it (:data:`controller.external.provider.UNREADY_MARK` likewise)."""
 PAGE_SIZE = 500
 
 _T = TypeVar("_T")
@@ -138,10 +141,10 @@ class DnsEndpointProvider:
         """The object for ``change``: what was read, with our labels, annotation and spec."""
         service, namespace = (label.decode("ascii") for label in change.name.relativize(self._suffix).labels)
         meta = dict((seen or {}).get("metadata") or {})  # what others keep there (finalizers...) stays
-        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != STALE_LABEL}
+        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != UNREADY_LABEL}
         labels.update({MANAGED_BY[0]: MANAGED_BY[1], FEDERATION_LABEL: self._federation})
-        if change.stale:
-            labels[STALE_LABEL] = "true"
+        if change.unready:
+            labels[UNREADY_LABEL] = "true"
         annotations = {**(meta.get("annotations") or {}), SERVICE_ANNOTATION: f"{namespace}/{service}"}
         metadata = {**meta, "name": self._object_name(change.name), "namespace": self._namespace,
                     "labels": labels, "annotations": annotations}
@@ -170,7 +173,7 @@ class DnsEndpointProvider:
             addresses, ttls = _addresses(items)
             if name == owned:
                 labels = meta.get("labels") or {}
-                txt = {(self._marker(name),)} | ({(STALE_MARK,)} if labels.get(STALE_LABEL) == "true" else set())
+                txt = {(self._marker(name),)} | ({(UNREADY_MARK,)} if labels.get(UNREADY_LABEL) == "true" else set())
                 self._seen[name] = obj
                 yield name, NameState(frozenset(addresses), min(ttls) if ttls else None, frozenset(txt))
             else:

@@ -26,7 +26,8 @@ class PublisherMetrics:
         self.owned = gauge("feddns_external_owned_names", "Names in the zone carrying this federation's ownership TXT.")
         self.pending = gauge(
             "feddns_external_pending_names", "Owned or wanted names whose RRsets differ from the desired state.")
-        self.stale = gauge(
+        # The metric keeps the published word "stale" (the mark it counts is feddns/stale=true).
+        self.unready = gauge(
             "feddns_external_stale_names", "Owned names kept with their last addresses, marked stale: no shard ready.")
         self.conflicts = gauge(
             "feddns_external_conflicting_names", "Wanted names that exist without our ownership TXT (left alone).")

@@ -15,8 +15,12 @@ import dns.name
 from feddns.errors import FeddnsError
 from feddns.records import IPAddress
 
-STALE_MARK = "feddns/stale=true"
-"""The TXT string a name also carries while no shard of its service is ready."""
+UNREADY_MARK = "feddns/stale=true"
+"""The TXT string a name also carries while its service is unready (no shard ready).
+
+The published word stays "stale", as it always was, so that what operators and
+their tooling already match keeps matching; in the code "stale" means only a
+member cluster unreachable past its ``staleAfterSeconds``."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,8 @@ class NameChange:
     name must not exist yet (RFC 2136 2.4.5), otherwise its TXT RRset must be
     exactly ``prior.txt`` (RFC 2136 2.4.2). The change replaces the A and AAAA
     RRsets with ``addresses`` (TTL ``ttl`` seconds), adds the ownership TXT
-    ``marker``, and adds (``stale``) or removes :data:`STALE_MARK`; with no
-    ``addresses`` it deletes both RRsets, the marker and the stale mark.
+    ``marker``, and adds (``unready``) or removes :data:`UNREADY_MARK`; with no
+    ``addresses`` it deletes both RRsets, the marker and the unready mark.
     """
 
     name: dns.name.Name
@@ -51,8 +55,8 @@ class NameChange:
     addresses: frozenset[IPAddress]
     ttl: int
     marker: str
-    stale: bool = False
-    """No shard of the service is ready: ``addresses`` are kept, marked :data:`STALE_MARK`."""
+    unready: bool = False
+    """No shard of the service is ready: ``addresses`` are kept, marked :data:`UNREADY_MARK`."""
 
 
 class ProviderError(FeddnsError):

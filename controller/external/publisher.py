@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from controller.external.config import ExternalConfig
 from controller.external.metrics import PublisherMetrics
 from controller.external.provider import (
-    STALE_MARK,
+    UNREADY_MARK,
     NameChange,
     NameState,
     PrerequisiteFailed,
@@ -82,7 +82,7 @@ class ExternalPublisher:
         self._metrics = PublisherMetrics(registry)
         self._suffix = dns.name.from_text(f"{federation}.svc.{config.zone}")
         self._desired: dict[dns.name.Name, frozenset[IPAddress]] = {}
-        self._stale: frozenset[dns.name.Name] = frozenset()
+        self._unready: frozenset[dns.name.Name] = frozenset()
         self._name_cache: dict[ServiceKey, dns.name.Name | None] = {}
         self._owned: dict[dns.name.Name, NameState] = {}
         self._foreign: set[dns.name.Name] = set()
@@ -95,26 +95,26 @@ class ExternalPublisher:
 
     # -- the interface --
 
-    async def publish(self, desired: Desired, stale: Collection[ServiceKey] = frozenset()) -> None:
+    async def publish(self, desired: Desired, unready: Collection[ServiceKey] = frozenset()) -> None:
         """Make ``desired`` the state to publish and return at once.
 
         ``desired`` maps ``(namespace, service)`` to the load-balancer IPs
         (``status.loadBalancer.ingress``) of its ready shards of type
         LoadBalancer, for every such service (the full state, not a delta); for
-        a service in ``stale`` no shard is ready, and its addresses are those its
+        a service in ``unready`` no shard is ready, and its addresses are those its
         shards' load balancers still have. A service with no address, or absent,
         gets no name; owned names not in ``desired`` are deleted.
         """
-        self._set(desired, stale)
+        self._set(desired, unready)
         self._kick()
 
-    async def resync(self, desired: Desired, stale: Collection[ServiceKey] = frozenset()) -> None:
+    async def resync(self, desired: Desired, unready: Collection[ServiceKey] = frozenset()) -> None:
         """Like :meth:`publish`, and first read the zone again (AXFR) to learn the owned names.
 
         Names that an earlier run created and nobody wants any more are deleted;
         names found without our marker are looked at again.
         """
-        self._set(desired, stale)
+        self._set(desired, unready)
         self._read_zone = True
         self._kick()
 
@@ -126,7 +126,7 @@ class ExternalPublisher:
             self._task.cancel()
             self._task = None
         self._desired, self._owned, self._read_zone = {}, {}, False
-        self._stale = frozenset()
+        self._unready = frozenset()
         self._foreign.clear()
         self._wake.clear()
         self._update_gauges()
@@ -141,9 +141,9 @@ class ExternalPublisher:
 
     # -- the state --
 
-    def _set(self, desired: Desired, stale: Collection[ServiceKey]) -> None:
+    def _set(self, desired: Desired, unready: Collection[ServiceKey]) -> None:
         self._desired = self._names(desired)
-        self._stale = frozenset(name for key in stale if (name := self._name_cache.get(key)) is not None)
+        self._unready = frozenset(name for key in unready if (name := self._name_cache.get(key)) is not None)
 
     def _names(self, desired: Desired) -> dict[dns.name.Name, frozenset[IPAddress]]:
         """``desired`` keyed by owner name, services without addresses left out."""
@@ -182,8 +182,8 @@ class ExternalPublisher:
         return wanted + unwanted
 
     def _matches(self, state: NameState, addresses: frozenset[IPAddress], name: dns.name.Name) -> bool:
-        stale = (STALE_MARK,) in state.txt
-        return state.addresses == addresses and state.ttl == self._config.ttl and stale == (name in self._stale)
+        marked = (UNREADY_MARK,) in state.txt
+        return state.addresses == addresses and state.ttl == self._config.ttl and marked == (name in self._unready)
 
     def _kick(self) -> None:
         self._update_gauges()
@@ -193,7 +193,7 @@ class ExternalPublisher:
 
     def _update_gauges(self) -> None:
         self._metrics.owned.set(len(self._owned))
-        self._metrics.stale.set(sum(1 for state in self._owned.values() if (STALE_MARK,) in state.txt))
+        self._metrics.unready.set(sum(1 for state in self._owned.values() if (UNREADY_MARK,) in state.txt))
         self._metrics.pending.set(len(self._dirty()))
         self._metrics.conflicts.set(len(self._foreign & self._desired.keys()))
 
@@ -280,16 +280,17 @@ class ExternalPublisher:
         prior = self._owned.get(name)
         mark = self._marker(name)
         assert mark is not None, name
-        stale = name in self._stale
-        await self._provider.apply(NameChange(name, prior, addresses, self._config.ttl, mark, stale))
+        unready = name in self._unready
+        await self._provider.apply(NameChange(name, prior, addresses, self._config.ttl, mark, unready))
         self._metrics.updates.inc()
         if addresses:
-            txt = ((prior.txt if prior else frozenset()) - {(STALE_MARK,)}) | {(mark,)} | (
-                {(STALE_MARK,)} if stale else set())
+            txt = ((prior.txt if prior else frozenset()) - {(UNREADY_MARK,)}) | {(mark,)} | (
+                {(UNREADY_MARK,)} if unready else set())
             self._owned[name] = NameState(addresses, self._config.ttl, frozenset(txt))
         else:
             self._owned.pop(name, None)
-        what = "deleted" if not addresses else "kept, marked stale (no shard ready)," if stale else "published"
+        kept = f"kept, no shard ready (marked {UNREADY_MARK}),"
+        what = "deleted" if not addresses else kept if unready else "published"
         log.info("external DNS: %s %s", what, name)
 
     def _adopt(self, name: dns.name.Name, state: NameState | None) -> None:

@@ -10,8 +10,8 @@ connection. dnspython builds and signs the messages (``dns.update``,
   the prerequisite (name not in use, section 2.4.5; or the TXT RRset exactly as
   last seen, section 2.4.2), then "delete RRset" of A and AAAA and "add" of the
   new rdata and the ownership TXT (sections 2.5.2 and 2.5.1), and "add" or
-  "delete an RR from an RRset" (section 2.5.4) of the stale mark; for a
-  deletion, "delete an RR from an RRset" for the TXT marker and the stale mark;
+  "delete an RR from an RRset" (section 2.5.4) of the unready mark; for a
+  deletion, "delete an RR from an RRset" for the TXT marker and the unready mark;
 - the zone is read back with a TSIG-signed AXFR (RFC 5936);
 - one name is looked up with signed A, AAAA and TXT queries.
 """
@@ -38,7 +38,7 @@ import dns.zone
 
 from controller.external.config import ExternalConfig
 from controller.external.provider import (
-    STALE_MARK,
+    UNREADY_MARK,
     NameChange,
     NameState,
     PrerequisiteFailed,
@@ -130,23 +130,23 @@ class Rfc2136Provider:
         """The UPDATE of ``change``: its prerequisite, then the RRset changes (RFC 2136 2.4, 2.5)."""
         update = dns.update.UpdateMessage(self._zone, keyring=self._key)
         _prerequisite(update, change)
-        name, mark, stale = change.name, _txt(change.marker), _txt(STALE_MARK)
+        name, mark, unready_mark = change.name, _txt(change.marker), _txt(UNREADY_MARK)
         if change.prior is not None:
             update.delete(name, dns.rdatatype.A)
             update.delete(name, dns.rdatatype.AAAA)
         if not change.addresses:
             update.delete(name, mark)
-            update.delete(name, stale)
+            update.delete(name, unready_mark)
             return update
         for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
             rdata = sorted(str(address) for address in change.addresses if _rdtype(address) == rdtype)
             if rdata:
                 update.add(name, dns.rdataset.from_text_list(dns.rdataclass.IN, rdtype, change.ttl, rdata))
         update.add(name, change.ttl, mark)
-        if change.stale:
-            update.add(name, change.ttl, stale)
-        elif change.prior is not None and (STALE_MARK,) in change.prior.txt:
-            update.delete(name, stale)
+        if change.unready:
+            update.add(name, change.ttl, unready_mark)
+        elif change.prior is not None and (UNREADY_MARK,) in change.prior.txt:
+            update.delete(name, unready_mark)
         return update
 
     # -- transport --

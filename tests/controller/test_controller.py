@@ -162,11 +162,11 @@ class RecordingPublisher:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict, list]] = []
 
-    async def publish(self, desired, stale=frozenset()):
-        self.calls.append(("publish", {k: sorted(map(str, v)) for k, v in desired.items()}, sorted(stale)))
+    async def publish(self, desired, unready=frozenset()):
+        self.calls.append(("publish", {k: sorted(map(str, v)) for k, v in desired.items()}, sorted(unready)))
 
-    async def resync(self, desired, stale=frozenset()):
-        self.calls.append(("resync", {k: sorted(map(str, v)) for k, v in desired.items()}, sorted(stale)))
+    async def resync(self, desired, unready=frozenset()):
+        self.calls.append(("resync", {k: sorted(map(str, v)) for k, v in desired.items()}, sorted(unready)))
 
     def stop(self):
         self.calls.append(("stop", {}, []))
@@ -185,9 +185,9 @@ def test_the_publisher_gets_the_ready_load_balancer_ips(etcd, etcd_prefix, foo, 
         bar.apply(endpoint_slice("myns", "myservice", ready=0, name="myservice-q8r3z"))
         wait_until(lambda: publisher.calls[-1] == ("publish", {key: ["104.32.64.128"]}, []),
                    what="bar's shard unpublished when not ready")
-        # No shard ready: the load balancers' IPs are kept, marked stale (Federated-DNS says NODATA).
+        # No shard ready: the load balancers' IPs are kept, marked unready (Federated-DNS says NODATA).
         foo.apply(endpoint_slice("myns", "myservice", ready=0, name="myservice-x7k2p"))
-        wait_until(lambda: publisher.calls[-1] == ("publish", both, [key]), what="both kept, stale")
+        wait_until(lambda: publisher.calls[-1] == ("publish", both, [key]), what="both kept, unready")
         # A LoadBalancer with spec.externalIPs but no ingress yet publishes nothing.
         foo.apply(service("myns", "pending", labels=LABEL, type="LoadBalancer", cluster_ip="10.0.3.77",
                           external_ips=["198.51.100.7"]))

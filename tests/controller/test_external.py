@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.external import STALE_MARK, ExternalConfig, ExternalPublisher, marker, parse_external_config
+from controller.external import UNREADY_MARK, ExternalConfig, ExternalPublisher, marker, parse_external_config
 from controller.settings import ExternalSettings
 from harness.ports import async_wait_until
 from tests.controller.publishing import FAST, run, sample, settled
@@ -126,8 +126,8 @@ def test_a_change_is_one_update_and_no_change_sends_nothing(bind: BindServer) ->
     run(scenario)
 
 
-def test_no_ready_shard_keeps_the_addresses_marked_stale_and_a_gone_service_is_deleted(bind: BindServer) -> None:
-    """A service with no ready shard keeps its name and addresses with the stale mark, so a
+def test_no_ready_shard_keeps_the_addresses_marked_unready_and_a_gone_service_is_deleted(bind: BindServer) -> None:
+    """A service with no ready shard keeps its name and addresses with the unready mark, so a
     public resolver never gets (and caches) an NXDOMAIN while Federated-DNS answers NODATA;
     a service gone from every cluster is deleted."""
     async def scenario() -> None:
@@ -137,25 +137,25 @@ def test_no_ready_shard_keeps_the_addresses_marked_stale_and_a_gone_service_is_d
             await wait_published(bind, API_NAME, ["198.51.100.2"])
             await wait_published(bind, WEB_NAME, ["198.51.100.1"])
             # web: no ready endpoint in any shard; api: the Service is gone.
-            await publisher.publish({WEB: [ip("198.51.100.1")]}, stale={WEB})
+            await publisher.publish({WEB: [ip("198.51.100.1")]}, unready={WEB})
             await async_wait_until(lambda: bind.dig(API_NAME, "AAAA").status == "NXDOMAIN",
                                    timeout=15.0, what=f"{API_NAME} deleted")
             await async_wait_until(lambda: len(bind.dig(WEB_NAME, "TXT").rdata) == 2,
-                                   timeout=15.0, what=f"{WEB_NAME} marked stale")
+                                   timeout=15.0, what=f"{WEB_NAME} marked unready")
             assert bind.dig(WEB_NAME).rdata == ["198.51.100.1"]
             assert sorted(bind.dig(WEB_NAME, "TXT").rdata) == sorted(
-                [f'"{marker(FEDERATION, "myns", "web")}"', f'"{STALE_MARK}"'])
+                [f'"{marker(FEDERATION, "myns", "web")}"', f'"{UNREADY_MARK}"'])
             assert bind.dig(API_NAME, "TXT").status == "NXDOMAIN"
             await async_wait_until(lambda: settled(registry),
                                    timeout=15.0, what="nothing pending")  # the gauges are set as the pass ends
             assert sample(registry, "owned_names") == 1
             assert sample(registry, "stale_names") == 1
             foreign_untouched(bind)
-            # Ready again (elsewhere): the new addresses, and the stale mark goes.
+            # Ready again (elsewhere): the new addresses, and the unready mark goes.
             await publisher.publish({WEB: [ip("198.51.100.3")]})
             await wait_published(bind, WEB_NAME, ["198.51.100.3"])
             assert bind.dig(WEB_NAME, "TXT").rdata == [f'"{marker(FEDERATION, "myns", "web")}"']
-            await async_wait_until(lambda: sample(registry, "stale_names") == 0, timeout=15.0, what="no stale name")
+            await async_wait_until(lambda: sample(registry, "stale_names") == 0, timeout=15.0, what="no unready name")
             # Gone from every cluster: deleted, TXT included.
             await publisher.publish({})
             await async_wait_until(lambda: bind.dig(WEB_NAME).status == "NXDOMAIN",

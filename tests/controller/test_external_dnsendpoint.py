@@ -242,19 +242,19 @@ def test_a_resync_deletes_objects_nobody_wants_and_rewrites_nothing_that_is_righ
     run(scenario)
 
 
-def test_no_ready_shard_keeps_the_addresses_labelled_stale_and_a_gone_service_is_deleted(
+def test_no_ready_shard_keeps_the_addresses_labelled_unready_and_a_gone_service_is_deleted(
         cluster: FakeKube, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with publishing(cluster, tmp_path) as (publisher, registry):
             await publisher.resync({WEB: [ip("198.51.100.1")]})
             await async_wait_until(lambda: WEB_OBJECT in objects(cluster), timeout=15.0, what="created")
-            await publisher.publish({WEB: [ip("198.51.100.1")]}, stale={WEB})
+            await publisher.publish({WEB: [ip("198.51.100.1")]}, unready={WEB})
             await async_wait_until(lambda: objects(cluster)[WEB_OBJECT]["metadata"]["labels"].get(
                 "federation.feddns.io/stale") == "true",
-                                   timeout=15.0, what="labelled stale")
+                                   timeout=15.0, what="labelled unready")
             assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["198.51.100.1"], 60)}
             # the gauge is set once the write is answered, just after the fake applies it
-            await async_wait_until(lambda: sample(registry, "stale_names") == 1, timeout=15.0, what="counted stale")
+            await async_wait_until(lambda: sample(registry, "stale_names") == 1, timeout=15.0, what="counted unready")
             await publisher.publish({WEB: [ip("198.51.100.1")]})
             await async_wait_until(lambda: "federation.feddns.io/stale" not in objects(cluster)[WEB_OBJECT]["metadata"][
                 "labels"],
@@ -348,7 +348,7 @@ def test_the_cluster_must_be_a_configured_one(tmp_path: Path) -> None:
         fake.close()
 
 
-def test_the_controller_publishes_ingress_ips_keeps_unready_services_stale_and_deletes_gone_ones(
+def test_the_controller_publishes_ingress_ips_keeps_unready_services_marked_and_deletes_gone_ones(
         etcd: EtcdServer, etcd_prefix: str, cluster: FakeKube, tmp_path: Path) -> None:
     """Through the whole controller, the objects written in the cluster it also watches."""
     cluster.apply(service("myns", "web", labels=LABEL, type="LoadBalancer", cluster_ip="10.0.3.10",
@@ -367,7 +367,7 @@ def test_the_controller_publishes_ingress_ips_keeps_unready_services_stale_and_d
         assert f"pending.myns.{FEDERATION}" not in objects(cluster)
         cluster.apply(endpoint_slice("myns", "web", ready=0))  # every shard unready: Federated-DNS says NODATA
         wait_until(lambda: objects(cluster)[WEB_OBJECT]["metadata"]["labels"].get("federation.feddns.io/stale")
-                   == "true", what="kept, stale")
+                   == "true", what="kept, unready")
         assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["104.32.64.10"], 60)}
         cluster.delete("Service", "myns", "web")
         wait_until(lambda: WEB_OBJECT not in objects(cluster), what="deleted with its service")

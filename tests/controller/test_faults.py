@@ -175,7 +175,7 @@ def test_a_leader_paused_past_its_lease_writes_nothing_external_after_it_resumes
                                                                                  tmp_path):
     """A's publisher has a change it could not send (BIND was down) when A is frozen past its
     lease; B takes over and publishes something newer. When A resumes it must not send its
-    stale change: the provider cannot check the lease, so A must ask before every update."""
+    outdated change: the provider cannot check the lease, so A must ask before every update."""
     bind = BindServer()
     bind.start()
     raw = two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)

@@ -127,7 +127,7 @@ def test_created_replaced_and_deleted_objects_pass_validation_and_read_back_as_w
                                                               ["2001:db8::1"])}
             assert created["metadata"]["generation"] == 1
 
-            await publisher.publish({("myns", "web"): [ip("198.51.100.7")]}, stale={("myns", "web")})
+            await publisher.publish({("myns", "web"): [ip("198.51.100.7")]}, unready={("myns", "web")})
             await async_wait_until(lambda: set(objects(kube, federation)) == {web}
                                    and sample(registry, "pending_names") == 0, timeout=15.0, what="api deleted")
             replaced = objects(kube, federation)[web]
