@@ -25,7 +25,7 @@ from feddns.errors import ConfigError
 DESCRIPTION = "Federated DNS for Kubernetes federations: the DNS server, its controller, and the member-cluster parts."
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("feddns.serve", "run Federated-DNS, the authoritative server for the federation zone"),
+    "serve": ("feddns.server.command", "run Federated-DNS, the authoritative server for the federation zone"),
     "controller": ("controller.cli", "run the FederatedDNSController (member clusters -> etcd)"),
     "stubzone": ("stubzone.cli", "run the stub-zone HTTPS endpoint of a cluster's DNS pod"),
     "certs": ("stubzone.certs", "create a CA and issue server and client certificates"),

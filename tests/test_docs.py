@@ -15,7 +15,6 @@ import pytest
 from feddns.cli import SUBCOMMANDS, build_parser
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
-from feddns.keys import Layout
 from tests.deploy.manifests import all_objects, containers, flag
 from tests.support.fakekube import KUBERNETES_VERSION
 
@@ -66,15 +65,9 @@ def _commands(where: str, block: str, prompted: bool) -> Iterator[Command]:
 def pre_socket_checks(args: argparse.Namespace) -> None:
     """What each command checks before it opens a socket, where that reads no file."""
     if args.command == "serve":
-        from feddns.serve import check_source, settings_from, tcp_limits_from
+        from feddns.server.settings import settings_from
 
-        listens = [parse_hostport(text) for text in (args.listen or ["127.0.0.1:5353"])]
-        settings_from(args, listens)
-        tcp_limits_from(args)
-        if args.metrics:
-            parse_hostport(args.metrics)
-        Layout(args.etcd_prefix)
-        check_source(args)
+        settings_from(args)
     elif args.command == "stubzone":
         from stubzone.cli import check_flags
 

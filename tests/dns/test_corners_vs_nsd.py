@@ -17,8 +17,8 @@ import dns.message
 import dns.rcode
 import pytest
 
-from feddns import serve
 from feddns.errors import ConfigError
+from feddns.server import command, settings
 from harness.serve import ServeProcess, write_records
 from tests.dns.nsd import NsdServer
 from tests.support.bind import BindServer
@@ -262,9 +262,9 @@ def test_max_udp_size_changes_the_limit(limited, max_udp, qname, payload, answer
 @pytest.mark.parametrize("size", ["511", "65536", "0", "-1"])
 def test_max_udp_size_out_of_range_is_refused_at_start(size):
     parser = argparse.ArgumentParser()
-    serve.configure(parser)
+    command.configure(parser)
     args = parser.parse_args(["--example", "--max-udp-size", size])
     with pytest.raises(ConfigError, match=f"--max-udp-size {size} is not from 512 to 65535 bytes"):
-        serve.settings_from(args, [("127.0.0.1", 5353)])
+        settings.settings_from(args)
     args = parser.parse_args(["--example"])
-    assert serve.settings_from(args, [("127.0.0.1", 5353)]).max_udp_size == FLAG_DAY_BYTES
+    assert settings.settings_from(args).answers.max_udp_size == FLAG_DAY_BYTES

@@ -24,7 +24,7 @@ import dns.query
 import dns.rcode
 import pytest
 
-from feddns import cpus
+from feddns.server import cpus
 from harness.ports import free_port, wait_until
 from harness.process import child_env
 from harness.serve import ServeProcess, write_records
@@ -330,7 +330,7 @@ def test_cgroup_cpu_quota(tmp_path: Path, cgroup: str, mounts: str, files: dict[
 def test_default_workers_follow_the_affinity():
     """Under taskset to one CPU, the default is one process, as today."""
     result = subprocess.run(["taskset", "-c", "0", sys.executable, "-c",
-                             "from feddns import cpus; print(cpus.available())"],
+                             "from feddns.server import cpus; print(cpus.available())"],
                             capture_output=True, text=True, check=True, env=child_env())
     assert result.stdout.strip() == "1"
     assert cpus.available() == min(len(os.sched_getaffinity(0)), int(cpus.quota_cpus() or 1 << 20))

@@ -47,8 +47,10 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from feddns.errors import FeddnsError
+from feddns.server.settings import WorkerTiming
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("feddns.workers")
+"""Named as before the move to ``feddns.server``: the name is in logs and docs/serve.md."""
 
 ANSWERING = "answering"
 """What a worker says once it answers on its sockets."""
@@ -63,22 +65,6 @@ Family = tuple[str, str, str, list[Sample]]
 Combine = Callable[[Sequence[float]], float]
 SampleKey = tuple[str, str, tuple[tuple[str, str], ...]]
 """A sample across workers: its family's name, its own name, its labels in order."""
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    """How the parent starts, restarts, asks and stops its workers."""
-
-    first_backoff: float = 0.1
-    """Seconds before a worker that exited is started again, the first time."""
-    most_backoff: float = 10.0
-    """The longest wait before a start again; each exit of a worker that ran less than ``steady`` doubles it."""
-    steady: float = 30.0
-    """Seconds a worker must have answered for before its exit is waited for ``first_backoff`` again."""
-    drain: float = 10.0
-    """Seconds the workers have to stop after SIGTERM before they get SIGKILL."""
-    ask: float = 5.0
-    """Seconds a worker has to answer a question of the parent's (a scrape, a probe)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,14 +142,15 @@ class Supervisor:
     """Starts ``count`` workers, starts each again when it exits, and stops them.
 
     ``command`` is the argv that runs a worker's entry point (the file descriptor of its end
-    of the pair is appended); ``plan(number)`` is what the command sends worker ``number``."""
+    of the pair is appended); ``plan(number)`` is what the command sends worker ``number``;
+    ``timing`` how they are kept (``None``: the defaults of :class:`WorkerTiming`)."""
 
     def __init__(self, count: int, command: Sequence[str], plan: Callable[[int], object],
-                 timing: Timing = Timing()) -> None:
+                 timing: WorkerTiming | None = None) -> None:
         self.workers = [Worker(number) for number in range(1, count + 1)]
         self.command = list(command)
         self.plan = plan
-        self.timing = timing
+        self.timing = timing or WorkerTiming()
         self.departed: dict[SampleKey, float] = {}
         """Counter samples of workers that exited, as they last said them: added to the totals."""
         self._watches: list[asyncio.Task[None]] = []
