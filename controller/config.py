@@ -34,7 +34,7 @@ from feddns.etcd.credentials import Access, TLSFiles
 from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.hostport import parse_ip_port
 from feddns.keys import Layout
-from feddns.records import POD_NETWORKS, STALE_ACTIONS, ClusterRecord, IPNetwork
+from feddns.records import POD_NETWORKS, ClusterRecord, IPNetwork, StaleAction
 
 DEFAULT_LABEL = "federation.feddns.io/name"
 DEFAULT_RESYNC_SECONDS = 300.0
@@ -124,7 +124,7 @@ class ClusterConfig:
     cidrs: tuple[IPNetwork, ...] = ()
     pod_network: str = "isolated"
     stale_after: float | None = None
-    stale_action: str = "demote"
+    stale_action: StaleAction = StaleAction.DEMOTE
     stubzone: StubzoneEndpoint | None = None
 
     def record(self, stale: bool = False) -> ClusterRecord:
@@ -455,7 +455,7 @@ class _ClusterFile(_Shape):
     cidrs: Annotated[list[Annotated[IPNetwork, BeforeValidator(_cidr)]], _list_of("a list of CIDRs")] = []
     pod_network: Annotated[str, _one_of(POD_NETWORKS, "isolated")] = "isolated"
     stale_after_seconds: Annotated[float | None, BeforeValidator(lambda v: None if v is None else _positive(v))] = None
-    stale_action: Annotated[str, _one_of(STALE_ACTIONS, "demote")] = "demote"
+    stale_action: Annotated[StaleAction, _one_of(tuple(StaleAction), StaleAction.DEMOTE)] = StaleAction.DEMOTE
     stubzone: _StubzoneFile | None = None
 
 

@@ -27,17 +27,14 @@ from feddns import names
 from feddns.errors import FeddnsError
 from feddns.records import (
     DEFAULT_POLICY,
-    FAILOVER,
-    LOCALITY_WEIGHTED,
     MAX_ENDPOINTS,
     MAX_PORT,
     MAX_WEIGHT,
-    POLICIES,
     PROTOCOLS,
-    WEIGHTED,
     Endpoint,
     IPAddress,
     Policy,
+    PolicyName,
     Port,
     ShardRecord,
     pack_ip,
@@ -172,21 +169,22 @@ def read_annotations(annotations: object, clusters: AbstractSet[str]) -> tuple[P
     order_text, weight_text = annotations.get(FAILOVER_ORDER_ANNOTATION), annotations.get(WEIGHT_ANNOTATION)
     if name is None:
         return DEFAULT_POLICY, None
-    name = str(name).strip()
-    if name not in POLICIES:
-        return DEFAULT_POLICY, f"{POLICY_ANNOTATION} {name!r} is not one of {', '.join(POLICIES)}"
+    text = str(name).strip()
+    if text not in tuple(PolicyName):
+        return DEFAULT_POLICY, f"{POLICY_ANNOTATION} {text!r} is not one of {', '.join(PolicyName)}"
+    chosen = PolicyName(text)
     order: tuple[str, ...] = ()
-    if name == FAILOVER:
+    if chosen is PolicyName.FAILOVER:
         order, problem = _failover_order(order_text, clusters)
         if problem is not None:
             return DEFAULT_POLICY, problem
     weight = None
-    if name in (WEIGHTED, LOCALITY_WEIGHTED) and weight_text is not None:
-        text = str(weight_text).strip()
-        if not text.isdigit() or int(text) > MAX_WEIGHT:
+    if chosen in (PolicyName.WEIGHTED, PolicyName.LOCALITY_WEIGHTED) and weight_text is not None:
+        digits = str(weight_text).strip()
+        if not digits.isdigit() or int(digits) > MAX_WEIGHT:
             return DEFAULT_POLICY, f"{WEIGHT_ANNOTATION} {weight_text!r} is not a whole number from 0 to {MAX_WEIGHT}"
-        weight = int(text)
-    return Policy(name, order, weight), None
+        weight = int(digits)
+    return Policy(chosen, order, weight), None
 
 
 def _failover_order(order_text: object, clusters: AbstractSet[str]) -> tuple[tuple[str, ...], str | None]:
@@ -429,7 +427,7 @@ def _fields(record: ShardRecord, other: ShardRecord) -> list[tuple[str, str]]:
 
 def describe_policy(policy: Policy) -> str:
     """``failover [foo, bar]``, ``weighted (weight 3)``, ``locality``."""
-    text = policy.name
+    text = str(policy.name)
     if policy.failover_order:
         text += " [" + ", ".join(policy.failover_order) + "]"
     if policy.weight is not None:

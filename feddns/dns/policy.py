@@ -19,7 +19,7 @@ ordering decides the order per query.
 """
 
 import struct
-from enum import IntEnum, StrEnum
+from enum import IntEnum
 
 from feddns import names
 from feddns.dns import answer
@@ -27,7 +27,7 @@ from feddns.dns.answer import Tiers
 from feddns.dns.index import IPV4, Federation, Node, NodeKind, Shard, pack_client
 from feddns.dns.weights import Draw
 from feddns.dns.wire import IPV4_BYTES, IPV6_BYTES, MAX_NAME_BYTES, FormError, Query
-from feddns.records import DEFAULT_POLICY, Policy
+from feddns.records import DEFAULT_POLICY, Policy, PolicyName, StaleAction
 
 Source = tuple[bytes | None, bytes | None, bool]
 """``(cluster, ecs, by_address)``: the asking cluster's name as bytes (``None``:
@@ -40,26 +40,7 @@ NO_SOURCE: Source = (None, None, False)
 _ECS_FIXED_BYTES = 4  # FAMILY, SOURCE PREFIX-LENGTH, SCOPE PREFIX-LENGTH (RFC 7871 6)
 
 
-class PolicyName(StrEnum):
-    """A service's answer policy (docs/reference.md section 2), as its shard records
-    spell it (``feddns.records`` reads them as these strings: ``PolicyName(text)``)."""
-
-    LOCALITY = "locality"
-    FAILOVER = "failover"
-    WEIGHTED = "weighted"
-    LOCALITY_WEIGHTED = "locality-weighted"
-
-
 _WEIGHTED_POLICIES = (PolicyName.WEIGHTED, PolicyName.LOCALITY_WEIGHTED)
-
-
-class StaleAction(StrEnum):
-    """What answers do with the shards of a stale cluster (a cluster record's
-    ``staleAction``, docs/reference.md section 2): move them to the last tier, or
-    leave them out."""
-
-    DEMOTE = "demote"
-    DROP = "drop"
 
 
 class Tier(IntEnum):

@@ -10,7 +10,7 @@ import dns.rcode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from feddns.records import POLICIES
+from feddns.records import PolicyName
 from feddns.store import Feed
 from tests.dns.tables import make_responder, query
 from tests.dns.udp import respond
@@ -21,7 +21,7 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
     max_leaves=8,
 )
-policies = st.sampled_from([*POLICIES, "LOCALITY", "", "round-robin"]) | json_values
+policies = st.sampled_from([*(name.value for name in PolicyName), "LOCALITY", "", "round-robin"]) | json_values
 orders = st.lists(st.sampled_from([*CLUSTERS, "nosuch", "Bad Name", ""]), max_size=5) | json_values
 weights = st.integers(-3, 70_000) | json_values
 valid_ips = st.sampled_from(["10.1.0.1", "10.1.0.2", "fd00::1", "::ffff:10.0.0.1"])
