@@ -207,6 +207,10 @@ class Controller:
             if self._follower is not None:
                 self._follower.cancel()
                 tasks.append(self._follower)
+            # The elector ends at its next pause when asked: its calls in flight finish instead
+            # of being cancelled (see Elector.stop); whatever has not ended in time is cancelled.
+            self.elector.stop()
+            await asyncio.wait(tasks[:1], timeout=STOP_GRACE_SECONDS)
             for task in tasks:
                 task.cancel()
             if not await _stopped_within(tasks, STOP_GRACE_SECONDS):

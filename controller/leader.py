@@ -94,6 +94,8 @@ class Elector:
         self._lease: int | None = None
         self._last_lease: int | None = None
         self._lost = asyncio.Event()
+        self._stop_asked = False
+        self._wake = asyncio.Event()
         self._deadline = 0.0
         self.contacted = False
         """True once etcd has answered (the replica knows whether it leads)."""
@@ -131,14 +133,28 @@ class Elector:
         """The writer saw a guarded write fail: step down."""
         self._lost.set()
 
+    def stop(self) -> None:
+        """Ask :meth:`run` to end at its next pause, without cancelling a call in flight: a
+        gRPC call cancelled mid-flight can keep its task waiting on the channel (grpc.aio), so
+        the controller's stop asks first and cancels only what has not ended in time."""
+        self._stop_asked = True
+        self._wake.set()
+        self._lost.set()
+
+    def stopping(self) -> bool:
+        """True once :meth:`stop` was called."""
+        return self._stop_asked
+
     async def run(self) -> None:
-        """Campaign and hold, forever; errors are logged and retried after a pause."""
+        """Campaign and hold until :meth:`stop`; errors are logged and retried after a pause."""
         failing = False
-        while True:
+        while not self._stop_asked:
             client = self.link.client
             try:
                 if await self._campaign(client):
                     await self._hold(client)
+                if self.stopping():
+                    return  # still the leader: resign() revokes the lease, for a successor at once
                 self._step_down()
                 failing = False
                 continue
@@ -154,7 +170,8 @@ class Elector:
             log.log(level, "leader election: etcd %s: %s", self.link.endpoints.current, describe(error))
             failing = True
             await self.link.failed(client)
-            await asyncio.sleep(min(1.0, self.ttl / 3))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), min(1.0, self.ttl / 3))
 
     async def resign(self) -> None:
         """Give up leadership now (revoke the lease) so that another replica takes over at once."""
@@ -215,19 +232,25 @@ class Elector:
         with contextlib.suppress(EtcdTimeout):
             await client.watch_once(self.key, timeout=self.ttl, start_revision=revision + 1)
 
+    async def _ends_in(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; True when holding must end first: the writer saw a guarded
+        write fail (:meth:`lost`), or the controller stops (:meth:`stop`)."""
+        if self._stop_asked:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._lost.wait(), seconds)
+            if not self._stop_asked:
+                log.warning("leader election: a guarded write failed; stepping down")
+            return True
+        return False
+
     async def _hold(self, client: aetcd.Client) -> None:
         """Keep the lease alive until it is lost, the writer reports a lost guard, or the
         lease may have expired (no keep-alive confirmed within the TTL)."""
         assert self._lease is not None
         pause = self.keepalive_interval
         failing = False
-        while True:
-            try:
-                await asyncio.wait_for(self._lost.wait(), pause)
-                log.warning("leader election: a guarded write failed; stepping down")
-                return
-            except TimeoutError:
-                pass
+        while not await self._ends_in(pause):
             if time.monotonic() >= self._deadline:
                 log.warning("leader election: lease not confirmed for %ds; stepping down", self.ttl)
                 return

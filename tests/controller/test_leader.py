@@ -49,10 +49,13 @@ def test_a_deposed_leader_cannot_write(etcd, etcd_prefix):
 
 
 async def _stop(elector: Elector, task: asyncio.Task) -> None:
-    """Cancel an elector's task and wait for it to end, as the controller's stop does: a gRPC
-    call that ignores the cancellation is ended by closing its channel."""
-    task.cancel()
+    """Stop an elector as the controller's stop does: asked first (its calls in flight finish),
+    cancelled only when it has not ended in time."""
+    elector.stop()
     _, pending = await asyncio.wait([task], timeout=5)
+    if pending:
+        task.cancel()
+        _, pending = await asyncio.wait([task], timeout=5)
     if pending:
         await elector.link.close()
         await asyncio.wait([task], timeout=5)
