@@ -32,7 +32,7 @@ from feddns import configfile, names
 from feddns.errors import ConfigError
 from feddns.etcd.credentials import Access, TLSFiles
 from feddns.etcd.endpoints import EtcdEndpoints
-from feddns.hostport import parse_ip_port
+from feddns.hostport import host_port, parse_ip_port
 from feddns.keys import Layout
 from feddns.records import POD_NETWORKS, ClusterRecord, IPNetwork, StaleAction
 
@@ -371,7 +371,7 @@ def _nameserver(text: object, where: str) -> str:
     mapped = getattr(address, "ipv4_mapped", None)
     if address.is_unspecified or address.is_multicast or address.is_link_local or mapped is not None:
         raise ConfigError(f"{where}: {text!r} is not a unicast address a DNS server can forward to")
-    return f"[{address}]:{port}" if isinstance(address, ipaddress.IPv6Address) else f"{address}:{port}"
+    return host_port(str(address), port)
 
 
 def _check_kubeconfig(path: str, context: str | None, where: str) -> None:

@@ -42,7 +42,7 @@ from controller.metrics import Metrics
 from controller.settings import StubzoneSettings
 from feddns.backoff import Backoff
 from feddns.errors import ConfigError
-from feddns.hostport import parse_ip_port
+from feddns.hostport import host_port, parse_ip_port
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,10 @@ class StubzoneFailure(Exception):
 
 
 def canonical(text: str) -> str:
-    """``ip:port`` (``[v6]:port``) of a nameserver as the stub-zone API writes it (port 53 left out)."""
+    """``ip:port`` (``[v6]:port``) of a nameserver as the stub-zone API writes it: always with the port,
+    53 when ``text`` gives none, the address in its shortest form (RFC 5952 for IPv6)."""
     address, port = parse_ip_port(text, 53)
-    return f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"  # noqa: PLR2004 - IPv6
+    return host_port(str(address), port)
 
 
 @dataclass
@@ -302,7 +303,7 @@ def service_nameservers(service: Any) -> list[str] | None:
     for item in ingress:
         if item.get("ip"):
             try:
-                addresses.append(canonical(f"[{item['ip']}]:{port}" if ":" in item["ip"] else f"{item['ip']}:{port}"))
+                addresses.append(canonical(host_port(item["ip"], port)))
             except ConfigError:
                 log.warning("Federated-DNS's Service: ingress ip %r is not an IP address; left out", item["ip"])
     if len(addresses) > MAX_NAMESERVERS:

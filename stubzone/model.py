@@ -16,7 +16,7 @@ from typing import Any
 
 from feddns import names
 from feddns.errors import ConfigError
-from feddns.hostport import parse_ip_port
+from feddns.hostport import host_port, parse_ip_port
 from feddns.records import IPAddress
 
 DEFAULT_PORT = 53
@@ -82,8 +82,7 @@ class Nameserver:
 
     def host_port(self) -> str:
         """``1.2.3.4:53`` or ``[2001:db8::1]:53``: always with the port."""
-        host = f"[{self.address}]" if isinstance(self.address, ipaddress.IPv6Address) else str(self.address)
-        return f"{host}:{self.port}"
+        return host_port(str(self.address), self.port)
 
 
 @dataclass(frozen=True, slots=True)
