@@ -111,15 +111,19 @@ def main() -> None:
                 time.sleep(0.05)
             loaded = time.monotonic() - started
             assert server.proc is not None
-            memory = status(server.proc.pid)
+            # With --workers N (in --serve-args) the records are in each worker, not the parent.
+            pids = [server.proc.pid, *server.worker_pids()]
+            memories = [status(pid) for pid in pids]
     finally:
         if args.data:
             etcd.stop()
         else:
             etcd.destroy()
     records = args.services * args.clusters
+    each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in memories)
     print(f"{records:,} shard records: first answer after {loaded:.1f} s; "
-          f"RSS {memory['VmRSS'] / 1e6:.0f} MB once loaded, peak {memory['VmHWM'] / 1e6:.0f} MB")
+          f"RSS {sum(m['VmRSS'] for m in memories) / 1e6:.0f} MB once loaded ({len(pids)} processes: {each} MB), "
+          f"peak of one {max(m['VmHWM'] for m in memories) / 1e6:.0f} MB")
 
 
 if __name__ == "__main__":
