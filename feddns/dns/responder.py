@@ -67,30 +67,33 @@ def qtype_label(qtype: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class AnswerSettings:
-    """How Federated-DNS answers (the ``feddns serve`` flags, docs/serve.md).
-
-    ``zone`` ends with a dot; ``ttl`` and ``negative_ttl`` are seconds;
-    ``option_code`` is the EDNS0 option carrying the cluster name
-    (docs/reference.md section 3); ``stable`` turns off rotation;
-    ``ns_addresses`` answer ``ns.dns.Z``; ``serial`` is the SOA serial;
-    ``cache_size`` bounds the cache in bytes; ``mcs_zone`` (ending with a dot;
-    ``None``: off) also answers the services of federation ``mcs_federation``
-    under the Multi-Cluster Services names (``None``: the only federation held);
-    ``max_udp_size`` bounds UDP replies in bytes, whatever the asker's EDNS
-    payload size (``--max-udp-size``; 1,232 as DNS Flag Day 2020 advises).
-    """
+    """How Federated-DNS answers: the answer group of ``feddns serve``'s settings
+    (:class:`feddns.server.settings.ServeSettings`, docs/serve.md)."""
 
     zone: str = "federation."
+    """The zone served, ending with a dot (``--zone``)."""
     ttl: int = 30
+    """TTL of answers, in seconds (``--ttl``)."""
     negative_ttl: int = 30
+    """TTL of NXDOMAIN and NODATA, in seconds: the SOA's minimum (RFC 2308; ``--negative-ttl``)."""
     option_code: int = 0xFEDD
+    """The EDNS0 option carrying the asking cluster's name (docs/reference.md section 3;
+    ``--cluster-option-code``)."""
     stable: bool = False
+    """One fixed order per answer instead of rotating it (``--order stable``)."""
     ns_addresses: tuple[IPAddress, ...] = ()
+    """The addresses ``ns.dns.<zone>`` answers (``--ns-address``; else the listen addresses)."""
     serial: int = 1
+    """The SOA serial."""
     cache_size: int = DEFAULT_CACHE_BYTES
+    """The cache's bound, in bytes (``--cache-size``)."""
     mcs_zone: str | None = None
+    """The Multi-Cluster Services zone also answered, ending with a dot (``--mcs-zone``; ``None``: off)."""
     mcs_federation: str | None = None
+    """The federation the MCS zone answers for (``--mcs-federation``; ``None``: the only one held)."""
     max_udp_size: int = answer.OUR_PAYLOAD
+    """The largest UDP reply, in bytes, whatever the asker's EDNS payload size
+    (``--max-udp-size``; 1,232 as DNS Flag Day 2020 advises)."""
 
 
 @dataclass

@@ -54,17 +54,15 @@ BIND_ATTEMPTS = 20
 
 @dataclass(frozen=True, slots=True)
 class TcpLimits:
-    """Limits of DNS over TCP (docs/serve.md).
-
-    ``idle_timeout``: seconds a connection may go without completing a message
-    (``--tcp-idle-timeout``); ``max_connections``: open connections at most
-    (``--max-tcp-connections``); ``high_water``: bytes of unsent replies above
-    which a connection is no longer read.
-    """
+    """Limits of DNS over TCP (RFC 7766 section 6): the TCP group of ``feddns serve``'s
+    settings (:class:`feddns.server.settings.ServeSettings`, docs/serve.md)."""
 
     idle_timeout: float = 10.0
+    """Seconds a connection may go without completing a message (``--tcp-idle-timeout``)."""
     max_connections: int = 1000
+    """Open connections at most; more are closed at once (``--max-tcp-connections``)."""
     high_water: int = 256 * 1024
+    """Bytes of unsent replies above which a connection is no longer read (a client that does not read)."""
 
 
 class UdpServer(asyncio.DatagramProtocol):
