@@ -181,6 +181,7 @@ async def serve(settings: LinksSettings) -> int:
                 await watcher
         settings.shards.stop()
         await listener.shut_down(server, observe, runner.cleanup)
+    log.info("stopped")
     return 0
 
 

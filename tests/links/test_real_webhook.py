@@ -231,3 +231,21 @@ def test_with_the_webhook_stopped_failure_policy_ignore_lets_pods_through(
     finally:
         if links.child.running:
             links.stop()
+
+
+def test_a_running_webhook_logs_one_json_object_a_line(kube: KubeCluster, kubeconfig: str,
+                                                       resolver: UnboundResolver, pki: Pki) -> None:
+    """``--log-format json`` as an operator's log shipper reads it: every line the webhook writes
+    while it starts, lists the Services, answers the API server's reviews and stops is one object."""
+    process = LinksProcess(pki, "--log-format", "json", kubeconfig=kubeconfig,
+                           resolver=f"127.0.0.1:{resolver.port}").start()
+    try:
+        with RegisteredWebhook(kube, process, pki):
+            pass  # registered: the API server has had the webhook review a probe pod
+    finally:
+        assert process.stop() == 0, process.lines[-20:]
+    objects = [json.loads(line) for line in process.lines]
+    assert all({"time", "level", "logger", "message"} <= obj.keys() for obj in objects), objects
+    said = [obj["message"] for obj in objects]
+    assert any(str(m).startswith("listening on https://127.0.0.1:") for m in said), said
+    assert "stopping (SIGTERM)" in said and said[-1] == "stopped", said
