@@ -44,6 +44,8 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, log_format: str = "text", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.log_format = log_format
+        self.chosen: Parser | None = None
+        """The chosen subcommand's parser, which says what is wrong with its arguments."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, logs.error_line(self.prog, message, self.log_format) + "\n")
@@ -74,6 +76,7 @@ def build_parser(argv: Sequence[str]) -> Parser:
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text, log_format=log_format)
         if name == chosen:
+            parser.chosen = sub_parser
             module = importlib.import_module(module_name)
             module.configure(sub_parser)
             _add_log_arguments(sub_parser)
@@ -95,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``feddns`` console script; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the subcommand's parser: "feddns links: error: ...", as its other errors are
+        (parser.chosen or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     logs.setup(args.log_level, args.log_format)
     try:
         return int(args._run(args) or 0)

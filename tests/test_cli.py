@@ -168,3 +168,11 @@ def _seconds(run, *args: str) -> float:
 def test_log_flags_are_taken_before_or_after_the_subcommand(argv, level, log_format):
     args = build_parser(argv).parse_args(argv)
     assert (args.command, args.log_level, args.log_format) == (argv[argv.index(args.command)], level, log_format)
+
+
+@pytest.mark.parametrize("command", ["serve", "controller", "stubzone", "links"])
+def test_an_unknown_flag_is_named_by_its_subcommand(command):
+    """As every other error of a subcommand's flags: ``feddns links: error: ...``, not ``feddns: error:``."""
+    result = feddns(command, "--no-such-flag")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(f"feddns {command}: error: "), result.stderr
