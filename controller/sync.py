@@ -342,9 +342,12 @@ class Syncer:
 
     async def _watch_prefix(self, known: dict[str, bytes], start: int) -> None:
         """Watch ``P/F/`` from ``start`` while ``known`` is this leadership's view of etcd;
-        reconnect after failures (from the last revision seen); a compacted revision means
-        a resync. Ends only when cancelled (a new resync, a step-down, shutdown)."""
+        reconnect after failures (from the last revision seen), waiting
+        :class:`feddns.backoff.Backoff` from ``retry_initial`` to ``retry_max`` seconds, reset once
+        the watch is back; a compacted revision means a resync. The loss and the return are
+        logged once each. Ends only when cancelled (a new resync, a step-down, shutdown)."""
         raw = self.prefix.encode()
+        backoff = Backoff(self.timing.retry_initial, self.timing.retry_max)
         failing = False
         position = [start]
         while known is self.known:
@@ -354,6 +357,7 @@ class Syncer:
                 if failing:
                     log.info("etcd: watching %s again", self.prefix)
                 failing = False
+                backoff.reset()
                 await unless_changed(self.watch_link.endpoints, client, self._follow(known, watch, position))
                 continue
             except EtcdCompacted:
@@ -368,11 +372,12 @@ class Syncer:
             except Exception as exc:  # noqa: BLE001 - etcd and gRPC failures: reconnect and resume
                 error = exc
             if not failing:
-                log.warning("etcd %s: watch of %s failed (%s); resuming from revision %d",
-                            self.watch_link.endpoints.current, self.prefix, describe(error), position[0])
+                log.warning("etcd %s: watch of %s failed (%s); resuming from revision %d, retrying in at most %.1fs",
+                            self.watch_link.endpoints.current, self.prefix, describe(error), position[0],
+                            backoff.delay)
             failing = True
             await self.watch_link.failed(client)
-            await asyncio.sleep(self.timing.retry_initial)
+            await backoff.sleep()
 
     async def _follow(self, known: dict[str, bytes], watch: Any, position: list[int]) -> None:
         """Hand each event to :meth:`_foreign_change`; ``position[0]`` is the next revision."""

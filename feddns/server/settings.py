@@ -68,11 +68,13 @@ class WorkerTiming:
     """How the parent of ``--workers N`` starts, restarts, asks and stops its workers (no flags)."""
 
     first_backoff: float = 0.1
-    """Seconds before a worker that exited is started again, the first time."""
+    """Nominal seconds before a worker that exited is started again, the first time (a
+    :class:`feddns.backoff.Backoff`: each wait is drawn from the upper half of the nominal delay)."""
     most_backoff: float = 10.0
-    """The longest wait before a start again; each exit of a worker that ran less than ``steady`` doubles it."""
+    """The longest nominal wait before a start again; each exit of a worker that ran less than ``steady``
+    doubles it."""
     steady: float = 30.0
-    """Seconds a worker must have answered for before its exit is waited for ``first_backoff`` again."""
+    """Seconds a worker must have answered for before its exit is waited for about ``first_backoff`` again."""
     drain: float = 10.0
     """Seconds the workers have to stop after SIGTERM before they get SIGKILL."""
     ask: float = 5.0

@@ -16,8 +16,10 @@ the parent's questions (``STATE``: ready and why not; ``METRICS``: its metric
 families) from a thread of its own, so that a scrape never runs on the DNS loop.
 A worker whose parent is gone (the pair closed) stops as on SIGTERM.
 
-A worker that exits is started again after a backoff (0.1 s doubling to 10 s,
-back to 0.1 s after one that ran 30 s), and answers only once it has loaded, on
+A worker that exits is started again after a backoff (:class:`feddns.backoff.Backoff`:
+0.1 s doubling to 10 s, each wait drawn from the upper half of the delay so that
+workers killed together do not start together; back to 0.1 s after one that ran
+30 s), and answers only once it has loaded, on
 sockets it binds then; the others answer everything meanwhile, as the kernel
 shares a port between the sockets that are open. SIGTERM or SIGINT stops the
 workers (SIGTERM each; SIGKILL after 10 s) and then the parent.
@@ -46,6 +48,7 @@ from typing import Any
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from feddns.backoff import Backoff
 from feddns.errors import FeddnsError
 from feddns.server.settings import WorkerTiming
 
@@ -104,12 +107,13 @@ class Worker:
     """One worker slot of the parent: the process in it now and what it last said."""
 
     number: int
+    backoff: Backoff
+    """The wait before the slot's next process starts: grows while new ones keep exiting."""
     process: asyncio.subprocess.Process | None = None
     pair: Connection | None = None
     answering: bool = False
     since: float = 0.0
     """Monotonic time it began answering."""
-    backoff: float = 0.0
     last_exit: str = ""
     """How the previous process in the slot ended (for ``/ready``'s body); empty: none did."""
     families: list[Family] = field(default_factory=list)
@@ -147,10 +151,11 @@ class Supervisor:
 
     def __init__(self, count: int, command: Sequence[str], plan: Callable[[int], object],
                  timing: WorkerTiming | None = None) -> None:
-        self.workers = [Worker(number) for number in range(1, count + 1)]
+        self.timing = timing or WorkerTiming()
+        self.workers = [Worker(number, Backoff(self.timing.first_backoff, self.timing.most_backoff))
+                        for number in range(1, count + 1)]
         self.command = list(command)
         self.plan = plan
-        self.timing = timing or WorkerTiming()
         self.departed: dict[SampleKey, float] = {}
         """Counter samples of workers that exited, as they last said them: added to the totals."""
         self._watches: list[asyncio.Task[None]] = []
@@ -223,9 +228,10 @@ class Supervisor:
             assert worker.process is not None
             status = await worker.process.wait()
             self._gone(worker, status)
+            wait = worker.backoff.next()
             log.warning("worker %d (pid %d) %s; starting another in %.1f s",
-                        worker.number, worker.process.pid, describe_exit(status), worker.backoff)
-            await asyncio.sleep(worker.backoff)
+                        worker.number, worker.process.pid, describe_exit(status), wait)
+            await asyncio.sleep(wait)
             try:
                 await self._spawn(worker, None)
             except OSError as exc:  # no process to wait for: the old one's status comes again, with a longer backoff
@@ -237,10 +243,10 @@ class Supervisor:
                 log.debug("%s", exc)
 
     def _gone(self, worker: Worker, status: int) -> None:
-        """Note the exit: the counters it last said are kept, the backoff grows (or starts again)."""
+        """Note the exit: the counters it last said are kept; the backoff starts again after a steady run."""
         ran = time.monotonic() - worker.since if worker.answering else 0.0
-        first, most = self.timing.first_backoff, self.timing.most_backoff
-        worker.backoff = first if ran >= self.timing.steady or not worker.backoff else min(worker.backoff * 2, most)
+        if ran >= self.timing.steady:
+            worker.backoff.reset()
         worker.last_exit = describe_exit(status)
         with self._lock:
             worker.answering = False
