@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry
 
 from controller import watch
 from controller.config import ClusterConfig, ControllerConfig, load_config
+from controller.configfiles import ConfigFiles
 from controller.etcdlink import EtcdLink
 from controller.external.dnsendpoint import DnsEndpointProvider
 from controller.external.provider import Provider
@@ -283,28 +284,20 @@ class Controller:
     # -- reloading the config file ------------------------------------------------------
 
     async def _watch_config(self, path: str) -> None:
-        """Read ``path`` every ``config_poll`` seconds; a changed file is loaded and applied, or
-        refused (logged once, ``feddns_controller_config_file_stale`` 1) with the old config kept.
-        A refused file is tried again at each poll, since what it names (a kubeconfig of a Secret
-        volume) may arrive after it. Reading the whole file, not its mtime, also sees a ConfigMap
-        volume's symlink swap."""
-        in_use = await asyncio.to_thread(Path(path).read_bytes)
+        """Load ``path`` again when it or a file it names changes (:class:`ConfigFiles`, polled every
+        ``config_poll`` seconds), and apply it when it differs from the config in use; a config that
+        does not load or apply is refused (logged once per reason, ``feddns_controller_config_file_stale``
+        1) with the old config kept. A refused config is tried again at the next change of any of
+        those files, since what it names (a kubeconfig of a Secret volume) may arrive after it."""
+        files = ConfigFiles(Path(path), self.settings.stubzone.config_poll)
         refused: str | None = None
         while True:
-            await asyncio.sleep(self.settings.stubzone.config_poll)
-            try:
-                text = await asyncio.to_thread(Path(path).read_bytes)
-            except OSError as exc:
-                text = f"unreadable: {exc}".encode()
-            if text == in_use:
-                if refused is not None:
-                    log.info("config file is the one in use again")
-                    refused = None
-                    self.metrics.config_stale.set(0)
-                continue
+            await files.changed()
             try:
                 new = await asyncio.to_thread(load_config, path)
-                await self.reconfigure(new)
+                in_use = new == self.config  # a file named changed, or only the text: nothing to apply
+                if not in_use:
+                    await self.reconfigure(new)
             except Exception as exc:  # noqa: BLE001 - ConfigError, or a file no check foresaw: never fatal
                 self.metrics.config_stale.set(1)
                 reason = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
@@ -312,7 +305,9 @@ class Controller:
                     log.error("config file changed but is refused, keeping the config in use: %s", reason)
                 refused = reason
                 continue
-            in_use, refused = text, None
+            if refused is not None and in_use:
+                log.info("config file is the one in use again")
+            refused = None
             self.metrics.config_stale.set(0)
 
     async def reconfigure(self, new: ControllerConfig) -> None:
