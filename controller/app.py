@@ -299,7 +299,7 @@ class Controller:
                 if not in_use:
                     await self.reconfigure(new)
             except Exception as exc:  # noqa: BLE001 - ConfigError, or a file no check foresaw: never fatal
-                self.metrics.config_stale.set(1)
+                self.metrics.config_refused.set(1)
                 reason = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
                 if reason != refused:
                     log.error("config file changed but is refused, keeping the config in use: %s", reason)
@@ -308,7 +308,7 @@ class Controller:
             if refused is not None and in_use:
                 log.info("config file is the one in use again")
             refused = None
-            self.metrics.config_stale.set(0)
+            self.metrics.config_refused.set(0)
 
     async def reconfigure(self, new: ControllerConfig) -> None:
         """Apply a reloaded config without a restart (docs/controller.md, "Reloading the config").

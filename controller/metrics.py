@@ -78,5 +78,7 @@ class Metrics:
             "failed requests to a stub-zone endpoint (kind: http-4xx, http-5xx, unreachable, tls, files, error)")
         self.nameservers = gauge("nameservers", "",
             "Federated-DNS's addresses known (0 while nameservers.fromService has none)")
-        self.config_stale = gauge("config_file_stale", "",
+        # The exported name keeps its published word "stale" (docs/operations.md, the alerts in deploy/);
+        # in the code "stale" means only a cluster past its staleAfterSeconds.
+        self.config_refused = gauge("config_file_stale", "",
             "1 while the config file on disk is not the one in use (it was refused: see the log)")

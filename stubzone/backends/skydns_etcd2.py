@@ -174,8 +174,8 @@ class SkyDNSEtcd2:
 
     async def _write(self, commit: str, found: dict[str, EtcdNode], desired: dict[str, bytes], deadline: Deadline,
                      written: "_Written") -> None:
-        """Delete the stale keys and put the changed ones, each guarded by what was ``found``, then the
-        ``commit`` key (``ns1``) last; ``written.any`` turns true before the first write is sent.
+        """Delete the leftover keys (found, not desired) and put the changed ones, each guarded by what was
+        ``found``, then the ``commit`` key (``ns1``) last; ``written.any`` turns true before the first write is sent.
 
         Raises :class:`CompareFailed` when a guard fails (someone wrote in between).
         """
@@ -254,7 +254,7 @@ class SkyDNSEtcd2:
             context = access.tls.ssl_context() if access.tls is not None else None
             password = access.password()
             self._auth = aiohttp.BasicAuth(access.user, password) if access.user and password else None
-            # A new connection per request: no stale keep-alive connection after an etcd restart.
+            # A new connection per request: no idle keep-alive connection, dead since an etcd restart, is reused.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(force_close=True, ssl=context if context is not None else True),
                 auth=self._auth,

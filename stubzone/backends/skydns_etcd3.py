@@ -7,7 +7,7 @@ SkyDNS images read v2, :mod:`stubzone.backends.skydns_etcd2`). Same keys and val
 Each request opens an etcd client, reads, and (for a change) commits one
 transaction guarded by the directory's revision, so a failed or concurrent
 request never leaves a mix of two configurations: either all of a POST's
-keys are written and the stale ones deleted, or nothing changes. A
+keys are written and the leftover ones deleted, or nothing changes. A
 request's turn and its etcd calls all fit in one ``--backend-timeout``
 (:class:`Deadline`); when it runs out while a transaction is in flight, the
 answer says the change may have been applied.
@@ -171,8 +171,8 @@ class SkyDNSEtcd3:
                 return found
             start = directory.encode()
             guard = client.transactions.mod(start, prefix_range_end(start)) < revision + 1
-            stale = [key for key in found if key not in desired]
-            operations: list[Delete | Put] = [client.transactions.delete(key.encode()) for key in stale]
+            leftover = [key for key in found if key not in desired]
+            operations: list[Delete | Put] = [client.transactions.delete(key.encode()) for key in leftover]
             operations += [client.transactions.put(key.encode(), value) for key, value in desired.items()]
             sent.transaction = True
             try:
@@ -181,7 +181,7 @@ class SkyDNSEtcd3:
                 raise BackendUnavailable(f"etcd {self.endpoints.current}: transaction on {directory}: {describe(exc)}",
                                          may_have_applied=failure_kind(exc) == "unreachable") from exc
             if succeeded:  # a timeout from here on (closing the client) still says it may have been applied
-                log.debug("%s: %d keys written, %d deleted", directory, len(desired), len(stale))
+                log.debug("%s: %d keys written, %d deleted", directory, len(desired), len(leftover))
                 return found
             sent.transaction = False  # refused by the guard: nothing changed
             log.info("%s changed since revision %d; reading it again", directory, revision)
