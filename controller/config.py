@@ -2,7 +2,7 @@
 
 The file is YAML. Every key is checked here, unknown keys and duplicate keys
 are errors, and each error is one line naming the key path, the line and the column
-(``clusters[1].zone: must be a string, not a int (3) (line 9, column 5)``), which
+(``clusters[1].zone: must be a string, not an int (3) (line 9, column 5)``), which
 ``feddns controller`` prints before exiting with status 2 (docs/reference.md section 6).
 The file's shape is the pydantic models at the end of this module, read through
 :mod:`feddns.configfile`; the values are checked by the functions here, in the words
@@ -184,12 +184,12 @@ def load_config(path: str) -> ControllerConfig:
     Raises :class:`ConfigError` (``"<path>: <key path>: <what is wrong> (line L, column C)"``)
     for an unreadable file, bad YAML, a duplicate or unknown key, or a bad value.
     """
-    return configfile.load_file(path, path, parse_config, not_yaml="not valid YAML", cannot_read="cannot read: ")
+    return configfile.load_file(path, path, parse_config)
 
 
 def parse_config(raw: object) -> ControllerConfig:
     """Validate an already decoded document; raises :class:`ConfigError` naming the key."""
-    top = configfile.validate(_ConfigFile, raw, _WORDING)
+    top = configfile.validate(_ConfigFile, raw)
     endpoints, prefix, access = _etcd(top.etcd)
     clusters = _clusters(top.clusters)
     nameservers = _nameservers(top.nameservers, clusters) if top.nameservers is not None else None
@@ -354,7 +354,7 @@ def _nameservers(raw: object, clusters: tuple[ClusterConfig, ...]) -> Nameserver
         if len(set(addresses)) != len(addresses):
             raise ConfigError("nameservers: lists an address twice")
         return NameserversConfig(addresses=addresses)
-    service = configfile.validate(_NameserversFile, raw, _WORDING, at=("nameservers",)).from_service
+    service = configfile.validate(_NameserversFile, raw, at=("nameservers",)).from_service
     names = [c.name for c in clusters]
     if service.cluster not in names:
         raise ConfigError(f"nameservers.fromService.cluster: {service.cluster!r} is not one of clusters[].name "
@@ -480,10 +480,3 @@ class _ConfigFile(_Shape):
     nameservers: Any = None
 
 
-_WORDING = configfile.Wording(  # docs/reference.md section 7
-    unknown_key=lambda parent, key, known: (f"{configfile.keypath([*parent, key])}: unknown key "
-                                            f"(known: {', '.join(known)})"),
-    missing=lambda parent, key: f"{configfile.keypath([*parent, key])}: is required",
-    not_a_mapping=lambda where, value: (f"{configfile.keypath(where) or 'the file'}: must be a mapping, "
-                                        f"not {configfile.kind(value)}"),
-)

@@ -7,10 +7,13 @@ The controller's config (``controller.config``), the links policy file
 * YAML is read by :class:`MarkedLoader`, a safe loader that refuses a mapping key
   given twice (PyYAML keeps the last one without a word) and keeps the node tree,
   so that an error found later can be traced back to its line and column;
+* a key that is not a string (``3:``, ``true:``) is refused where it is read:
+  every key of these files is text, and a key like ``3:`` is a misspelling;
 * the shape (which keys, which are required, what is a mapping or a list) is a
   pydantic model per section with ``extra="forbid"``, checked by :func:`validate`;
-  each file words its three structural errors (unknown key, missing key, not a
-  mapping) its own way, since those words are part of its documented messages;
+  the three structural errors read the same in every file (:data:`WORDING`:
+  ``clusters[0].znoe: unknown key (expected name, ...)``, ``clusters[0].name: is
+  required``, ``etcd: must be a mapping, not a list ([])``);
 * every error is one line, ``<file>: <key path>: <what is wrong> (line L, column C)``:
   the key path (``policies[0].links[1].prefix``) leads the message, and
   :meth:`Document.error` finds the line and column of the deepest key of the path
@@ -44,6 +47,14 @@ class MarkedLoader(yaml.SafeLoader):
     """A safe loader that refuses a mapping key given twice; see :func:`load`."""
 
 
+class KeyNotStringError(yaml.constructor.ConstructorError):
+    """A mapping key that is not a string (``3:``, ``yes:``); ``problem_mark`` is where it is."""
+
+    def __init__(self, key: object, node: yaml.Node) -> None:
+        super().__init__(None, None, f"key {node.value} is not a string but {kind(key)}", node.start_mark)
+        self.key = key
+
+
 class DuplicateKeyError(yaml.constructor.ConstructorError):
     """A mapping gives ``key`` twice; ``problem_mark`` is the second one, ``first`` the first."""
 
@@ -54,14 +65,21 @@ class DuplicateKeyError(yaml.constructor.ConstructorError):
         self.second = second
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _construct_mapping(loader: MarkedLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: dict[Any, yaml.Mark] = {}
     for key_node, _ in node.value:
+        if key_node.tag == _MERGE_TAG:  # ``<<: *anchor``: construct_mapping merges it, and own keys override
+            continue
         key = loader.construct_object(key_node)
         try:
             first = seen.get(key)
         except TypeError:  # an unhashable key: construct_mapping says so with its mark
             break
+        if not isinstance(key, str):
+            raise KeyNotStringError(key, key_node)
         if first is not None:
             raise DuplicateKeyError(key, first, key_node.start_mark)
         seen[key] = key_node.start_mark
@@ -112,7 +130,7 @@ class Document:
 
 class FieldError(ConfigError):
     """A :class:`ConfigError` about the value at ``loc`` (its whole path, down to an unknown key
-    itself, where the message names the mapping that holds it)."""
+    itself); the message is whole, key path first, and may name a shorter path than ``loc``."""
 
     def __init__(self, message: str, loc: Loc) -> None:
         super().__init__(message)
@@ -141,7 +159,8 @@ def _walk(node: yaml.Node | None, path: str) -> Iterator[yaml.Mark]:
                 return
             key_node, node, rest = found
             yield key_node.start_mark
-        else:
+        else:  # inside a scalar (a JSON string value of a records file): the scalar itself
+            yield node.start_mark
             return
 
 
@@ -156,25 +175,30 @@ def _child(node: yaml.MappingNode, rest: str) -> tuple[yaml.Node, yaml.Node, str
     return best
 
 
-def read_text(path: str | Path, label: str, cannot_read: str = "") -> str:
-    """The text of the file at ``path``; raises :class:`ConfigError` ``"<label>: <cannot_read><why>"``
+def read_text(path: str | Path, label: str) -> str:
+    """The text of the file at ``path``; raises :class:`ConfigError` ``"<label>: cannot read: <why>"``
     when it cannot be read, or ``"<label>: not UTF-8 text (byte N)"``."""
     try:
         with open(path, encoding="utf-8") as stream:
             return stream.read()
     except OSError as exc:
-        raise ConfigError(f"{label}: {cannot_read}{exc.strerror or exc}") from exc
+        raise ConfigError(f"{label}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{label}: not UTF-8 text (byte {exc.start})") from exc
 
 
-def load(text: str, label: str, not_yaml: str = "not YAML") -> Document:
+NOT_YAML = "not valid YAML"
+"""The words every file's YAML errors start with."""
+
+
+def load(text: str, label: str) -> Document:
     """Parse ``text`` (one YAML document) with :class:`MarkedLoader`.
 
     Raises :class:`ConfigError` naming ``label``, the line and the column:
     ``"<label>: line L: duplicate key 'K' (column C, first given on line F)"`` for a
-    key given twice in one mapping, ``"<label>: <not_yaml>: <what> (line L, column C)"``
-    for any other YAML error, ``"<label>: nested too deeply"`` past Python's recursion limit.
+    key given twice in one mapping, ``"<label>: key yes is not a string but a bool (True) (line L, column C)"``,
+    ``"<label>: not valid YAML: <what> (line L, column C)"`` for any other YAML error,
+    ``"<label>: nested too deeply"`` past Python's recursion limit.
     """
     loader = None
     try:
@@ -185,14 +209,16 @@ def load(text: str, label: str, not_yaml: str = "not YAML") -> Document:
         (line, column), (first, _) = _position(exc.second), _position(exc.first)
         raise ConfigError(f"{label}: line {line}: duplicate key {exc.key!r} "
                           f"(column {column}, first given on line {first})") from exc
+    except KeyNotStringError as exc:
+        raise ConfigError(f"{label}: {_yaml_problem(exc)}") from exc
     except yaml.MarkedYAMLError as exc:
-        raise ConfigError(f"{label}: {not_yaml}: {_yaml_problem(exc)}") from exc
+        raise ConfigError(f"{label}: {NOT_YAML}: {_yaml_problem(exc)}") from exc
     except yaml.reader.ReaderError as exc:
         line, column = text.count("\n", 0, exc.position) + 1, exc.position - text.rfind("\n", 0, exc.position)
-        raise ConfigError(f"{label}: {not_yaml}: character #x{exc.character:04x} is not allowed in YAML "
+        raise ConfigError(f"{label}: {NOT_YAML}: character #x{exc.character:04x} is not allowed in YAML "
                           f"(line {line}, column {column})") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{label}: {not_yaml}: {' '.join(str(exc).split())}") from exc
+        raise ConfigError(f"{label}: {NOT_YAML}: {' '.join(str(exc).split())}") from exc
     except RecursionError as exc:
         raise ConfigError(f"{label}: nested too deeply") from exc
     finally:
@@ -208,19 +234,53 @@ def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:
     return f"{what} (line {line}, column {column})"
 
 
+def _at(where: Loc) -> str:
+    """A message's start: the key path and ``": "``, nothing for the whole file."""
+    return f"{keypath(where)}: " if where else ""
+
+
+def _unknown_key(parent: Loc, key: str, known: Sequence[str]) -> str:
+    return f"{keypath([*parent, key])}: unknown key (expected {', '.join(known)})"
+
+
+def _missing(parent: Loc, key: str) -> str:
+    return f"{keypath([*parent, key])}: is required"
+
+
+def _not_a_mapping(where: Loc, value: object) -> str:
+    return f"{_at(where)}must be a mapping, not {kind(value)}"
+
+
 @dataclass(frozen=True)
 class Wording:
-    """How a file words the errors of its shape; each returns the whole message, key path
+    """How the errors of a file's shape read; each returns the whole message, key path
     first (:func:`keypath`). ``unknown_key(parent, key, known)``: ``key`` is not one of
     ``known`` in the mapping at ``parent``; ``missing(parent, key)``: the required ``key``
-    is not in it; ``not_a_mapping(where, value)``: ``value`` at ``where`` must be a mapping."""
+    is not in it; ``not_a_mapping(where, value)``: ``value`` at ``where`` must be a mapping.
+    The defaults are every file's words; a file replaces one only to say more (the
+    external section names the provider a key belongs to)."""
 
-    unknown_key: Callable[[Loc, str, Sequence[str]], str]
-    missing: Callable[[Loc, str], str]
-    not_a_mapping: Callable[[Loc, object], str]
+    unknown_key: Callable[[Loc, str, Sequence[str]], str] = _unknown_key
+    missing: Callable[[Loc, str], str] = _missing
+    not_a_mapping: Callable[[Loc, object], str] = _not_a_mapping
 
 
-def validate(model: type[M], raw: object, wording: Wording, at: Loc = ()) -> M:
+WORDING = Wording()
+"""The one wording of shape errors: ``clusters[0].znoe: unknown key (expected name, ...)``,
+``clusters[0].name: is required``, ``etcd: must be a mapping, not a list ([])``."""
+
+
+def refuse_unless(test: Callable[[Any], bool], message: str) -> pydantic.BeforeValidator:
+    """A validator for ``Annotated[...]`` that raises ``ValueError(message)`` (the error
+    :func:`validate` reports, after the key path) unless ``test(value)``."""
+    def check(value: Any) -> Any:
+        if not test(value):
+            raise ValueError(message)
+        return value
+    return pydantic.BeforeValidator(check)
+
+
+def validate(model: type[M], raw: object, wording: Wording = WORDING, at: Loc = ()) -> M:
     """``raw`` checked against ``model`` (``at``: where ``raw`` is in its file).
 
     Raises :class:`FieldError` with the first unknown key, else the first error pydantic reports, as
@@ -248,9 +308,11 @@ def _message(model: type[pydantic.BaseModel], error: Any, wording: Wording, at: 
         return wording.missing(parent, last)
     if kind in {"model_type", "dict_type", "model_attributes_type"}:
         return wording.not_a_mapping(loc, error["input"])
+    if kind == "invalid_key":  # the loader refuses these in a file; a caller's dict may hold one
+        return f"{_at(parent)}key {error['input']!r} is not a string"
     cause = (error.get("ctx") or {}).get("error")
     what = str(cause) if isinstance(cause, Exception) else error["msg"]
-    return f"{keypath(loc)}: {what}" if loc else what
+    return f"{_at(loc)}{what}"
 
 
 def _known_keys(model: type[pydantic.BaseModel], loc: Loc) -> list[str]:
@@ -274,17 +336,18 @@ def _model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
 
 def kind(value: object) -> str:
     """How messages name a wrong value: ``"nothing"`` for ``None``, else its type and repr
-    (``"a int (3)"``)."""
-    return "nothing" if value is None else f"a {type(value).__name__} ({value!r})"
+    (``"an int (3)"``, ``"a str ('x')"``)."""
+    if value is None:
+        return "nothing"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({value!r})"
 
 
-def load_file(path: str | Path, label: str, parse: Callable[[object], T], *, not_yaml: str = "not YAML",
-              cannot_read: str = "") -> T:
+def load_file(path: str | Path, label: str, parse: Callable[[object], T]) -> T:
     """Read, parse and check a whole file: :func:`read_text`, :func:`load`, then ``parse`` on the
     decoded data, whose :class:`ConfigError` (``"<key path>: <what>"``) becomes
-    :meth:`Document.error`'s, naming the file, the line and the column. ``not_yaml`` and
-    ``cannot_read`` are the file's words for those errors."""
-    document = load(read_text(path, label, cannot_read), label, not_yaml)
+    :meth:`Document.error`'s, naming the file, the line and the column."""
+    document = load(read_text(path, label), label)
     try:
         return parse(document.data)
     except ConfigError as exc:

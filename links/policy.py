@@ -22,7 +22,7 @@ column (:mod:`feddns.configfile`). The file is checked whole: one bad entry make
 whole file bad (at start: exit 2; on reload: the policies already loaded stay).
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -72,7 +72,7 @@ def parse_policies(raw: Any) -> LinkPolicies:
     (``"<key path>: <what is wrong>"``)."""
     if raw is None:
         return LinkPolicies()
-    entries = configfile.validate(_PolicyFile, raw, _WORDING).policies
+    entries = configfile.validate(_PolicyFile, raw).policies
     by_namespace: dict[str, list[LinkPolicy]] = {}
     names: set[str] = set()
     for index, entry in enumerate(entries):
@@ -115,12 +115,7 @@ def _label(raw: Any, where: str, what: str) -> str:
 # The file's shape (pydantic models, unknown keys refused); the values are checked above,
 # where each error names its entry.
 
-def _refuse_unless(test: Callable[[Any], bool], message: str) -> BeforeValidator:
-    def check(value: Any) -> Any:
-        if not test(value):
-            raise ValueError(message)
-        return value
-    return BeforeValidator(check)
+_refuse_unless = configfile.refuse_unless
 
 
 def _or_empty(value: Any) -> Any:
@@ -161,13 +156,3 @@ class _PolicyFile(_Shape):
     policies: Annotated[list[_Policy], _refuse_unless(lambda value: isinstance(value, list), "must be a list"),
                         BeforeValidator(_or_empty)] = []
 
-
-def _at(where: configfile.Loc) -> str:
-    return f"{configfile.keypath(where)}: " if where else ""
-
-
-_WORDING = configfile.Wording(  # tests/links/test_cli.py holds these words
-    unknown_key=lambda parent, key, known: f"{_at(parent)}unknown key {key!r} (expected {', '.join(known)})",
-    missing=lambda parent, key: f"{_at(parent)}{key} is missing",
-    not_a_mapping=lambda where, value: f"{_at(where)}must be a mapping",
-)

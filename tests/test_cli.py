@@ -53,7 +53,7 @@ def test_bad_flags_exit_2_with_one_line(args, words):
     ("/fed/prod/web/a: [1, 2]\n", "must be a JSON object"),
     ("/fed/prod/Web/a: {clusterIP: 10.0.0.1}\n", "service name 'Web'"),
     ("just a string\n", "must be a map"),
-    ("/a: {b: [\n", "not YAML"),
+    ("/a: {b: [\n", "not valid YAML"),
 ])
 def test_bad_records_file_stops_startup_naming_the_problem(text, words):
     result = feddns("serve", "--listen", "127.0.0.1:0", "--records", write_records(text))

@@ -30,16 +30,29 @@ RECORDS = """\
      "line 9: duplicate key 'clusterIP' (column 3, first given on line 8)"),
     # (b) a misspelled field: etcd's reader would ignore it and serve the record without its address
     ("  clusterIP: 10.1.0.1\n", "  clusterIp: 10.1.0.1\n",
-     "/fed/prod/web/west: unknown field 'clusterIp' (known: clusterIP, clusterIPs, externalIP, externalIPs, "
+     "/fed/prod/web/west.clusterIp: unknown key (expected clusterIP, clusterIPs, externalIP, externalIPs, "
      "ports, ready, policy, failoverOrder, weight, endpoints) (line 8, column 3)"),
     # (c) a YAML syntax error on line 7
     ("/fed/prod/web/west:\n", "/fed/prod/web/west: a: b\n",
-     "not YAML: mapping values are not allowed here (line 7, column 22)"),
+     "not valid YAML: mapping values are not allowed here (line 7, column 22)"),
     # a value error: the line and column of its field
     ("  clusterIP: 10.1.0.1\n", "  clusterIP: 10.1.0.999\n",
      "/fed/prod/web/west: clusterIPs: '10.1.0.999' is not an IP address (line 8, column 3)"),
     ("port: 80}]\n", "port: 80, protocl: UDP}]\n",
-     "/fed/prod/web/east.ports[0]: unknown field 'protocl' (known: name, protocol, port) (line 6, column 34)"),
+     "/fed/prod/web/east.ports[0].protocl: unknown key (expected name, protocol, port) (line 6, column 34)"),
+    # a key twice inside a JSON string value: json.loads alone would keep the last one; the string's line and column
+    ("/fed/prod/web/west:\n",
+     '/fed/prod/api/west: \'{"clusterIP": "10.1.0.5", "clusterIP": "10.1.0.6"}\'\n/fed/prod/web/west:\n',
+     "/fed/prod/api/west: duplicate key 'clusterIP' in its JSON value (line 7, column 21)"),
+    ("/fed/prod/web/west:\n", "/fed/prod/api/west: '{\"clusterIP\": \"10.1.0.5\"'\n/fed/prod/web/west:\n",
+     "/fed/prod/api/west: value is not JSON: Expecting ',' delimiter at character 25 of the string "
+     "(line 7, column 21)"),
+    # a misspelled endpoint field is named, not hidden behind the value check's "ip None is not an IP address"
+    ("  externalIP: 192.0.2.2\n", "  externalIP: 192.0.2.2\n  endpoints: [{hostname: a, adresses: [10.1.0.5]}]\n",
+     "/fed/prod/web/west.endpoints[0].adresses: unknown key (expected ip, hostname) (line 10, column 29)"),
+    # a key that is not a string, at its own line
+    ("  externalIP: 192.0.2.2\n", "  externalIP: 192.0.2.2\n  3: x\n",
+     "key 3 is not a string but an int (3) (line 10, column 3)"),
 ])
 def test_a_bad_records_file_names_its_line_and_column(old, new, words):
     path = write_records(RECORDS.replace(old, new))

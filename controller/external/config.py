@@ -104,19 +104,14 @@ def _wording(provider: str) -> configfile.Wording:
         context = f" with provider {provider}" if provider and tuple(parent) == _AT else ""
         return f"{configfile.keypath([*parent, key])}: unknown key{context} (expected {', '.join(known)})"
 
-    return configfile.Wording(
-        unknown_key=unknown_key,
-        missing=lambda parent, key: f"{configfile.keypath([*parent, key])}: required",
-        not_a_mapping=lambda where, value: (f"{configfile.keypath(where)}: expected a mapping, "
-                                            f"got {type(value).__name__}"),
-    )
+    return configfile.Wording(unknown_key=unknown_key)
 
 
 # The values, checked in the words of docs/reference.md section 7; configfile puts the key path first.
 
 def _provider(value: object) -> str:
     if value is None:
-        raise ConfigError("required")
+        raise ConfigError("is required")
     if not isinstance(value, str) or value not in PROVIDERS:
         raise ConfigError(f"{value!r} is not supported (expected one of {', '.join(PROVIDERS)})")
     return value

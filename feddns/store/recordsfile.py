@@ -4,10 +4,11 @@ A YAML map from the etcd keys of docs/reference.md section 4 to their values,
 each a YAML map or a JSON string. The values are checked by the reader etcd's
 values go through (:func:`feddns.dns.index.check_record`), so a file and etcd
 accept the same records; the file is also held to its shape
-(:mod:`feddns.configfile`): a key given twice and a field the record model does
-not have (``clusterIp:`` for ``clusterIP:``) are errors here, where etcd's reader
-ignores unknown fields so that newer writers do not break older servers. Every
-error names the file, the etcd key, the line and the column.
+(:mod:`feddns.configfile`): a key given twice (in YAML, or inside a JSON string
+value) and a field the record model does not have (``clusterIp:`` for
+``clusterIP:``, checked before the values, so that it is named) are errors here,
+where etcd's reader ignores unknown fields so that newer writers do not break
+older servers. Every error names the file, the etcd key, the line and the column.
 
 :class:`feddns.store.file.FileSource` follows the file and reloads it.
 """
@@ -23,7 +24,6 @@ from feddns import configfile
 from feddns.dns.index import check_record
 from feddns.errors import ConfigError, RecordError
 from feddns.keys import ClusterKey, Layout
-from feddns.records import decode_json
 
 
 def read_records(path: Path, layout: Layout) -> list[tuple[str, bytes]]:
@@ -42,15 +42,64 @@ def parse_records(data: object, layout: Layout) -> list[tuple[str, bytes]]:
         return []
     if not isinstance(data, dict):
         raise ConfigError("must be a map from etcd keys to records")
-    items = [(str(key), _value_bytes(str(key), value)) for key, value in data.items()]
-    for (key, value), raw in zip(items, data.values(), strict=True):
-        try:
-            check_record(layout, key, value)
-        except RecordError as exc:
-            raise configfile.FieldError(str(exc), [key, *_field_named(str(exc).removeprefix(f"{key}: "), raw)]) from exc
+    return [_record(layout, str(key), raw) for key, raw in data.items()]
+
+
+def _record(layout: Layout, key: str, raw: object) -> tuple[str, bytes]:
+    """One record, checked in the order that names the cause: its key, then (for a JSON
+    string) its JSON, its shape (a misspelled field before the value it leaves out), then
+    its values, as etcd's reader checks them."""
+    try:
         model = _Cluster if isinstance(layout.parse(key), ClusterKey) else _Shard
-        configfile.validate(model, decode_json(value) if isinstance(raw, str) else raw, _WORDING, at=(key,))
-    return items
+    except RecordError as exc:
+        raise configfile.FieldError(str(exc), [key]) from exc
+    value = _decode_json_value(key, raw) if isinstance(raw, str) else raw
+    try:
+        configfile.validate(model, value, _WORDING, at=(key,))
+    except configfile.FieldError as exc:
+        if isinstance(raw, str) and len(exc.loc) == 1:  # the value is no object: point at the string
+            raise configfile.FieldError(str(exc), [key, _IN_STRING]) from exc
+        raise
+    stored = _value_bytes(key, raw)
+    try:
+        check_record(layout, key, stored)
+    except RecordError as exc:
+        raise configfile.FieldError(str(exc), [key, *_field_named(str(exc).removeprefix(f"{key}: "), value)]) from exc
+    return key, stored
+
+
+_IN_STRING = "(in its JSON string)"
+"""A key path part past a JSON string value: the line and column found are the string's."""
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: the object, unless a key is given twice in it."""
+    value: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in value:
+            raise _DuplicateKey(key)
+        value[key] = item
+    return value
+
+
+def _decode_json_value(key: str, text: str) -> Any:
+    """A JSON string value decoded, refusing a key given twice in one object (RFC 8259 section 4
+    leaves it to the reader; YAML's loader refuses it, and so does this file). Only the file is
+    read this way: etcd's values go through the faster :func:`feddns.records.decode_json`.
+    An error points at the string (a key path into it ends there)."""
+    try:
+        return json.loads(text, object_pairs_hook=_refuse_duplicates)
+    except _DuplicateKey as exc:
+        raise configfile.FieldError(f"{key}: duplicate key {exc.key!r} in its JSON value", [key, exc.key]) from exc
+    except json.JSONDecodeError as exc:
+        raise configfile.FieldError(f"{key}: value is not JSON: {exc.msg} at character {exc.pos + 1} of the string",
+                                    [key, _IN_STRING]) from exc
 
 
 def _field_named(message: str, value: object) -> list[str]:
@@ -110,10 +159,7 @@ class _Cluster(_Shape):
     stale_action: Any = Field(None, alias="staleAction")
 
 
-_WORDING = configfile.Wording(
-    unknown_key=lambda parent, key, known: f"{configfile.keypath(parent)}: unknown field {key!r} "
-                                           f"(known: {', '.join(known)})",
-    missing=lambda parent, key: f"{configfile.keypath(parent)}: {key} is missing",
+_WORDING = configfile.Wording(  # a record is a JSON object (docs/reference.md section 4), in etcd and here
     not_a_mapping=lambda where, value: (f"{configfile.keypath(where)}: must be a JSON object, "
                                         f"not {configfile.kind(value)}"),
 )

@@ -97,7 +97,7 @@ CASES = [
     (lambda r: r["etcd"].update(password="x"), "etcd.password: unknown key"),
     (lambda r: r["etcd"].update(prefix="feddns"), "etcd.prefix: etcd prefix 'feddns' must start with '/'"),
     (lambda r: r.update(clusters=[]), "clusters: must be a non-empty list"),
-    (lambda r: r["clusters"][0].update(zone=3), "clusters[0].zone: must be a string, not a int (3)"),
+    (lambda r: r["clusters"][0].update(zone=3), "clusters[0].zone: must be a string, not an int (3)"),
     (lambda r: r["clusters"][0].update(cidrs=["10.0.0.1/14"]), "clusters[0].cidrs[0]: 10.0.0.1/14 has host bits"),
     (lambda r: r["clusters"][0].update(cidrs="10.0.0.0/8"), "clusters[0].cidrs: must be a list"),
     (lambda r: r["clusters"][0].update(nmae="x"), "clusters[0].nmae: unknown key"),
@@ -125,7 +125,7 @@ CASES = [
      "nameservers.fromService.cluster: 'bar' is not one of clusters[].name (foo)"),
     (lambda r: r.update(nameservers={"fromService": {"cluster": "foo", "name": "s"}}),
      "nameservers.fromService.namespace: is required"),
-    (lambda r: r.update(nameservers={"service": {}}), "nameservers.service: unknown key (known: fromService)"),
+    (lambda r: r.update(nameservers={"service": {}}), "nameservers.service: unknown key (expected fromService)"),
     (lambda r: r["clusters"][0].update(stubzone={"url": "https://s.example.net", "cert": "/etc/hostname",
                                                  "key": "/etc/hostname", "ca": "/etc/hostname"}),
      "clusters[0].stubzone: needs nameservers"),
@@ -163,7 +163,7 @@ def test_bad_files_name_the_key(tmp_path, kubeconfig, monkeypatch, change, messa
 @pytest.mark.parametrize(("text", "message"), [
     ("federation: a\nfederation: b\n", "line 2: duplicate key 'federation'"),
     ("federation: [unclosed\n", "not valid YAML"),
-    ("- a list\n", "the file: must be a mapping"),
+    ("- a list\n", "controller.yaml: must be a mapping, not a list"),
 ])
 def test_bad_yaml(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
@@ -246,13 +246,14 @@ clusters:
      "line 9: duplicate key 'zone' (column 5, first given on line 8)"),
     # (b) a misspelled key
     ("    zone: eu-west-1a\n", "    znoe: eu-west-1a\n",
-     "clusters[0].znoe: unknown key (known: name, kubeconfig, context, zone, region, cidrs, podNetwork, "
+     "clusters[0].znoe: unknown key (expected name, kubeconfig, context, zone, region, cidrs, podNetwork, "
      "staleAfterSeconds, staleAction, stubzone) (line 8, column 5)"),
     # (c) a YAML syntax error on line 7
     ("    kubeconfig: {kubeconfig}\n", "    kubeconfig: a: b\n",
      "not valid YAML: mapping values are not allowed here (line 7, column 18)"),
     # a value error: the line and column of its key
-    ("    zone: eu-west-1a\n", "    zone: 3\n", "clusters[0].zone: must be a string, not a int (3) (line 8, column 5)"),
+    ("    zone: eu-west-1a\n", "    zone: 3\n",
+     "clusters[0].zone: must be a string, not an int (3) (line 8, column 5)"),
 ])
 def test_the_cli_names_the_line_and_column_of_a_bad_file(tmp_path, kubeconfig, old, new, words):
     path = write(tmp_path, CONFIG_TEXT.replace(old, new).format(kubeconfig=kubeconfig))

@@ -318,8 +318,8 @@ def test_an_unreachable_api_server_catches_up(cluster: FakeKube, tmp_path: Path)
 
 
 @pytest.mark.parametrize("raw, message", [
-    ({"provider": "dnsendpoint", "namespace": "feddns", "zone": "example.com."}, "external.cluster: required"),
-    ({"provider": "dnsendpoint", "cluster": "foo", "zone": "example.com."}, "external.namespace: required"),
+    ({"provider": "dnsendpoint", "namespace": "feddns", "zone": "example.com."}, "external.cluster: is required"),
+    ({"provider": "dnsendpoint", "cluster": "foo", "zone": "example.com."}, "external.namespace: is required"),
     ({"provider": "dnsendpoint", "cluster": "foo", "namespace": "Feddns", "zone": "example.com."},
      "external.namespace: 'Feddns' is not a lowercase DNS label"),
     ({"provider": "dnsendpoint", "cluster": "foo", "namespace": "feddns", "zone": "example.com.",

@@ -40,7 +40,7 @@ def one_line(result: subprocess.CompletedProcess[str], words: str) -> None:
     (["--federation-label", "not a label"], "--federation-label: 'not a label' is not a label key"),
     (["--cert", "/nonexistent.crt"], "--cert /nonexistent.crt: No such file or directory"),
     (["--kubeconfig", "/nonexistent.kubeconfig"], "/nonexistent.kubeconfig"),
-    (["--policies", "/nonexistent.yaml"], "policy file /nonexistent.yaml: No such file or directory"),
+    (["--policies", "/nonexistent.yaml"], "policy file /nonexistent.yaml: cannot read: No such file or directory"),
     (["--no-such-flag"], "unrecognized arguments"),
 ])
 def test_bad_flags_exit_2_with_one_line(pki: Pki, kubeconfig: str, args, words):
@@ -63,10 +63,10 @@ def test_key_of_another_certificate_exits_2(pki: Pki, kubeconfig: str, tmp_path:
 
 
 @pytest.mark.parametrize("text,words", [
-    ("policies: [\n", "not YAML"),
+    ("policies: [\n", "not valid YAML"),
     ("- just a list\n", "must be a mapping"),
-    ("policy: []\n", "unknown key 'policy'"),
-    ("policies:\n  - {name: p, namespace: shop, selector: {}}\n", "policies[0]: links is missing"),
+    ("policy: []\n", "policy: unknown key (expected policies)"),
+    ("policies:\n  - {name: p, namespace: shop, selector: {}}\n", "policies[0].links: is required"),
     ("policies:\n  - {name: p, namespace: Shop, selector: {}, links: [{prefix: A, service: a.b.c}]}\n",
      "policies[0].namespace: namespace 'Shop'"),
     ("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: A, service: a.b}]}\n",
@@ -122,10 +122,10 @@ policies:
      "line 9: duplicate key 'prefix' (column 9, first given on line 6)"),
     # (b) a misspelled key
     (("        required: true\n", "        requried: false\n"),
-     "policies[0].links[0]: unknown key 'requried' (expected prefix, service, required, ports) (line 8, column 9)"),
+     "policies[0].links[0].requried: unknown key (expected prefix, service, required, ports) (line 8, column 9)"),
     # (c) a YAML syntax error on line 7
     (("        service: postgres.data.myfederation\n", "        service: postgres: data\n"),
-     "not YAML: mapping values are not allowed here (line 7, column 26)"),
+     "not valid YAML: mapping values are not allowed here (line 7, column 26)"),
     # a value error: the line and column of its key
     (("        required: true\n", "        required: 'yes'\n"),
      "policies[0].links[0].required: must be true or false (line 8, column 9)"),
