@@ -33,7 +33,7 @@ from feddns import configfile
 from feddns.errors import ConfigError
 from feddns.names import check_label
 from links.link import Link, LinkError, check_ports, parse_port, parse_prefix, parse_target
-from links.selector import LabelSelector, parse_selector
+from links.selector import LabelSelector, SelectorFile, selector_from
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ def parse_policies(raw: Any) -> LinkPolicies:
 def _policy(raw: "_Policy", where: str) -> LinkPolicy:
     name = _label(raw.name, f"{where}.name", "policy name")
     namespace = _label(raw.namespace, f"{where}.namespace", "namespace")
-    selector = parse_selector(raw.selector, f"{where}.selector")
+    selector = selector_from(raw.selector, f"{where}.selector")
     links = tuple(_link(item, f"{where}.links[{i}]", name) for i, item in enumerate(raw.links))
     prefixes = [link.prefix for link in links]
     if len(set(prefixes)) != len(prefixes):
@@ -147,7 +147,7 @@ class _Link(_Shape):
 class _Policy(_Shape):
     name: Any
     namespace: Any
-    selector: Any
+    selector: SelectorFile
     links: Annotated[list[_Link], _refuse_unless(lambda value: isinstance(value, list) and value,
                                                  "must be a list of at least one link")]
 

@@ -7,14 +7,21 @@ hold; an empty selector matches every object. Operators:
 * ``In``: the label is present and its value is one of ``values`` (not empty);
 * ``NotIn``: the label is absent, or its value is none of ``values`` (not empty);
 * ``Exists`` / ``DoesNotExist``: the key is present / absent (no ``values``).
+
+The shape (which keys, what is a mapping or a list) is :class:`SelectorFile`, a
+pydantic model read through :mod:`feddns.configfile` like the rest of a policy
+file, so that an unknown key (``valeus:``) is named at its own line and column;
+the label keys, values and operators are checked by :func:`selector_from`.
 """
 
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from feddns.errors import ConfigError
+from pydantic import BaseModel, ConfigDict, Field
+
+from feddns import configfile
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
@@ -55,40 +62,64 @@ class LabelSelector:
         )
 
 
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _list_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, list)
+
+
+class RequirementFile(_Shape):
+    """The shape of a ``matchExpressions`` entry (``metav1.LabelSelectorRequirement``):
+    ``key`` and ``operator`` are required, ``values`` a list; :func:`selector_from` checks them."""
+
+    key: Any
+    operator: Any
+    values: Annotated[list[Any] | None, configfile.refuse_unless(_list_or_none, "must be a list")] = None
+
+
+class SelectorFile(_Shape):
+    """The shape of a selector (``metav1.LabelSelector``): ``matchLabels``, a mapping of label keys
+    to values, and ``matchExpressions``, a list of :class:`RequirementFile`; both optional."""
+
+    match_labels: Annotated[dict[Any, Any] | None, configfile.refuse_unless(
+        lambda value: value is None or isinstance(value, dict), "must be a mapping of label keys to values",
+    )] = Field(None, alias="matchLabels")
+    match_expressions: Annotated[list[RequirementFile] | None, configfile.refuse_unless(
+        _list_or_none, "must be a list",
+    )] = Field(None, alias="matchExpressions")
+
+
 def parse_selector(raw: Any, where: str) -> LabelSelector:
-    """A selector from its YAML/JSON form; raises :class:`ConfigError` naming ``where`` and the bad part."""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: must be a mapping with matchLabels and/or matchExpressions")
-    unknown = set(raw) - {"matchLabels", "matchExpressions"}
-    if unknown:
-        raise ConfigError(f"{where}: unknown field {min(unknown)!r} (expected matchLabels, matchExpressions)")
-    labels = raw.get("matchLabels") or {}
-    if not isinstance(labels, dict):
-        raise ConfigError(f"{where}.matchLabels: must be a mapping of label keys to values")
-    pairs = tuple((_key(key, f"{where}.matchLabels"), _value(value, f"{where}.matchLabels.{key}"))
-                  for key, value in labels.items())
-    expressions = raw.get("matchExpressions") or []
-    if not isinstance(expressions, list):
-        raise ConfigError(f"{where}.matchExpressions: must be a list")
-    return LabelSelector(pairs, tuple(_requirement(item, f"{where}.matchExpressions[{i}]")
-                                      for i, item in enumerate(expressions)))
+    """A selector from its YAML/JSON form; raises :class:`feddns.configfile.FieldError` (a
+    :class:`feddns.errors.ConfigError`) naming ``where`` (a key path) and the bad part."""
+    return selector_from(configfile.validate(SelectorFile, raw, at=(where,)), where)
 
 
-def _requirement(raw: Any, where: str) -> Requirement:
-    if not isinstance(raw, dict) or set(raw) - {"key", "operator", "values"}:
-        raise ConfigError(f"{where}: must be a mapping of key, operator and values")
-    key = _key(raw.get("key"), where)
-    operator = raw.get("operator")
+def selector_from(raw: SelectorFile, where: str) -> LabelSelector:
+    """The selector a checked :class:`SelectorFile` at ``where`` (a key path) gives; raises
+    :class:`feddns.configfile.FieldError` at the bad label key, value or operator."""
+    pairs = tuple((_key(key, [where, "matchLabels", key]),
+                   _value(value, [where, "matchLabels", key], f"{where}.matchLabels.{key}"))
+                  for key, value in (raw.match_labels or {}).items())
+    expressions = tuple(_requirement(item, f"{where}.matchExpressions[{i}]", [where, "matchExpressions", i])
+                        for i, item in enumerate(raw.match_expressions or []))
+    return LabelSelector(pairs, expressions)
+
+
+def _requirement(raw: RequirementFile, where: str, loc: configfile.Loc) -> Requirement:
+    key = _key(raw.key, [*loc, "key"])
+    operator = raw.operator
     if operator not in OPERATORS:
-        raise ConfigError(f"{where}: operator {operator!r} is not one of {', '.join(OPERATORS)}")
-    values = raw.get("values") or []
-    if not isinstance(values, list):
-        raise ConfigError(f"{where}.values: must be a list")
-    checked = frozenset(_value(value, f"{where}.values") for value in values)
+        raise configfile.FieldError(f"{where}: operator {operator!r} is not one of {', '.join(OPERATORS)}",
+                                    [*loc, "operator"])
+    values = raw.values or []
+    checked = frozenset(_value(value, [*loc, "values", i], f"{where}.values") for i, value in enumerate(values))
     if operator in ("In", "NotIn") and not checked:
-        raise ConfigError(f"{where}: operator {operator} needs at least one value")
+        raise configfile.FieldError(f"{where}: operator {operator} needs at least one value", [*loc, "values"])
     if operator in ("Exists", "DoesNotExist") and checked:
-        raise ConfigError(f"{where}: operator {operator} takes no values")
+        raise configfile.FieldError(f"{where}: operator {operator} takes no values", [*loc, "values"])
     return Requirement(key, operator, checked)
 
 
@@ -102,17 +133,19 @@ def check_key(raw: object) -> str:
     return raw
 
 
-def _key(raw: Any, where: str) -> str:
+def _key(raw: Any, loc: configfile.Loc) -> str:
+    """``raw`` checked as a label key; the error names the mapping that holds it, at ``loc``."""
     try:
         return check_key(raw)
     except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
+        raise configfile.FieldError(f"{configfile.keypath(loc[:-1])}: {exc}", loc) from exc
 
 
-def _value(raw: Any, where: str) -> str:
+def _value(raw: Any, loc: configfile.Loc, where: str) -> str:
     if isinstance(raw, bool) or not isinstance(raw, str | int):
-        raise ConfigError(f"{where}: {raw!r} is not a label value")
+        raise configfile.FieldError(f"{where}: {raw!r} is not a label value", loc)
     text = str(raw)
     if not _VALUE.match(text):
-        raise ConfigError(f"{where}: {text!r} is not a label value (at most 63 characters: a-z, 0-9, '-', '_', '.')")
+        raise configfile.FieldError(
+            f"{where}: {text!r} is not a label value (at most 63 characters: a-z, 0-9, '-', '_', '.')", loc)
     return text

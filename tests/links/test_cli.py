@@ -129,6 +129,17 @@ policies:
     # a value error: the line and column of its key
     (("        required: true\n", "        required: 'yes'\n"),
      "policies[0].links[0].required: must be true or false (line 8, column 9)"),
+    # the selector's shape is checked like the rest: a misspelled key is named at its own line and column
+    (("    selector: {}\n", "    selector:\n      matchExpressions:\n"
+                           "        - {key: tier, operator: In, valeus: [web]}\n"),
+     "policies[0].selector.matchExpressions[0].valeus: unknown key (expected key, operator, values) "
+     "(line 6, column 37)"),
+    (("    selector: {}\n", "    selector:\n      matchLabel: {tier: web}\n"),
+     "policies[0].selector.matchLabel: unknown key (expected matchLabels, matchExpressions) (line 5, column 7)"),
+    (("    selector: {}\n", "    selector:\n      matchExpressions:\n"
+                           "        - {key: tier, operator: in, values: [web]}\n"),
+     "policies[0].selector.matchExpressions[0]: operator 'in' is not one of In, NotIn, Exists, DoesNotExist "
+     "(line 6, column 23)"),
 ])
 def test_bad_policy_file_names_its_line_and_column(pki: Pki, kubeconfig: str, tmp_path: Path, change, words):
     old, new = change

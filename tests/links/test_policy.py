@@ -162,7 +162,7 @@ def test_label_selector_semantics(selector, labels, selected):
     ({"matchExpressions": [{"key": "a", "operator": "in", "values": ["x"]}]}, "operator 'in' is not one of"),
     ({"matchLabels": {"bad key!": "x"}}, "'bad key!' is not a label key"),
     ({"matchLabels": {"a": "not a value"}}, "'not a value' is not a label value"),
-    ({"matchLabel": {"a": "b"}}, "unknown field 'matchLabel'"),
+    ({"matchLabel": {"a": "b"}}, "matchLabel: unknown key (expected matchLabels, matchExpressions)"),
     (["a=b"], "must be a mapping"),
 ])
 def test_bad_selectors_are_named(selector, words):
