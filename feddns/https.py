@@ -50,7 +50,9 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client import Counter as CounterMetric
 
 from feddns.errors import ConfigError
+from feddns.hostport import host_port
 from feddns.httpframing import RequestFraming
+from feddns.lifecycle import cannot_listen
 
 RECEIVE_BUFFER_BYTES = 16 * 1024
 """Bytes read from a TLS socket at once: one TLS record's plaintext (asyncio's default is 256 KiB)."""
@@ -264,6 +266,15 @@ class TLSListener:
     def open(self) -> int:
         """Connections open now, pending and authenticated."""
         return self._pending_count + len(self._authenticated)
+
+    async def bind(self, host: str, port: int) -> asyncio.Server:
+        """The listening socket on ``host:port`` (``--listen``; port 0: one the OS picks) with this
+        listener as its protocol factory. Raises :class:`ConfigError` naming ``--listen`` and the
+        address when it cannot be bound (exit 2)."""
+        try:
+            return await asyncio.get_running_loop().create_server(self, host, port, reuse_address=True)
+        except OSError as exc:
+            raise cannot_listen("--listen", host_port(host, port), exc) from exc
 
     async def shut_down(self, server: asyncio.Server | None, metrics_endpoint: "Stoppable | None",
                         finish_requests: Callable[[], Awaitable[None]]) -> None:

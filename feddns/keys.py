@@ -28,26 +28,22 @@ SHARD_KEY_PARTS = 4
 
 @dataclass(frozen=True, slots=True)
 class ShardKey:
-    """Key of one shard (``<prefix>/F/<ns>/<svc>/C``): a federated Service's shard in one cluster."""
+    """Key of one shard (``<prefix>/F/<ns>/<svc>/C``): the Service ``namespace/service`` of
+    federation F (its label under ``svc.federation.``) in member cluster C (as the controller's
+    config names it); ``namespace`` and ``service`` are the Service's ``metadata``."""
 
     federation: str
-    """F: the federation's name, the label under ``svc.federation.``."""
     namespace: str
-    """The Service's Kubernetes namespace (``metadata.namespace``)."""
     service: str
-    """The Service's name (``metadata.name``), the same in every member cluster."""
     cluster: str
-    """C: the member cluster the shard is in, as the controller's config names it."""
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterKey:
-    """Key of one cluster record (``<prefix>/F/_clusters/C``): a member's zone, region and CIDRs."""
+    """Key of one cluster record (``<prefix>/F/_clusters/C``: a member's zone, region and CIDRs)."""
 
     federation: str
-    """F: the federation's name."""
     cluster: str
-    """C: the member cluster's name."""
 
 
 class Layout:

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from feddns.errors import ConfigError
-from feddns.hostport import host_port, parse_ip_port
+from feddns.hostport import parse_ip_port
 from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
-from feddns.lifecycle import StopSignals, cannot_listen
+from feddns.lifecycle import StopSignals
 from feddns.listen import (
     ListenAddresses,
     add_https_arguments,
@@ -164,7 +164,8 @@ async def serve(settings: LinksSettings) -> int:
     watcher: asyncio.Task[None] | None = None
     signals = StopSignals()
     try:
-        server = await _listen(listener, settings)
+        server = await listener.bind(*settings.addresses.listen)
+        log_listening(log, "https", (sock.getsockname() for sock in server.sockets))
         observe = start_observe(settings.addresses.metrics, registry, ready=lambda: settings.shards.ready)
         if observe is not None:
             log.info("metrics on %s (/metrics, /health, /ready)", observe.url)
@@ -183,16 +184,6 @@ async def serve(settings: LinksSettings) -> int:
         await listener.shut_down(server, observe, runner.cleanup)
     log.info("stopped")
     return 0
-
-
-async def _listen(listener: TLSListener, settings: LinksSettings) -> asyncio.Server:
-    host, port = settings.addresses.listen
-    try:
-        server = await asyncio.get_running_loop().create_server(listener, host, port, reuse_address=True)
-    except OSError as exc:
-        raise cannot_listen("--listen", host_port(host, port), exc) from exc
-    log_listening(log, "https", (sock.getsockname() for sock in server.sockets))
-    return server
 
 
 async def _watch_files(settings: LinksSettings, metrics: LinksMetrics) -> None:

@@ -18,9 +18,8 @@ from prometheus_client import CollectorRegistry
 
 import feddns.etcd.flags
 from feddns.errors import ConfigError
-from feddns.hostport import host_port
 from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
-from feddns.lifecycle import StopSignals, cannot_listen
+from feddns.lifecycle import StopSignals
 from feddns.listen import (
     ListenAddresses,
     add_https_arguments,
@@ -192,7 +191,7 @@ async def serve(settings: StubzoneSettings) -> int:
     reloads = asyncio.create_task(settings.credentials.watch(settings.reload_interval))
     gc.freeze()  # what start-up made lives for good: later collections (feddns.https.give_back_memory) skip it
     try:
-        server = await _listen(settings, listener)
+        server = await listener.bind(*settings.addresses.listen)
         observe = start_observe(settings.addresses.metrics, registry, ready=lambda: True)
         log_listening(log, "https", (sock.getsockname() for sock in server.sockets))
         if observe is not None:
@@ -206,10 +205,3 @@ async def serve(settings: StubzoneSettings) -> int:
     log.info("stopped")
     return 0
 
-
-async def _listen(settings: StubzoneSettings, factory: TLSListener) -> asyncio.Server:
-    host, port = settings.addresses.listen
-    try:
-        return await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)
-    except OSError as exc:
-        raise cannot_listen("--listen", host_port(host, port), exc) from exc
