@@ -127,7 +127,7 @@ def _label(value: object) -> str:
 def _server(value: object) -> tuple[str, int]:
     """``HOST`` or ``HOST:PORT`` (``[v6]:PORT``) to ``(host, port)``, port 53 when not given."""
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"expected HOST or HOST:PORT, got {value!r}")
+        raise ConfigError(f"must be HOST or HOST:PORT, not {value!r}")
     host, port = parse_hostport(value.strip(), DNS_PORT)
     if port == 0:
         raise ConfigError(f"{value!r}: port must be from 1 to {MAX_PORT}")
@@ -136,7 +136,7 @@ def _server(value: object) -> tuple[str, int]:
 
 def _zone(value: object) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"expected a domain name, got {value!r}")
+        raise ConfigError(f"must be a domain name, not {value!r}")
     try:
         return normalize_zone(value)
     except ValueError as exc:
@@ -145,13 +145,13 @@ def _zone(value: object) -> str:
 
 def _ttl(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TTL:
-        raise ConfigError(f"expected seconds from 0 to {MAX_TTL}, got {value!r}")
+        raise ConfigError(f"must be seconds from 0 to {MAX_TTL}, not {value!r}")
     return value
 
 
 def _string(value: object) -> str:
     if not isinstance(value, str) or not value:
-        raise ConfigError("required (a string)")
+        raise ConfigError(f"must be a non-empty string, not {value!r}")
     return value
 
 

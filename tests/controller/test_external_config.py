@@ -70,17 +70,17 @@ BAD = [
     ({"server": "203.0.113.53", "zone": "example.com"}, "external.provider: is required"),
     (minimal(provider="route53"), "external.provider: 'route53' is not supported"),
     ({"provider": "rfc2136", "zone": "example.com"}, "external.server: is required"),
-    (minimal(server=""), "external.server: expected HOST or HOST:PORT"),
+    (minimal(server=""), "external.server: must be HOST or HOST:PORT, not ''"),
     (minimal(server="203.0.113.53:99999"), "external.server: '203.0.113.53:99999': port '99999'"),
     (minimal(server="203.0.113.53:0"), "external.server: '203.0.113.53:0': port must be from 1"),
     ({"provider": "rfc2136", "server": "203.0.113.53"}, "external.zone: is required"),
     (minimal(zone="."), "external.zone: '.': zone must not be empty"),
     (minimal(zone="ex ample.com"), "external.zone: 'ex ample.com'"),
-    (minimal(zone=5), "external.zone: expected a domain name, got 5"),
-    (minimal(ttl=-1), "external.ttl: expected seconds from 0"),
-    (minimal(ttl="60"), "external.ttl: expected seconds from 0"),
-    (minimal(ttl=True), "external.ttl: expected seconds from 0"),
-    (minimal(ttl=2**31), "external.ttl: expected seconds from 0"),
+    (minimal(zone=5), "external.zone: must be a domain name, not 5"),
+    (minimal(ttl=-1), "external.ttl: must be seconds from 0"),
+    (minimal(ttl="60"), "external.ttl: must be seconds from 0"),
+    (minimal(ttl=True), "external.ttl: must be seconds from 0"),
+    (minimal(ttl=2**31), "external.ttl: must be seconds from 0"),
     (minimal(port=53), "external.port: unknown key"),
     (minimal(tsig="feddns."), "external.tsig: must be a mapping"),
     (minimal(tsig={"secretFile": "/x"}), "external.tsig.name: is required"),
@@ -154,7 +154,7 @@ external:
     ("    name: feddns.\n", "    name: feddns.\n    secret: c2VjcmV0\n",
      "external.tsig.secret: unknown key (expected name, algorithm, secretFile) (line 13, column 5)"),
     ("  zone: example.com\n", "  zone: example.com\n  ttl: -1\n",
-     "external.ttl: expected seconds from 0 to 2147483647, got -1 (line 11, column 3)"),
+     "external.ttl: must be seconds from 0 to 2147483647, not -1 (line 11, column 3)"),
     ("  server: 203.0.113.53\n", "", "external.server: is required (line 7, column 1)"),
     ("    secretFile: {secret_file}\n", "    secretFile: /nonexistent/tsig.secret\n",
      "external.tsig.secretFile: /nonexistent/tsig.secret: not readable (FileNotFoundError: No such file or directory) "
@@ -174,3 +174,4 @@ def test_errors_in_the_controller_config_name_the_line_and_column(
     with pytest.raises(ConfigError) as caught:
         load_config(str(path))
     assert str(caught.value) == f"{path}: {words}"
+
