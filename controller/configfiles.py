@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from feddns.configfile import BoundedLoader
 from feddns.filewatch import FileWatch
 
 FILE_KEYS = (
@@ -57,10 +58,11 @@ def _values(node: object, parts: list[str]) -> Iterator[object]:
 
 
 def read_document(path: Path) -> object:
-    """The YAML document at ``path`` (PyYAML ``safe_load``); ``None`` when it cannot be read or decoded."""
+    """The YAML document at ``path`` (PyYAML's safe loader, refusing an alias bomb:
+    :class:`feddns.configfile.BoundedLoader`); ``None`` when it cannot be read or decoded."""
     try:
         with open(path, encoding="utf-8") as stream:
-            return yaml.safe_load(stream)
+            return yaml.load(stream, Loader=BoundedLoader)  # a safe loader
     except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError):
         return None
 

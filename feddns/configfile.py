@@ -23,6 +23,7 @@ Lines and columns count from 1, as editors show them.
 """
 
 import re
+import reprlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,46 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 T = TypeVar("T")
 
 
-class MarkedLoader(yaml.SafeLoader):
+MAX_ALIAS_VALUES = 1_000_000
+"""Values that aliases (``*a``, ``<<: *a``) may add to a document, expanded: a few anchors nested
+in each other ("billion laughs") otherwise make gigabytes of an error message, a JSON value
+or, with PyYAML before 6.0.3, of merged keys."""
+
+
+class AliasBombError(yaml.YAMLError):
+    """A document whose aliases expand to more than :data:`MAX_ALIAS_VALUES` values."""
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """A safe loader that refuses a document whose aliases expand to more than
+    :data:`MAX_ALIAS_VALUES` values (:class:`AliasBombError`), before constructing it."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        if _expanded(node) > MAX_ALIAS_VALUES:
+            raise AliasBombError(f"aliases expand to more than {MAX_ALIAS_VALUES} values")
+        return super().construct_document(node)
+
+
+def _expanded(root: yaml.Node) -> int:
+    """How many values aliases add to the tree at ``root``: its size with each alias expanded, less its
+    nodes. An alias is its anchor's node, shared, so each node's size is counted once; a node
+    inside itself (``&a [*a]``) counts 1 there."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = 1
+        children = (node.value if isinstance(node, yaml.SequenceNode)
+                    else [child for pair in node.value for child in pair] if isinstance(node, yaml.MappingNode)
+                    else ())
+        sizes[id(node)] = total = 1 + sum(size(child) for child in children)
+        return total
+
+    return size(root) - len(sizes)
+
+
+class MarkedLoader(BoundedLoader):
     """A safe loader that refuses a mapping key given twice; see :func:`load`."""
 
 
@@ -70,8 +110,9 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 def _construct_mapping(loader: MarkedLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: dict[Any, yaml.Mark] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == _MERGE_TAG:  # ``<<: *anchor``: construct_mapping merges it, and own keys override
+    for key_node, value_node in node.value:
+        if key_node.tag == _MERGE_TAG:  # ``<<: *anchor``: construct_mapping merges it, and own keys override;
+            loader.construct_object(value_node, deep=True)  # a mapping written in place is checked as any other
             continue
         key = loader.construct_object(key_node)
         try:
@@ -198,7 +239,8 @@ def load(text: str, label: str) -> Document:
     ``"<label>: line L: duplicate key 'K' (column C, first given on line F)"`` for a
     key given twice in one mapping, ``"<label>: key yes is not a string but a bool (True) (line L, column C)"``,
     ``"<label>: not valid YAML: <what> (line L, column C)"`` for any other YAML error,
-    ``"<label>: nested too deeply"`` past Python's recursion limit.
+    ``"<label>: nested too deeply"`` past Python's recursion limit,
+    ``"<label>: aliases expand to more than N values"`` (:data:`MAX_ALIAS_VALUES`).
     """
     loader = None
     try:
@@ -211,6 +253,8 @@ def load(text: str, label: str) -> Document:
                           f"(column {column}, first given on line {first})") from exc
     except KeyNotStringError as exc:
         raise ConfigError(f"{label}: {_yaml_problem(exc)}") from exc
+    except AliasBombError as exc:
+        raise ConfigError(f"{label}: {exc}") from exc
     except yaml.MarkedYAMLError as exc:
         raise ConfigError(f"{label}: {NOT_YAML}: {_yaml_problem(exc)}") from exc
     except yaml.reader.ReaderError as exc:
@@ -334,13 +378,19 @@ def _model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
     return next((m for m in map(_model_in, get_args(annotation)) if m is not None), None)
 
 
+_SHORT = reprlib.Repr()
+"""A repr cut short (``[1, 2, ...]``): a value shared by aliases, or a long one, makes a one-line message."""
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxlong, _SHORT.maxother = 2, 60, 60, 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
+
+
 def kind(value: object) -> str:
     """How messages name a wrong value: ``"nothing"`` for ``None``, else its type and repr
-    (``"an int (3)"``, ``"a str ('x')"``)."""
+    (``"an int (3)"``, ``"a str ('x')"``), cut short past a few items, levels or characters."""
     if value is None:
         return "nothing"
     name = type(value).__name__
-    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({value!r})"
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({_SHORT.repr(value)})"
 
 
 def load_file(path: str | Path, label: str, parse: Callable[[object], T]) -> T:

@@ -105,3 +105,10 @@ def test_a_file_named_later_is_watched_from_the_change_that_names_it(tmp_path):
         assert await changes(files), "the file named was rewritten"
 
     watching(config, first, names_late, late_arrives)
+
+
+def test_an_alias_bomb_names_no_file(tmp_path):
+    path = tmp_path / "controller.yaml"
+    path.write_text("m0: &m0 {x: 1}\n" + "".join(f"m{i}: &m{i} {{<<: [*m{i - 1}, *m{i - 1}]}}\n" for i in range(1, 40))
+                    + "etcd: {passwordFile: /p}\n")
+    assert read_document(path) is None
