@@ -21,6 +21,7 @@ member's stub zone): it holds that loop's current delay and is not shared.
 """
 
 import asyncio
+import math
 import random
 import threading
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ class Backoff:
 
     ``first`` is the nominal delay after the first failure, ``most`` the longest;
     :attr:`delay` is the nominal delay of the next wait. Raises ``ValueError`` when
-    ``first`` is not positive or ``most`` is less than ``first``.
+    ``first`` is not positive or ``most`` is less than ``first`` or not finite.
     """
 
     first: float
@@ -44,7 +45,7 @@ class Backoff:
     """Nominal seconds of the next wait: the real wait is drawn from ``[delay / 2, delay]``."""
 
     def __post_init__(self) -> None:
-        if not 0 < self.first <= self.most:
+        if not 0 < self.first <= self.most < math.inf:  # an endless most: the delay grows past a float
             raise ValueError(f"backoff needs 0 < first <= most (seconds), got first={self.first} most={self.most}")
         self.delay = self.first
 

@@ -34,7 +34,7 @@ def test_jitter_is_repeatable_with_a_seed():
     assert [Backoff(1, 8).next() for _ in range(3)] == first
 
 
-@pytest.mark.parametrize(("first", "most"), [(0, 1), (-1, 1), (2, 1)])
+@pytest.mark.parametrize(("first", "most"), [(0, 1), (-1, 1), (2, 1), (1, float("inf")), (float("nan"), 1)])
 def test_bad_bounds_are_refused(first, most):
     with pytest.raises(ValueError, match="0 < first <= most"):
         Backoff(first, most)
