@@ -104,10 +104,10 @@ def _logged(query_log: "QueryLog", responder: Responder,
 
     def datagram_received(data: bytes, addr: Any) -> None:
         started = clock()
+        sent.clear()  # a reply of a query whose handling raised is not this query's
         handler(data, addr)
         if sent:
-            query_log.record(data, sent.pop(), addr[0], False, started)
-            sent.clear()
+            query_log.record(data, sent[-1], addr[0], False, started)
 
     return datagram_received
 
