@@ -10,18 +10,16 @@ import yaml
 from controller.config import DEFAULT_LABEL, load_config
 from feddns.errors import ConfigError
 from harness.etcdpki import EtcdPki
+from harness.kubecluster import KubeCluster
 from harness.process import child_env
 from tests.controller.harness import REPO
-from tests.support.fakekube import FakeKube
 
 
 @pytest.fixture
-def kubeconfig(tmp_path: Path) -> str:
-    fake = FakeKube("foo")  # never started: validation must not connect
-    try:
-        return fake.write_kubeconfig(str(tmp_path / "foo.kubeconfig"))
-    finally:
-        fake.close()
+def kubeconfig(kube_foo: KubeCluster, tmp_path: Path) -> str:
+    """A kubeconfig of the session's real kube-apiserver; validating the config reads it and
+    contacts nothing."""
+    return kube_foo.write_kubeconfig(tmp_path / "foo.kubeconfig")
 
 
 def minimal(kubeconfig: str) -> dict:

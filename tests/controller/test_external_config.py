@@ -13,7 +13,7 @@ import pytest
 from controller.config import load_config
 from controller.external.config import ExternalConfig, parse_external_config
 from feddns.errors import ConfigError
-from tests.support.fakekube import FakeKube
+from harness.kubecluster import KubeCluster
 
 SECRET = b"0123456789abcdef0123456789abcdef"
 
@@ -161,14 +161,10 @@ external:
      "(line 13, column 5)"),
 ])
 def test_errors_in_the_controller_config_name_the_line_and_column(
-        tmp_path: Path, secret_file: str, old: str, new: str, words: str) -> None:
+        kube_foo: KubeCluster, tmp_path: Path, secret_file: str, old: str, new: str, words: str) -> None:
     """The section is part of the controller's config file: its errors, like the rest of the file's,
     name the file, the key path, the line and the column (of the key itself, for an unknown key)."""
-    fake = FakeKube("foo")  # never started: validation does not connect
-    try:
-        kubeconfig = fake.write_kubeconfig(str(tmp_path / "foo.kubeconfig"))
-    finally:
-        fake.close()
+    kubeconfig = kube_foo.write_kubeconfig(tmp_path / "foo.kubeconfig")  # read, not contacted
     path = tmp_path / "controller.yaml"
     path.write_text(CONFIG_TEXT.replace(old, new).format(kubeconfig=kubeconfig, secret_file=secret_file))
     with pytest.raises(ConfigError) as caught:

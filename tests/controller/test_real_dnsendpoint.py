@@ -143,6 +143,68 @@ def test_created_replaced_and_deleted_objects_pass_validation_and_read_back_as_w
     run(scenario)
 
 
+def test_one_dnsendpoint_per_service_with_its_addresses_ttl_and_ownership(
+        kube: KubeCluster, kubeconfig: str, federation: str, cleanup: None) -> None:
+    web_object, web_name = f"web.myns.{federation}", f"web.myns.{federation}.svc.example.com"
+
+    async def scenario() -> None:
+        async with publishing(kubeconfig, federation) as (publisher, registry):
+            await publisher.resync({("myns", "web"): [ip("198.51.100.2"), ip("198.51.100.1"), ip("2001:db8::1")],
+                                    ("myns", "api"): [ip("198.51.100.9")]})
+            await async_wait_until(lambda: len(objects(kube, federation)) == 2, timeout=15.0, what="two objects")
+            web = objects(kube, federation)[web_object]
+            assert [e["dnsName"] for e in web["spec"]["endpoints"]] == [web_name, web_name]
+            assert kinds(web) == {"A": (["198.51.100.1", "198.51.100.2"], 60), "AAAA": (["2001:db8::1"], 60)}
+            assert kinds(objects(kube, federation)[f"api.myns.{federation}"]) == {"A": (["198.51.100.9"], 60)}
+            await async_wait_until(lambda: sample(registry, "pending_names") == 0, timeout=15.0, what="nothing pending")
+            assert sample(registry, "updates_total") == 2 and sample(registry, "owned_names") == 2
+    run(scenario)
+
+
+def test_no_ready_shard_keeps_the_addresses_labelled_unready_and_a_gone_service_is_deleted(
+        kube: KubeCluster, kubeconfig: str, federation: str, cleanup: None) -> None:
+    web, web_object = ("myns", "web"), f"web.myns.{federation}"
+
+    async def scenario() -> None:
+        async with publishing(kubeconfig, federation) as (publisher, registry):
+            await publisher.resync({web: [ip("198.51.100.1")]})
+            await async_wait_until(lambda: web_object in objects(kube, federation), timeout=15.0, what="created")
+            await publisher.publish({web: [ip("198.51.100.1")]}, unready={web})
+            await async_wait_until(lambda: objects(kube, federation)[web_object]["metadata"]["labels"].get(
+                "federation.feddns.io/stale") == "true", timeout=15.0, what="labelled unready")
+            assert kinds(objects(kube, federation)[web_object]) == {"A": (["198.51.100.1"], 60)}
+            await async_wait_until(lambda: sample(registry, "stale_names") == 1, timeout=15.0, what="counted unready")
+            await publisher.publish({web: [ip("198.51.100.1")]})
+            await async_wait_until(lambda: "federation.feddns.io/stale" not in objects(kube, federation)[web_object][
+                "metadata"]["labels"], timeout=15.0, what="ready again")
+            await publisher.publish({})
+            await async_wait_until(lambda: objects(kube, federation) == {}, timeout=15.0, what="deleted")
+    run(scenario)
+
+
+def test_an_object_deleted_by_hand_is_made_again(
+        kube: KubeCluster, kubeconfig: str, federation: str, cleanup: None) -> None:
+    web, web_object = ("myns", "web"), f"web.myns.{federation}"
+
+    async def scenario() -> None:
+        async with publishing(kubeconfig, federation) as (publisher, _):
+            await publisher.resync({web: [ip("198.51.100.1")]})
+            await async_wait_until(lambda: web_object in objects(kube, federation), timeout=15.0, what="created")
+            kube.request("DELETE", f"{COLLECTION}/{web_object}")
+            await publisher.publish({web: [ip("198.51.100.2")]})
+            await async_wait_until(
+                lambda: kinds(objects(kube, federation).get(web_object)).get("A", ([],))[0] == ["198.51.100.2"],
+                timeout=15.0, what="made again")
+    run(scenario)
+
+
+def kinds(obj: dict[str, Any] | None) -> dict[str, tuple[list[str], int]]:
+    """recordType -> (targets, recordTTL) of an object's endpoints (all for one name)."""
+    if obj is None:
+        return {}
+    return {e["recordType"]: (e["targets"], e["recordTTL"]) for e in obj["spec"]["endpoints"]}
+
+
 def externaldns_writes_status(kube: KubeCluster, name: str) -> dict[str, Any]:
     """What ExternalDNS's CRD source does after reading an object: PUT .../status with
     ``status.observedGeneration``, with the resourceVersion it read."""
