@@ -10,16 +10,14 @@ import socket
 import ssl
 import subprocess
 import sys
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from feddns.cli import main as feddns_main
 from harness.ports import free_port
 from harness.process import ChildProcess
+from harness.scrape import unlabelled_sample
 
 
 def certs(*args: str) -> None:
@@ -205,13 +203,7 @@ class Endpoint(StubzoneProcess):
         super().__init__(pki, *skydns_args(etcd_url, prefix), "--metrics", f"127.0.0.1:{self.metrics_port}", *flags)
 
     def metric(self, name: str) -> float:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
-            text = response.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and not sample.labels:
-                    return float(sample.value)
-        raise KeyError(name)
+        return unlabelled_sample(self.metrics_port, name)
 
     def open_connections(self) -> int:
         return int(self.metric("feddns_stubzone_connections"))

@@ -40,7 +40,6 @@ NAMESPACE = "feddns"
 WEB = ("myns", "web")
 API = ("myns", "api")
 WEB_OBJECT = f"web.myns.{FEDERATION}"
-WEB_NAME = f"web.myns.{FEDERATION}.svc.example.com"
 COLLECTION = f"/apis/externaldns.k8s.io/v1alpha1/namespaces/{NAMESPACE}/dnsendpoints"
 ip = ipaddress.ip_address
 

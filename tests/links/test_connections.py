@@ -7,13 +7,12 @@ import json
 import socket
 import ssl
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from harness.ports import free_port, wait_until
+from harness.scrape import unlabelled_sample
 from tests.links.support import LinksProcess, Pki, admission_review, pod
 
 # TLS 1.2 suites a client may offer; the server's certificate is ECDSA (feddns certs' default key).
@@ -61,13 +60,7 @@ class Webhook(LinksProcess):
                          resolver="127.0.0.1:53")
 
     def metric(self, name: str) -> float:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
-            text = response.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and not sample.labels:
-                    return float(sample.value)
-        raise KeyError(name)
+        return unlabelled_sample(self.metrics_port, name)
 
 
 @pytest.fixture
