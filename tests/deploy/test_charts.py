@@ -461,3 +461,44 @@ def test_joining_and_removing_a_cluster_is_a_helm_upgrade_that_restarts_nothing(
     finally:
         helm_against("uninstall", "myfederation")
         cluster.request("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+@pytest.mark.parametrize(("chart", "values", "value"), [
+    (FEDERATION, {"createNamespace": True}, "createNamespace"),
+    (MEMBER, {"cluster": "foo", "stubzone": {"enabled": False}, "controllerAccess": {"createNamespace": True}},
+     "controllerAccess.createNamespace"),
+], ids=["federation", "member"])
+def test_a_chart_refuses_to_make_its_own_release_namespace_at_install(
+        cluster: KubeCluster, tmp_path: Path, chart: Path, values: Obj, value: str) -> None:
+    """The bug the node found first: with ``createNamespace: true`` (the federation chart's own sample
+    set it) ``helm install -n X`` failed with 'namespaces "X" not found', since Helm stores the release
+    in X before the chart can make it. Against a live API server the chart now refuses the value
+    naming it and the way that works; without it, ``--create-namespace`` installs."""
+    ns = f"feddns-ns-{uuid.uuid4().hex[:8]}"
+    env = script_env(cluster)
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+
+    def helm_against(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([peers.binary("helm"), *args, "--namespace", ns], capture_output=True, text=True,
+                              timeout=120, check=False, env=env)
+
+    refused = helm_against("install", "r", str(chart), "--values", str(path))
+    assert refused.returncode != 0
+    assert f"{value}: true is for `helm template`" in refused.stderr, refused.stderr
+    assert "--create-namespace" in refused.stderr
+    assert cluster.get("Namespace", None, ns) is None, "nothing may be left of a refused install"
+    if chart == FEDERATION:  # (the member chart's ClusterRole is another test's here)
+        path.write_text(yaml.safe_dump({**values, "createNamespace": False}))
+        installed = helm_against("install", "r", str(chart), "--create-namespace", "--values", str(path))
+        try:
+            assert installed.returncode == 0, installed.stderr
+        finally:
+            helm_against("uninstall", "r")
+            if cluster.get("Namespace", None, ns) is not None:
+                cluster.delete("Namespace", None, ns)
+    # helm template (the plain manifests) still renders the Namespace.
+    rendered = helm("template", "r", str(chart), "--namespace", ns, "--values", "-", input=yaml.safe_dump(values))
+    assert rendered.returncode == 0, rendered.stderr
+    assert any(obj and obj["kind"] == "Namespace" and obj["metadata"]["name"] == ns
+               for obj in yaml.safe_load_all(rendered.stdout))

@@ -1,5 +1,13 @@
 {{/* What values.schema.json cannot say: names across entries. Each failure names the value. */}}
 {{- define "feddns.checks" -}}
+{{- /* Helm stores the release in its namespace before the chart's objects exist, so a chart
+   cannot make its own release namespace: `helm install -n X` would fail with "namespaces "X"
+   not found", and with --create-namespace the chart's Namespace would collide with Helm's.
+   `lookup` answers only against a live cluster (not `helm template`, which deploy/helm/render.sh
+   runs with createNamespace: true for the plain manifests). */}}
+{{- if and .Values.createNamespace (lookup "v1" "Namespace" "" "kube-system") }}
+{{- fail (printf "createNamespace: true is for `helm template` (the plain manifests of deploy/myfederation/); Helm needs namespace %s before it installs anything: leave createNamespace false and run `helm install --create-namespace` (docs/operations.md)" .Release.Namespace) }}
+{{- end }}
 {{- $names := list }}
 {{- range $i, $c := .Values.clusters }}
 {{- if has $c.name $names }}
