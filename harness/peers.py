@@ -1,5 +1,5 @@
-"""Where the real peers built by scripts/peers.sh are: CoreDNS, kube-apiserver, kubectl, helm, and the
-CRDs of other projects (docs/development.md, "Real peers").
+"""Where the real peers built by scripts/peers.sh are: CoreDNS, kube-apiserver, kubectl, helm, etcd, the
+node's binaries, kubeadm's CoreDNS manifests, and the CRDs of other projects (docs/development.md, "Real peers").
 
 The versions come from tests/peers/versions.env, the file scripts/peers.sh reads, and the builds from
 ``FEDDNS_PEERS_DIR`` (default ``~/.cache/feddns-peers``). A peer that is not built is an error naming
@@ -41,12 +41,17 @@ def _directory(peer: str, version_keys: tuple[str, ...]) -> Path:
 
 
 def binary(name: str) -> str:
-    """The path of ``coredns``, ``kube-apiserver``, ``kubectl`` or ``helm`` at its pinned version."""
+    """The path of ``coredns``, ``kube-apiserver``, ``kubectl``, ``helm``, ``etcd`` (the chart's etcd
+    version), or a node binary (``kubelet``, ``kube-proxy``, ``kube-controller-manager``,
+    ``kube-scheduler``) at its pinned version."""
+    node = ("node", ("KUBERNETES_VERSION",))
     peer, keys = {
         "coredns": ("coredns", ("COREDNS_VERSION",)),
         "kube-apiserver": ("kubernetes", ("KUBERNETES_VERSION",)),
         "kubectl": ("kubernetes", ("KUBERNETES_VERSION",)),
         "helm": ("helm", ("HELM_VERSION",)),
+        "etcd": ("etcd", ("ETCD_VERSION",)),
+        "kubelet": node, "kube-proxy": node, "kube-controller-manager": node, "kube-scheduler": node,
     }[name]
     return str(_directory(peer, keys) / name)
 
@@ -56,3 +61,9 @@ def crd(name: str) -> Path:
     (MCS API), ``podmonitors.yaml`` or ``prometheusrules.yaml`` (prometheus-operator)."""
     directory = _directory("crds", ("EXTERNAL_DNS_VERSION", "MCS_API_VERSION", "PROMETHEUS_OPERATOR_VERSION"))
     return directory / name
+
+
+def kubeadm_dns_manifests() -> Path:
+    """kubeadm's CoreDNS manifests as that release ships them (``cmd/kubeadm/app/phases/addons/dns/
+    manifests.go`` of k8s.io/kubernetes at KUBERNETES_VERSION), copied by the node's build step."""
+    return _directory("node", ("KUBERNETES_VERSION",)) / "kubeadm-dns-manifests.go"

@@ -4,6 +4,11 @@
 #   coredns                    go install github.com/coredns/coredns@COREDNS_VERSION
 #   kube-apiserver, kubectl    go build from tests/peers/go.mod (k8s.io/kubernetes, staging
 #                              modules mapped to their published v0.X.Y)
+#   kubelet, kube-proxy,       the node's binaries (harness/node.py), go build from the same
+#   kube-controller-manager,   module; about 17 CPU-minutes once, 490 MB
+#   kube-scheduler
+#   etcd                       go build from tests/peers/etcd/go.mod: the federation chart's etcd
+# The images the node tests run are made from these by scripts/images.sh.
 #   helm                       go install helm.sh/helm/v3/cmd/helm@HELM_VERSION
 #   CRDs                       ExternalDNS's DNSEndpoint, the MCS API's ServiceExport, the
 #                              prometheus-operator's PodMonitor and PrometheusRule, as those
@@ -67,8 +72,21 @@ k8s_build() {
     flags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  (cd tests/peers && go build -trimpath -ldflags "$flags" -o "$OUT/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
+  (cd tests/peers && go build -trimpath -ldflags "$flags" -o "$OUT/" "$@")
 }
+k8s_control() { k8s_build k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl; }
+# (A step's function runs with errexit off, since build() tests its status: each command that
+# can fail says `|| return 1`.)
+k8s_node() {
+  k8s_build k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy \
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler || return 1
+  # kubeadm's own CoreDNS manifests (Deployment, Service, Corefile), which the node runs as its
+  # cluster DNS (harness/node.py), from the same module.
+  local dir
+  dir="$(cd tests/peers && go list -m -f '{{.Dir}}' k8s.io/kubernetes)" || return 1
+  cp "$dir/cmd/kubeadm/app/phases/addons/dns/manifests.go" "$OUT/kubeadm-dns-manifests.go"
+}
+etcd_build() { (cd tests/peers/etcd && go build -trimpath -o "$OUT/etcd" go.etcd.io/etcd/server/v3); }
 
 # crds: each CRD file as its project publishes it, from the module's zip (go mod download
 # fetches it even where the module's go.mod asks for a newer Go than ours).
@@ -99,8 +117,11 @@ PY
 build coredns "github.com/coredns/coredns@$COREDNS_VERSION" "$PEERS_DIR/coredns-$COREDNS_VERSION" \
   go_install "github.com/coredns/coredns@$COREDNS_VERSION"
 build kubernetes "k8s.io/kubernetes@$KUBERNETES_VERSION (kube-apiserver, kubectl)" "$PEERS_DIR/kubernetes-$KUBERNETES_VERSION" \
-  k8s_build
+  k8s_control
 build helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$PEERS_DIR/helm-$HELM_VERSION" \
   go_install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 build crds "external-dns@$EXTERNAL_DNS_VERSION mcs-api@$MCS_API_VERSION prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
   "$PEERS_DIR/crds-$EXTERNAL_DNS_VERSION-$MCS_API_VERSION-$PROMETHEUS_OPERATOR_VERSION" crds
+build node "k8s.io/kubernetes@$KUBERNETES_VERSION (kubelet, kube-proxy, kube-controller-manager, kube-scheduler)" \
+  "$PEERS_DIR/node-$KUBERNETES_VERSION" k8s_node
+build etcd "go.etcd.io/etcd/server/v3@$ETCD_VERSION" "$PEERS_DIR/etcd-$ETCD_VERSION" etcd_build
