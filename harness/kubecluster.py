@@ -48,7 +48,7 @@ SERVICE_CIDR = "10.0.0.0/16"
 FIELD_MANAGER = "feddns-tests"
 CLUSTER_SCOPED = frozenset({
     "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "PriorityClass",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "PriorityClass", "PersistentVolume", "Node",
 })
 API_VERSIONS = {
     "Namespace": "v1", "Service": "v1", "ConfigMap": "v1", "Secret": "v1", "Pod": "v1", "ServiceAccount": "v1",
@@ -59,6 +59,8 @@ API_VERSIONS = {
     "Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1",
     "CustomResourceDefinition": "apiextensions.k8s.io/v1",
     "MutatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
+    "Deployment": "apps/v1", "StatefulSet": "apps/v1", "PodDisruptionBudget": "policy/v1",
+    "PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "Node": "v1",
 }
 """The API version tests use for each kind, for ``get`` and ``delete`` that name only the kind."""
 
@@ -83,7 +85,12 @@ class KubeCluster:
 
     ``url`` is ``https://127.0.0.1:PORT``; ``ca_pem`` the PEM of the CA that signed its serving
     certificate; ``admin_token`` the admin's bearer token; ``kubeconfig`` the admin's kubeconfig file.
+    A subclass (harness/node.py's node) changes ``SERVING_IPS`` and ``_args``.
     """
+
+    SERVING_IPS: tuple[str, ...] = ("127.0.0.1", "10.0.0.1")
+    """The IP addresses of the serving certificate: where clients reach the server, and the
+    ``kubernetes`` Service's clusterIP."""
 
     def __init__(self, name: str, etcd_url: str, directory: Path | None = None) -> None:
         self.name, self.etcd_url = name, etcd_url
@@ -108,7 +115,8 @@ class KubeCluster:
         validity = pki.Validity.days_from(30)
         ca = pki.make_ca(f"{self.name} cluster CA", pki.new_key(), validity)
         key = pki.new_key()
-        sans = pki.parse_sans(["localhost", "kubernetes.default.svc"], ["127.0.0.1", "10.0.0.1"], [])
+        sans = pki.parse_sans(["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                               "kubernetes.default.svc.cluster.local"], list(self.SERVING_IPS), [])
         serving = pki.issue(ca, "server", "kube-apiserver", sans, key, validity)
         self.ca_pem = ca.certificate.public_bytes(serialization.Encoding.PEM).decode()
         (self.directory / "ca.crt").write_text(self.ca_pem)

@@ -2,7 +2,7 @@
 # Installs everything the tests need on a fresh Debian machine (as root, with Debian's
 # packages, PyPI and the Go module proxy reachable, Go 1.26 on PATH), builds the real peers
 # once per machine (scripts/peers.sh: CoreDNS, kube-apiserver, kubectl, helm, into
-# ~/.cache/feddns-peers, reused when there), runs the code checks (scripts/check.sh: ruff, mypy --strict,
+# ~/.cache/feddns-peers, reused when there) and the node's images (scripts/images.sh), runs the code checks (scripts/check.sh: ruff, mypy --strict,
 # import-linter; any violation fails the run) and the whole test suite. Extra arguments go to
 # pytest.
 set -euo pipefail
@@ -14,11 +14,16 @@ bash scripts/peers.sh &
 peers=$!
 install_debian etcd=etcd-server etcdctl=etcd-client dig=bind9-dnsutils unbound=unbound named=bind9 curl=curl \
   promtool=prometheus testssl=testssl.sh nsd=nsd dnsperf=dnsperf
+# The node of the e2e tier (harness/node.py): its container runtime, CNI plugins, iptables for
+# kube-proxy, and what makes its images (scripts/images.sh).
+install_debian containerd=containerd runc=runc /usr/lib/cni/bridge=containernetworking-plugins \
+  iptables=iptables conntrack=conntrack buildah=buildah mmdebstrap=mmdebstrap
 install_venv "[test]"
 if ! wait "$peers"; then
   echo "scripts/test.sh: the real peers did not build (scripts/peers.sh said why above)" >&2
   exit 1
 fi
+bash scripts/images.sh
 bash scripts/check.sh
 step "pytest $*"
 exec .venv/bin/python -m pytest "$@"
