@@ -1,4 +1,4 @@
-.PHONY: demo test peers
+.PHONY: demo test peers e2e
 
 # One federation end to end on this machine: prints dig lines through each cluster's resolver.
 demo:
@@ -6,6 +6,12 @@ demo:
 
 test:
 	bash scripts/test.sh
+
+# The e2e tier alone: a real node (kubelet, containerd, kube-proxy, CoreDNS) running the feddns image
+# and both charts (tests/e2e/); installs what it needs as the test command does, prints the join and
+# leave times it measured.
+e2e:
+	bash scripts/test.sh tests/e2e
 
 # The real peers of the tests, the demo and the benchmarks (CoreDNS, kube-apiserver, kubectl, helm),
 # built from the Go module proxy into ~/.cache/feddns-peers; reused when there.
