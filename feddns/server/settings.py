@@ -28,7 +28,7 @@ import feddns.etcd.flags
 from feddns import names
 from feddns.dns.responder import AnswerSettings
 from feddns.dns.transport import TcpLimits
-from feddns.dns.wire import OPTION_ECS, UDP_PLAIN_BYTES
+from feddns.dns.wire import OPTION_COOKIE, OPTION_ECS, UDP_PLAIN_BYTES
 from feddns.errors import ConfigError
 from feddns.etcd.credentials import Access
 from feddns.etcd.endpoints import EtcdEndpoints
@@ -181,7 +181,8 @@ def _answers(args: argparse.Namespace, listens: tuple[tuple[str, int], ...]) -> 
     for flag, value in (("--ttl", args.ttl), ("--negative-ttl", args.negative_ttl)):
         if not 0 <= value <= 2**31 - 1:
             raise ConfigError(f"{flag} {value} is not from 0 to 2147483647 seconds")
-    if not 0 < args.cluster_option_code < RESERVED_OPTION_CODE or args.cluster_option_code == OPTION_ECS:
+    code = args.cluster_option_code
+    if not 0 < code < RESERVED_OPTION_CODE or code in (OPTION_ECS, OPTION_COOKIE):  # options whose data we check
         raise ConfigError(f"--cluster-option-code {args.cluster_option_code} is not a usable EDNS0 option code")
     if not UDP_PLAIN_BYTES <= args.max_udp_size <= MAX_UDP_BYTES:
         raise ConfigError(f"--max-udp-size {args.max_udp_size} is not from {UDP_PLAIN_BYTES} to {MAX_UDP_BYTES} bytes")
