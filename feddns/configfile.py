@@ -384,13 +384,19 @@ _SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxlong, _SHORT.maxother = 2, 60, 60, 
 _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
 
 
+def shown(value: object) -> str:
+    """``repr(value)`` cut short past a few items, levels or characters (``'xxxxxx...xxxxx'``): a
+    message quoting a value stays one short line however long the value."""
+    return _SHORT.repr(value)
+
+
 def kind(value: object) -> str:
     """How messages name a wrong value: ``"nothing"`` for ``None``, else its type and repr
     (``"an int (3)"``, ``"a str ('x')"``), cut short past a few items, levels or characters."""
     if value is None:
         return "nothing"
     name = type(value).__name__
-    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({_SHORT.repr(value)})"
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({shown(value)})"
 
 
 def load_file(path: str | Path, label: str, parse: Callable[[object], T]) -> T:
