@@ -32,7 +32,7 @@ import kubernetes.client
 from prometheus_client import CollectorRegistry
 
 from controller import watch
-from controller.config import ClusterConfig, ControllerConfig, load_config
+from controller.config import DEFAULT_SIZE_LIMIT, ClusterConfig, ControllerConfig, load_config
 from controller.configfiles import ConfigFiles
 from controller.etcdlink import EtcdLink
 from controller.external.dnsendpoint import DnsEndpointProvider
@@ -92,6 +92,8 @@ class Controller:
         self.config = config
         self.config_path: str | None = None
         """The config file, re-read while running (``feddns controller`` sets it; tests may not)."""
+        self.config_limit = DEFAULT_SIZE_LIMIT
+        """The config file's size cap on reload (``--max-config-size``)."""
         self.settings = settings = settings or Settings()
         self.registry = registry
         self.metrics = Metrics(registry)
@@ -294,7 +296,7 @@ class Controller:
         while True:
             await files.changed()
             try:
-                new = await asyncio.to_thread(load_config, path)
+                new = await asyncio.to_thread(load_config, path, self.config_limit)
                 in_use = new == self.config  # a file named changed, or only the text: nothing to apply
                 if not in_use:
                     await self.reconfigure(new)

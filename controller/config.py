@@ -190,13 +190,20 @@ class ControllerConfig:
         return min(5.0, max(1.0, self.lease_seconds / 3))
 
 
-def load_config(path: str) -> ControllerConfig:
+CONFIG_SIZE_FLAG = "--max-config-size"
+DEFAULT_SIZE_LIMIT = configfile.SizeLimit(configfile.DEFAULT_MAX_CONFIG_BYTES, CONFIG_SIZE_FLAG)
+"""The config file's size cap when ``--max-config-size`` is not given: 1 MiB."""
+
+
+def load_config(path: str, limit: configfile.SizeLimit = DEFAULT_SIZE_LIMIT) -> ControllerConfig:
     """Read and validate the file at ``path``.
 
     Raises :class:`ConfigError` (``"<path>: <key path>: <what is wrong> (line L, column C)"``)
-    for an unreadable file, bad YAML, a duplicate or unknown key, or a bad value.
+    for an unreadable file, bad YAML, a duplicate or unknown key, or a bad value; and
+    ``"<path>: N bytes, over the limit of M bytes (--max-config-size); not read"`` for a file
+    larger than ``limit``, before reading it.
     """
-    return configfile.load_file(path, path, parse_config)
+    return configfile.load_file(path, path, parse_config, limit)
 
 
 def parse_config(raw: object) -> ControllerConfig:
