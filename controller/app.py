@@ -32,7 +32,7 @@ import kubernetes.client
 from prometheus_client import CollectorRegistry
 
 from controller import watch
-from controller.config import ClusterConfig, ControllerConfig, load_config
+from controller.config import DEFAULT_SIZE_LIMIT, ClusterConfig, ControllerConfig, load_config
 from controller.configfiles import ConfigFiles
 from controller.etcdlink import EtcdLink
 from controller.external.dnsendpoint import DnsEndpointProvider
@@ -50,14 +50,29 @@ from feddns.etcd.endpoints import EtcdEndpoints
 log = logging.getLogger(__name__)
 
 class _ClusterSink:
-    """A :class:`watch.Sink` for one cluster: hops from the watch thread to the loop."""
+    """A :class:`watch.Sink` for one cluster's watches: hops from the watch thread to the loop.
+
+    :meth:`close` (on the loop) ends its deliveries: what a watch that was told to stop still
+    hands over, even when already on its way to the loop, is dropped there. So a cluster watched
+    anew under the same name never gets the old watches' late lists in its new view."""
 
     def __init__(self, controller: "Controller", cluster: str, loop: asyncio.AbstractEventLoop) -> None:
         self._controller, self._cluster, self._loop = controller, cluster, loop
+        self._closed = False
+
+    def close(self) -> None:
+        """Deliver nothing more (call it on the loop)."""
+        self._closed = True
 
     def _hop(self, method: Callable[..., None], *args: Any) -> None:
+        if self._closed:
+            return
         with contextlib.suppress(RuntimeError):  # the loop is closed: the controller is stopping
-            self._loop.call_soon_threadsafe(method, self._cluster, *args)
+            self._loop.call_soon_threadsafe(self._deliver, method, args)
+
+    def _deliver(self, method: Callable[..., None], args: tuple[Any, ...]) -> None:
+        if not self._closed:
+            method(self._cluster, *args)
 
     def listed(self, resource: str, objects: list[Any]) -> None:
         self._hop(self._controller.on_listed, resource, objects)
@@ -92,6 +107,8 @@ class Controller:
         self.config = config
         self.config_path: str | None = None
         """The config file, re-read while running (``feddns controller`` sets it; tests may not)."""
+        self.config_limit = DEFAULT_SIZE_LIMIT
+        """The config file's size cap on reload (``--max-config-size``)."""
         self.settings = settings = settings or Settings()
         self.registry = registry
         self.metrics = Metrics(registry)
@@ -123,6 +140,10 @@ class Controller:
         self._last_error: dict[str, str] = {}
         """Each cluster's last failure, ``resource: error``, for ``/ready``'s body."""
         self._watches: dict[str, list[watch.ResourceWatch]] = {}
+        self._sinks: dict[str, _ClusterSink] = {}
+        self._cut: list[watch.ResourceWatch] = []
+        """Watches of clusters that left or were watched anew: told to stop, not waited for
+        (:meth:`_cut_watches`); joined when the controller stops."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._follower: asyncio.Task[None] | None = None
         self._beat = time.monotonic()
@@ -204,7 +225,9 @@ class Controller:
             await _until_stopped(stop, tasks)
         finally:
             self._stopping = True
-            await asyncio.to_thread(self._stop_watches, list(self._watches))
+            every = [w for watches in self._watches.values() for w in watches] + self._cut
+            self._watches.clear()
+            await asyncio.to_thread(_stop_watches, every, WATCHES_STOP_SECONDS)
             if self._follower is not None:
                 self._follower.cancel()
                 tasks.append(self._follower)
@@ -241,7 +264,7 @@ class Controller:
         assert self._loop is not None
         selector = self.config.selector
         label_selector = None if selector.service_exports else f"{selector.label}={self.config.federation}"
-        sink = _ClusterSink(self, cluster.name, self._loop)
+        sink = self._sinks[cluster.name] = _ClusterSink(self, cluster.name, self._loop)
         started = self._watches.setdefault(cluster.name, [])
         for resource in self.views[cluster.name].resources:
             target = watch.Target(
@@ -261,11 +284,22 @@ class Controller:
             resource_watch.start()
             started.append(resource_watch)
 
-    def _stop_watches(self, clusters: list[str]) -> None:
-        """Stop the threads of ``clusters`` (blocking: call it in a worker thread)."""
+    def _cut_watches(self, clusters: list[str]) -> None:
+        """Stop the watches of ``clusters`` without waiting for their threads (on the loop, at once).
+
+        Each is told to stop, which cuts a blocked read; a request its API server never answers
+        ends at the request's own timeout (:class:`feddns.reflector.WatchTiming`), and the thread
+        then ends without a word. Their sink is closed first, so nothing they still hand over
+        reaches a view. A reload that waited for them would wait that timeout (10 s and more
+        with an API server that accepts connections and never answers)."""
         for name in clusters:
+            sink = self._sinks.pop(name, None)
+            if sink is not None:
+                sink.close()
             for resource_watch in self._watches.pop(name, []):
-                resource_watch.stop()
+                resource_watch.stop(timeout=0)
+                self._cut.append(resource_watch)
+        self._cut = [w for w in self._cut if w.alive]
 
     def _follow_nameservers(self) -> None:
         """(Re)start reading ``nameservers.fromService``'s Service, when the config names one."""
@@ -294,7 +328,7 @@ class Controller:
         while True:
             await files.changed()
             try:
-                new = await asyncio.to_thread(load_config, path)
+                new = await asyncio.to_thread(load_config, path, self.config_limit)
                 in_use = new == self.config  # a file named changed, or only the text: nothing to apply
                 if not in_use:
                     await self.reconfigure(new)
@@ -332,7 +366,7 @@ class Controller:
                    != (after[n].kubeconfig, after[n].context)]
         leaving = [n for n in before if n not in after]
         joining = [n for n in after if n not in before]
-        await asyncio.to_thread(self._stop_watches, leaving + rewatch)
+        self._cut_watches(leaving + rewatch)
         unreachable_since = {name: self._unreachable_since.get(name) for name in rewatch}
         for name in leaving + rewatch:
             self._forget(name)
@@ -459,6 +493,21 @@ class Controller:
             log.debug("cluster %s: %s still failing: %s", cluster, resource, error)
         elif not was_connected and not broken:
             log.info("cluster %s: reachable again", cluster)
+
+
+WATCHES_STOP_SECONDS = 5.0
+"""Seconds the controller waits, in all, for its watch threads to end when it stops."""
+
+
+def _stop_watches(watches: list[watch.ResourceWatch], within: float) -> None:
+    """Tell every watch to stop, then wait for their threads, ``within`` seconds in all (blocking:
+    call it in a worker thread). Told all at once, the threads end together, so that a cluster
+    whose API server never answers holds the stop up once, not once per resource."""
+    for resource_watch in watches:
+        resource_watch.stop(timeout=0)
+    deadline = time.monotonic() + within
+    for resource_watch in watches:
+        resource_watch.join(max(0.0, deadline - time.monotonic()))
 
 
 STOP_GRACE_SECONDS = 5.0

@@ -34,6 +34,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the controller config file (YAML; docs/reference.md section 7, docs/controller.md)",
     )
     parser.add_argument(
+        "--max-config-size", default="1MiB", metavar="BYTES",
+        help="refuse a config file larger than this, unread, at start and on reload; suffixes KiB, MiB "
+             "(default 1MiB, the most a ConfigMap holds)",
+    )
+    parser.add_argument(
         "--metrics", metavar="HOST:PORT",
         help="serve Prometheus /metrics, /health and /ready here (port 0 picks one)",
     )
@@ -41,17 +46,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Validate, then run until signalled; returns the exit status."""
-    # The controller and its config import the kubernetes client (a second or more): only once the
-    # command runs, so that --help answers at once.
-    from controller.app import Controller  # noqa: PLC0415
-    from controller.config import load_config  # noqa: PLC0415
+    # The controller imports the kubernetes client (a second or more): only once the command runs
+    # and the config is loaded, so that --help and a bad config answer at once.
+    from controller.config import CONFIG_SIZE_FLAG, load_config  # noqa: PLC0415
+    from feddns.configfile import SizeLimit, parse_bytes  # noqa: PLC0415
 
-    config = load_config(args.config)
+    limit = SizeLimit(parse_bytes(args.max_config_size, CONFIG_SIZE_FLAG), CONFIG_SIZE_FLAG)
+    config = load_config(args.config, limit)
+    from controller.app import Controller  # noqa: PLC0415
+
     if args.metrics:
         check_resolves("--metrics", *parse_hostport(args.metrics, flag="--metrics"))
     registry = CollectorRegistry()
     controller = Controller(config, registry)
     controller.config_path = args.config
+    controller.config_limit = limit
     observe = _observe(args.metrics, registry, controller) if args.metrics else None
     try:
         asyncio.run(_main(controller, observe))

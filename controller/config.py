@@ -76,6 +76,18 @@ def _string(value: object, where: str = "") -> str:
 _String = Annotated[str, BeforeValidator(_string)]
 
 
+def _label(value: object) -> str:
+    """A federation, cluster, namespace or Service name: a lowercase DNS label (RFC 1123), its
+    length bounded first (63 characters, RFC 1035 section 2.3.4) so that a long one is not quoted."""
+    try:
+        return names.check_label(_string(value), "name")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+_Label = Annotated[str, BeforeValidator(_label)]
+
+
 class _Shape(BaseModel):
     """A section of the file: camelCase keys (``staleAfterSeconds``), no others."""
 
@@ -85,9 +97,9 @@ class _Shape(BaseModel):
 class ServiceRef(_Shape):
     """``nameservers.fromService``: the Federated-DNS Service, ``namespace/name`` in ``cluster``."""
 
-    cluster: _String
-    namespace: _String
-    name: _String
+    cluster: _Label
+    namespace: _Label
+    name: _Label
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,13 +190,20 @@ class ControllerConfig:
         return min(5.0, max(1.0, self.lease_seconds / 3))
 
 
-def load_config(path: str) -> ControllerConfig:
+CONFIG_SIZE_FLAG = "--max-config-size"
+DEFAULT_SIZE_LIMIT = configfile.SizeLimit(configfile.DEFAULT_MAX_CONFIG_BYTES, CONFIG_SIZE_FLAG)
+"""The config file's size cap when ``--max-config-size`` is not given: 1 MiB."""
+
+
+def load_config(path: str, limit: configfile.SizeLimit = DEFAULT_SIZE_LIMIT) -> ControllerConfig:
     """Read and validate the file at ``path``.
 
     Raises :class:`ConfigError` (``"<path>: <key path>: <what is wrong> (line L, column C)"``)
-    for an unreadable file, bad YAML, a duplicate or unknown key, or a bad value.
+    for an unreadable file, bad YAML, a duplicate or unknown key, or a bad value; and
+    ``"<path>: N bytes, over the limit of M bytes (--max-config-size); not read"`` for a file
+    larger than ``limit``, before reading it.
     """
-    return configfile.load_file(path, path, parse_config)
+    return configfile.load_file(path, path, parse_config, limit)
 
 
 def parse_config(raw: object) -> ControllerConfig:
@@ -210,11 +229,18 @@ def parse_config(raw: object) -> ControllerConfig:
     )
 
 
-def _label(value: object) -> str:
-    try:
-        return names.check_label(_string(value), "name")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+def _topology(value: object) -> str | None:
+    """A cluster's ``zone`` or ``region``: the value of its nodes' ``topology.kubernetes.io/zone``
+    or ``/region`` label, a Kubernetes label value, so at most 63 characters (RFC 1035's label
+    length, which Kubernetes takes); ``None`` when not given. The characters are not checked:
+    only compared, never put in a DNS name or a key."""
+    if value is None:
+        return None
+    text = _string(value)
+    if len(text) > names.MAX_LABEL_LENGTH:
+        raise ConfigError(f"is {len(text):,} characters long; a zone or region is a Kubernetes label value, "
+                          f"at most {names.MAX_LABEL_LENGTH} characters (a DNS label's length, RFC 1035 section 2.3.4)")
+    return text
 
 
 def _positive(value: object) -> float:
@@ -335,7 +361,12 @@ def _stubzone(section: "_StubzoneFile", where: str) -> StubzoneEndpoint:
     scheme, _, rest = url.partition("://")
     host = rest.split("/", 1)[0]
     if scheme != "https" or not host or rest.rstrip("/") != host:
-        raise ConfigError(f"{where}.url: must be https://HOST[:PORT] (the endpoint's address), not {url!r}")
+        raise ConfigError(f"{where}.url: must be https://HOST[:PORT] (the endpoint's address), "
+                          f"not {configfile.shown(url)}")
+    try:
+        names.check_length(host.rsplit(":", 1)[0] if not host.endswith("]") else host, "its host", name=True)
+    except ValueError as exc:
+        raise ConfigError(f"{where}.url: {exc}") from exc
     files = {}
     for key in ("cert", "key", "ca"):
         path = Path(getattr(section, key))
@@ -447,11 +478,11 @@ class _StubzoneFile(_Shape):
 
 
 class _ClusterFile(_Shape):
-    name: Annotated[str, BeforeValidator(_label)]
+    name: _Label
     kubeconfig: _OptionalString = None
     context: _OptionalString = None
-    zone: _OptionalString = None
-    region: _OptionalString = None
+    zone: Annotated[str | None, BeforeValidator(_topology)] = None
+    region: Annotated[str | None, BeforeValidator(_topology)] = None
     cidrs: Annotated[list[Annotated[IPNetwork, BeforeValidator(_cidr)]], _list_of("a list of CIDRs")] = []
     pod_network: Annotated[str, _one_of(POD_NETWORKS, "isolated")] = "isolated"
     stale_after_seconds: Annotated[float | None, BeforeValidator(lambda v: None if v is None else _positive(v))] = None
@@ -469,7 +500,7 @@ class _NameserversFile(_Shape):
 
 
 class _ConfigFile(_Shape):
-    federation: Annotated[str, BeforeValidator(_label)]
+    federation: _Label
     etcd: _EtcdFile
     # Before validators run last first: a list, then not an empty one.
     clusters: Annotated[list[_ClusterFile], BeforeValidator(_non_empty), _list_of("a non-empty list")]

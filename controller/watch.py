@@ -132,8 +132,12 @@ class ResourceWatch:
         return self._loop.alive
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the loop and wait up to ``timeout`` seconds for the thread."""
+        """Stop the loop and wait up to ``timeout`` seconds for the thread (0: do not wait)."""
         self._loop.stop(timeout)
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the thread, once stopped."""
+        self._loop.join(timeout)
 
     # -- feddns.reflector.ReflectorSink, called from the thread -------------------------------
 

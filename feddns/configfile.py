@@ -22,6 +22,7 @@ The controller's config (``controller.config``), the links policy file
 Lines and columns count from 1, as editors show them.
 """
 
+import os
 import re
 import reprlib
 from collections.abc import Callable, Iterator, Sequence
@@ -216,12 +217,59 @@ def _child(node: yaml.MappingNode, rest: str) -> tuple[yaml.Node, yaml.Node, str
     return best
 
 
-def read_text(path: str | Path, label: str) -> str:
+MIB = 1024 * 1024
+DEFAULT_MAX_CONFIG_BYTES = 1 * MIB
+"""The default cap of a controller config and of a links policy file: 1 MiB, the most a ConfigMap
+holds (etcd's request limit), where a cluster keeps both (docs/choices.md)."""
+DEFAULT_MAX_RECORDS_BYTES = 16 * MIB
+"""The default cap of a records file (``feddns serve --records``): 16 MiB, about 150,000 records;
+a federation larger than that belongs in etcd (docs/choices.md)."""
+_UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": MIB, "mib": MIB, "g": 1024 * MIB, "gib": 1024 * MIB}
+
+
+def parse_bytes(text: str, flag: str) -> int:
+    """A size flag's value in bytes: a whole number with an optional binary suffix (``64MiB``,
+    ``512k``, ``1GiB``). Raises :class:`ConfigError` ``"<flag> '<text>' is not a size in bytes ..."``."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = _UNITS.get(match.group(2).lower()) if match else None
+    if match is None or unit is None:
+        raise ConfigError(f"{flag} {text!r} is not a size in bytes (e.g. 67108864, 64MiB, 512KiB)")
+    return int(match.group(1)) * unit
+
+
+@dataclass(frozen=True)
+class SizeLimit:
+    """The cap of a file's size: at most ``max_bytes`` bytes, set by the command-line ``flag``
+    that the refusal names. A file over it is refused before it is read, so that a file huge by
+    mistake is refused in the time of a ``stat``, not after minutes of parsing and gigabytes."""
+
+    max_bytes: int
+    flag: str
+
+    def refusal(self, label: str, size: int | None) -> ConfigError:
+        """The one-line error for a file of ``size`` bytes (``None``: more than the cap, its size
+        unknown, as a pipe's) under ``label``."""
+        told = f"{size:,} bytes" if size is not None else f"more than {self.max_bytes:,} bytes"
+        return ConfigError(f"{label}: {told}, over the limit of {self.max_bytes:,} bytes ({self.flag}); "
+                           "not read")
+
+
+def read_text(path: str | Path, label: str, limit: SizeLimit | None = None) -> str:
     """The text of the file at ``path``; raises :class:`ConfigError` ``"<label>: cannot read: <why>"``
-    when it cannot be read, or ``"<label>: not UTF-8 text (byte N)"``."""
+    when it cannot be read, ``"<label>: not UTF-8 text (byte N)"``, or, for a file of more bytes than
+    ``limit`` allows, :meth:`SizeLimit.refusal` (its size taken before reading; a file whose size
+    the system does not know is read no further than the limit)."""
     try:
         with open(path, encoding="utf-8") as stream:
-            return stream.read()
+            if limit is None:
+                return stream.read()
+            size = os.fstat(stream.fileno()).st_size
+            if size > limit.max_bytes:
+                raise limit.refusal(label, size)
+            text = stream.read(limit.max_bytes + 1)  # characters: never fewer than the bytes they are
+            if len(text) > limit.max_bytes:
+                raise limit.refusal(label, None)
+            return text
     except OSError as exc:
         raise ConfigError(f"{label}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
@@ -384,20 +432,27 @@ _SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxlong, _SHORT.maxother = 2, 60, 60, 
 _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
 
 
+def shown(value: object) -> str:
+    """``repr(value)`` cut short past a few items, levels or characters (``'xxxxxx...xxxxx'``): a
+    message quoting a value stays one short line however long the value."""
+    return _SHORT.repr(value)
+
+
 def kind(value: object) -> str:
     """How messages name a wrong value: ``"nothing"`` for ``None``, else its type and repr
     (``"an int (3)"``, ``"a str ('x')"``), cut short past a few items, levels or characters."""
     if value is None:
         return "nothing"
     name = type(value).__name__
-    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({_SHORT.repr(value)})"
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({shown(value)})"
 
 
-def load_file(path: str | Path, label: str, parse: Callable[[object], T]) -> T:
-    """Read, parse and check a whole file: :func:`read_text`, :func:`load`, then ``parse`` on the
-    decoded data, whose :class:`ConfigError` (``"<key path>: <what>"``) becomes
-    :meth:`Document.error`'s, naming the file, the line and the column."""
-    document = load(read_text(path, label), label)
+def load_file(path: str | Path, label: str, parse: Callable[[object], T], limit: SizeLimit | None = None) -> T:
+    """Read, parse and check a whole file: :func:`read_text` (refusing a file over ``limit``
+    unread), :func:`load`, then ``parse`` on the decoded data, whose :class:`ConfigError`
+    (``"<key path>: <what>"``) becomes :meth:`Document.error`'s, naming the file, the line and
+    the column."""
+    document = load(read_text(path, label, limit), label)
     try:
         return parse(document.data)
     except ConfigError as exc:

@@ -11,17 +11,50 @@ import re
 
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
+MAX_LABEL_LENGTH = 63
+"""The longest DNS label, in characters (octets) (RFC 1035 section 2.3.4)."""
+MAX_NAME_LENGTH = 253
+"""The longest DNS name in text, in characters, without its final dot: 255 octets in wire
+form (RFC 1035 section 2.3.4) less the first label's length byte and the root label."""
+
 
 def is_label(text: str) -> bool:
     """Return True when ``text`` is a lowercase RFC 1123 label (1-63 chars)."""
     return bool(_LABEL.match(text))
 
 
+def check_length(text: str, what: str, name: bool = False) -> str:
+    """Return ``text`` when it is no longer than a DNS label (``name`` False: 63 characters)
+    or a DNS name (``name`` True: 253 characters without the final dot, each label at most
+    63) may be (RFC 1035 section 2.3.4).
+
+    Raises ``ValueError`` naming ``what`` and saying how long the text is, never quoting it:
+    quoted, a value of megabytes would make a message of megabytes.
+    """
+    if not name:
+        if len(text) > MAX_LABEL_LENGTH:
+            raise ValueError(f"{what} is {len(text):,} characters long; a DNS label has at most "
+                             f"{MAX_LABEL_LENGTH} (RFC 1035 section 2.3.4)")
+        return text
+    bare = text.removesuffix(".")
+    if len(bare) > MAX_NAME_LENGTH:
+        raise ValueError(f"{what} is {len(bare):,} characters long; a DNS name has at most "
+                         f"{MAX_NAME_LENGTH} (RFC 1035 section 2.3.4)")
+    longest = max(map(len, bare.split(".")))
+    if longest > MAX_LABEL_LENGTH:
+        raise ValueError(f"{what} has a label of {longest:,} characters; a DNS label has at most "
+                         f"{MAX_LABEL_LENGTH} (RFC 1035 section 2.3.4)")
+    return text
+
+
 def check_label(text: object, what: str) -> str:
     """Return ``text`` when it is a lowercase RFC 1123 label.
 
-    Raises ``ValueError`` naming ``what`` (e.g. ``"federation name"``) otherwise.
+    Raises ``ValueError`` naming ``what`` (e.g. ``"federation name"``) otherwise; a text
+    over 63 characters by its length alone (:func:`check_length`).
     """
+    if isinstance(text, str):
+        check_length(text, what)
     if not isinstance(text, str) or not is_label(text):
         raise ValueError(
             f"{what} {text!r} is not a lowercase DNS label "
@@ -33,11 +66,13 @@ def check_label(text: object, what: str) -> str:
 def normalize_zone(text: str) -> str:
     """Return the zone ``text`` lowercased and ending in a dot (``"federation."``).
 
-    Raises ``ValueError`` when a label of the zone is not an RFC 1123 label.
+    Raises ``ValueError`` when the zone is longer than a DNS name may be (253 characters,
+    :func:`check_length`) or a label of it is not an RFC 1123 label.
     """
     zone = text.strip().lower().rstrip(".")
     if not zone:
         raise ValueError("zone must not be empty or the root")
+    check_length(zone, "zone", name=True)
     for label in zone.split("."):
         check_label(label, "zone label")
     return zone + "."

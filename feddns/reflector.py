@@ -216,13 +216,19 @@ class Reflector(Generic[ApiClientT]):
         return self._thread.is_alive()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """End the loop, cutting a blocked read, and wait up to ``timeout`` seconds for the thread."""
+        """End the loop, cutting a blocked read, and wait up to ``timeout`` seconds for the thread
+        (0: do not wait). A request the server has not begun to answer cannot be cut: its thread
+        ends at the request's own timeout, handing the sink nothing more."""
         self._stop.set()
         response = self._response
         if response is not None:
             with contextlib.suppress(OSError, RuntimeError, ValueError):  # already released or closed
                 response.shutdown()
-        if self._thread.ident is not None:  # started
+        self.join(timeout)
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the thread to end (once started)."""
+        if self._thread.ident is not None:
             self._thread.join(timeout)
 
     def _run(self) -> None:

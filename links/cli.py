@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from feddns.configfile import SizeLimit, parse_bytes
 from feddns.errors import ConfigError
 from feddns.hostport import parse_ip_port
 from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
@@ -50,11 +51,17 @@ MAX_GATING_TIMEOUT = 4.0
 """Seconds: gating must end well inside the API server's webhook timeout (5 s in deploy/links/)."""
 
 
+POLICIES_SIZE_FLAG = "--max-policies-size"
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the flags of ``feddns links``."""
     add_https_arguments(parser, serves="POST /mutate", ready="ready once Services are listed")
     parser.add_argument("--policies", type=Path, metavar="FILE",
                         help="link policy file (YAML: namespace, selector, links); reloaded when it changes")
+    parser.add_argument("--max-policies-size", default="1MiB", metavar="BYTES",
+                        help="refuse a policy file larger than this, unread, at start and on reload; suffixes KiB, "
+                             "MiB (default 1MiB, the most a ConfigMap holds)")
     parser.add_argument("--resolver", metavar="HOST:PORT",
                         help="the cluster DNS asked whether required links exist (default: /etc/resolv.conf)")
     parser.add_argument("--gating-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
@@ -115,7 +122,8 @@ def settings_from(args: argparse.Namespace) -> LinksSettings:
         addresses=addresses,
         listener=listener,
         certificate=files.ServerCertificate(args.cert, args.key),
-        policies=files.PolicyFile(args.policies),
+        policies=files.PolicyFile(args.policies, SizeLimit(parse_bytes(args.max_policies_size, POLICIES_SIZE_FLAG),
+                                                           POLICIES_SIZE_FLAG)),
         gate=Gate(resolver, args.gating_timeout),
         shards=LocalShards(connector(args.kubeconfig, args.context), label),
         zone=zone,

@@ -17,6 +17,7 @@ import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from feddns.configfile import SizeLimit
 from feddns.errors import ConfigError
 from feddns.filewatch import FileWatch
 from feddns.tlsfiles import server_context
@@ -59,19 +60,21 @@ class Watched:
 
 
 class PolicyFile:
-    """The policies of ``path`` (``None``: no file, no policies), reloaded by :attr:`watched`.
+    """The policies of ``path`` (``None``: no file, no policies), reloaded by :attr:`watched`; a file
+    over ``limit`` (``--max-policies-size``) is refused unread.
 
     Raises :class:`ConfigError` when the file is bad at start.
     """
 
-    def __init__(self, path: Path | None) -> None:
-        self.policies = load_policies(path) if path is not None else LinkPolicies()
+    def __init__(self, path: Path | None, limit: SizeLimit | None = None) -> None:
+        self.policies = load_policies(path, limit) if path is not None else LinkPolicies()
         self.watched = Watched(f"policy file {path}", [path] if path else [], self._reload)
         self._path = path
+        self._limit = limit
 
     def _reload(self) -> None:
         assert self._path is not None
-        self.policies = load_policies(self._path)
+        self.policies = load_policies(self._path, self._limit)
 
     def current(self) -> LinkPolicies:
         """The policies loaded last."""

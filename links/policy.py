@@ -61,10 +61,10 @@ class LinkPolicies:
                 if policy.selector.matches(labels) for link in policy.links]
 
 
-def load_policies(path: Path) -> LinkPolicies:
+def load_policies(path: Path, limit: configfile.SizeLimit | None = None) -> LinkPolicies:
     """Read and check a policy file; raises :class:`ConfigError` naming the file, the bad entry, its
     line and its column (``policy file P: policies[0].links[1].prefix: ... (line 7, column 11)``)."""
-    return configfile.load_file(path, f"policy file {path}", parse_policies)
+    return configfile.load_file(path, f"policy file {path}", parse_policies, limit)
 
 
 def parse_policies(raw: Any) -> LinkPolicies:

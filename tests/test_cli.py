@@ -31,6 +31,7 @@ def feddns(*args: str) -> subprocess.CompletedProcess[str]:
     (["serve", "--example", "--etcd-user", "feddns", "--etcd-password-file", "/etc/hostname"], "need --etcd"),
     (["serve", "--etcd-prefix", "noslash"], "must start with '/'"),
     (["serve", "--cluster-option-code", "8"], "option code"),
+    (["serve", "--cluster-option-code", "10"], "option code"),  # COOKIE (RFC 7873): its length is checked
     (["serve", "--no-such-flag"], "unrecognized arguments"),
     (["serve", "--mcs-zone", "federation."], "must not be --zone"),
     (["serve", "--mcs-zone", "svc.federation."], "nor above or below it"),

@@ -53,3 +53,11 @@ def test_a_wrong_value_is_named_in_a_few_words_however_large():
     assert len(configfile.kind("x" * 10**6)) < 100
     assert configfile.kind([]) == "a list ([])"
     assert configfile.kind({"a": 1}) == "a dict ({'a': 1})"
+
+
+def test_a_file_whose_size_is_unknown_is_read_no_further_than_the_cap():
+    """A character device (or a pipe) has no size to stat: it is read up to the cap, and refused past it."""
+    limit = configfile.SizeLimit(4096, "--max-config-size")
+    with pytest.raises(ConfigError, match=r"^/dev/zero: more than 4,096 bytes, over the limit of 4,096 bytes "
+                                          r"\(--max-config-size\); not read$"):
+        configfile.read_text("/dev/zero", "/dev/zero", limit)

@@ -64,3 +64,17 @@ def test_a_bad_records_file_names_its_line_and_column(old, new, words):
 
 def test_the_file_the_cases_change_is_good():
     assert len(read_records(Path(write_records(RECORDS)), Layout())) == 4
+
+
+def test_a_records_file_over_the_cap_is_refused_unread_naming_its_size_and_the_cap(tmp_path):
+    """--max-records-size (16 MiB unless given): a file over it exits 2 before it is parsed."""
+    path = tmp_path / "records.yaml"
+    path.write_text(RECORDS + "#" * 4096 + "\n")
+    size = path.stat().st_size
+    result = subprocess.run([sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0", "--workers", "1",
+                             "--records", str(path), "--max-records-size", "4KiB"],
+                            capture_output=True, text=True, timeout=20, check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"feddns serve: error: records file {path}: {size:,} bytes, over the limit of 4,096 bytes "
+        "(--max-records-size); not read"], result.stderr

@@ -28,7 +28,7 @@ from pydantic.alias_generators import to_camel
 from feddns import configfile
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
-from feddns.names import is_label, normalize_zone
+from feddns.names import check_length, is_label, normalize_zone
 from feddns.records import MAX_PORT
 
 PROVIDERS = ("rfc2136", "dnsendpoint")
@@ -113,59 +113,70 @@ def _provider(value: object) -> str:
     if value is None:
         raise ConfigError("is required")
     if not isinstance(value, str) or value not in PROVIDERS:
-        raise ConfigError(f"{value!r} is not supported (expected one of {', '.join(PROVIDERS)})")
+        raise ConfigError(f"{configfile.shown(value)} is not supported (expected one of {', '.join(PROVIDERS)})")
     return value
 
 
 def _label(value: object) -> str:
-    """A cluster or namespace name: a lowercase DNS label (RFC 1123)."""
+    """A cluster or namespace name: a lowercase DNS label (RFC 1123), at most 63 characters (RFC 1035)."""
+    try:
+        if isinstance(value, str):
+            check_length(value, "name")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     if not isinstance(value, str) or not is_label(value):
-        raise ConfigError(f"{value!r} is not a lowercase DNS label")
+        raise ConfigError(f"{configfile.shown(value)} is not a lowercase DNS label")
     return value
 
 
 def _server(value: object) -> tuple[str, int]:
     """``HOST`` or ``HOST:PORT`` (``[v6]:PORT``) to ``(host, port)``, port 53 when not given."""
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"must be HOST or HOST:PORT, not {value!r}")
+        raise ConfigError(f"must be HOST or HOST:PORT, not {configfile.shown(value)}")
     host, port = parse_hostport(value.strip(), DNS_PORT)
+    try:
+        check_length(host, "host", name=True)  # a name or an address, either no longer than a name
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     if port == 0:
-        raise ConfigError(f"{value!r}: port must be from 1 to {MAX_PORT}")
+        raise ConfigError(f"{configfile.shown(value)}: port must be from 1 to {MAX_PORT}")
     return host, port
 
 
 def _zone(value: object) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"must be a domain name, not {value!r}")
+        raise ConfigError(f"must be a domain name, not {configfile.shown(value)}")
     try:
         return normalize_zone(value)
     except ValueError as exc:
-        raise ConfigError(f"{value!r}: {exc}") from exc
+        raise ConfigError(f"{configfile.shown(value)}: {exc}") from exc
 
 
 def _ttl(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TTL:
-        raise ConfigError(f"must be seconds from 0 to {MAX_TTL}, not {value!r}")
+        raise ConfigError(f"must be seconds from 0 to {MAX_TTL}, not {configfile.shown(value)}")
     return value
 
 
 def _string(value: object) -> str:
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"must be a non-empty string, not {value!r}")
+        raise ConfigError(f"must be a non-empty string, not {configfile.shown(value)}")
     return value
 
 
 def _tsig_name(value: object) -> str:
     """The TSIG key name in the form RFC 8945 section 4.2 compares it: absolute, lowercase."""
     try:
-        return dns.name.from_text(_string(value)).to_text().lower()
+        return dns.name.from_text(check_length(_string(value), "name", name=True)).to_text().lower()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     except dns.exception.DNSException as exc:
-        raise ConfigError(f"{value!r} is not a domain name: {exc}") from exc
+        raise ConfigError(f"{configfile.shown(value)} is not a domain name: {exc}") from exc
 
 
 def _algorithm(value: object) -> str:
     if not isinstance(value, str) or value not in TSIG_ALGORITHMS:
-        raise ConfigError(f"{value!r} is not one of {', '.join(TSIG_ALGORITHMS)}")
+        raise ConfigError(f"{configfile.shown(value)} is not one of {', '.join(TSIG_ALGORITHMS)}")
     return value
 
 

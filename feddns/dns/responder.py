@@ -279,6 +279,9 @@ class Responder:
             return self._count(wire.error_reply(data, Rcode.NOTIMP), "other", Rcode.NOTIMP)
         try:
             query = wire.parse_query(data, self.option)
+        except wire.OptionError as exc:  # a whole query but for an option's data: FORMERR with its question and OPT
+            log.debug("FORMERR to %s: %s", client, exc)
+            return self._template(self.templates.formerr, data, exc.query, None, tcp, None)
         except wire.FormError as exc:
             log.debug("FORMERR to %s: %s", client, exc)
             return self._count(wire.error_reply(data, Rcode.FORMERR), "other", Rcode.FORMERR)

@@ -73,6 +73,11 @@ EDNS_DO = 0x8000
 
 OPTION_ECS = 8
 """EDNS0 option code of Client Subnet (RFC 7871)."""
+OPTION_COOKIE = 10
+"""EDNS0 option code of COOKIE (RFC 7873 section 4)."""
+CLIENT_COOKIE_BYTES = 8  # RFC 7873 4: a COOKIE option is a client cookie alone ...
+SERVER_COOKIE_BYTES = range(8, 33)  # ... or one followed by a server cookie of 8 to 32 bytes
+_COOKIE_PAIR_BYTES = range(CLIENT_COOKIE_BYTES + 8, CLIENT_COOKIE_BYTES + 33)  # the second: 16 to 40 bytes
 
 HEADER_BYTES = 12  # RFC 1035 4.1.1
 IPV4_BYTES = 4  # a packed IPv4 address: an A record's RDATA (RFC 1035 3.4.1)
@@ -103,6 +108,7 @@ _QD1_AR0 = 0x0001_0000_0000_0000  # one question, nothing else
 _QD1_AR1 = 0x0001_0000_0000_0001  # ... and one additional record
 _blank = object.__new__
 _ECS_CODE = b"\x00\x08"
+_COOKIE_CODE = b"\x00\x0a"
 
 
 class ShortHeader(FeddnsError):
@@ -111,6 +117,23 @@ class ShortHeader(FeddnsError):
 
 class FormError(FeddnsError):
     """The packet is not a well-formed query (answered FORMERR); the message says why."""
+
+
+class OptionError(FormError):
+    """A well-formed query with an EDNS option whose data its RFC forbids (answered
+    FORMERR with the question and an OPT record, as a malformed ECS option is); ``query``
+    is the query as read."""
+
+    def __init__(self, message: str, query: "Query") -> None:
+        super().__init__(message)
+        self.query = query
+
+
+def cookie_length_ok(length: int) -> bool:
+    """True when a COOKIE option of ``length`` bytes holds a client cookie of 8 bytes and
+    either no server cookie or one of 8 to 32 bytes: 8, or 16 to 40 (RFC 7873 section
+    5.2.2, which answers any other length FORMERR)."""
+    return length == CLIENT_COOKIE_BYTES or length in _COOKIE_PAIR_BYTES
 
 
 @dataclass(slots=True)
@@ -126,7 +149,8 @@ class Query:
     (RFC 3225), ``cluster_option`` the data of the first cluster-name option (the
     ``option_code`` asked for) and ``ecs`` the data of the first Client Subnet
     option, each ``None`` when absent. Other options (cookies, padding, unknown
-    codes) are skipped: they do not change the answer. ``strict`` says which
+    codes) are skipped: they do not change the answer (a COOKIE's length is
+    checked, :func:`cookie_length_ok`). ``strict`` says which
     reader read it: :func:`parse_query` (True) or :func:`read_common`.
     """
 
@@ -195,6 +219,8 @@ def read_common(data: bytes, option_code: bytes) -> Query | None:  # noqa: C901,
                     cluster = data[pos + 4 :]
                 elif code == OPTION_ECS:
                     ecs = data[pos + 4 :]
+                elif code == OPTION_COOKIE and length != CLIENT_COOKIE_BYTES and length not in _COOKIE_PAIR_BYTES:
+                    return None  # cookie_length_ok inlined; FORMERR (RFC 7873 5.2.2): the strict parser says so
             else:
                 cluster, ecs = _read_options(data, pos, option_code)
                 if cluster is _MALFORMED:
@@ -220,7 +246,8 @@ _MALFORMED = b"malformed"
 
 def _read_options(data: bytes, pos: int, option_code: bytes) -> tuple[bytes | None, bytes | None]:
     """The data of the first cluster-name and ECS options from ``pos`` to the end of
-    ``data``, or ``(_MALFORMED, None)`` when an option runs past the end."""
+    ``data``, or ``(_MALFORMED, None)`` when an option runs past the end or is a COOKIE
+    of a length RFC 7873 forbids (both FORMERR)."""
     size = len(data)
     cluster = ecs = None
     while pos < size:
@@ -234,8 +261,11 @@ def _read_options(data: bytes, pos: int, option_code: bytes) -> tuple[bytes | No
         if code == option_code:
             if cluster is None:
                 cluster = data[start:pos]
-        elif code == _ECS_CODE and ecs is None:
-            ecs = data[start:pos]
+        elif code == _ECS_CODE:
+            if ecs is None:
+                ecs = data[start:pos]
+        elif code == _COOKIE_CODE and not cookie_length_ok(pos - start):
+            return _MALFORMED, None
     return cluster, ecs
 
 
@@ -354,7 +384,9 @@ def parse_query(data: bytes, option_code: bytes) -> Query:
     Raises :class:`ShortHeader` (drop it) or :class:`FormError` (answer
     FORMERR): not exactly one question, an OPT outside the additional section,
     not owned by the root or given twice (RFC 6891 6.1.1), a truncated record
-    or option, or bytes after the last record.
+    or option, or bytes after the last record; then, for a packet well formed
+    but for a COOKIE option of a length other than 8 or 16 to 40 bytes (RFC 7873
+    section 5.2.2), :class:`OptionError` (answer FORMERR with the question).
     """
     _, flags, qdcount, ancount, nscount, arcount = parse_header(data)
     if qdcount != 1:
@@ -368,6 +400,7 @@ def parse_query(data: bytes, option_code: bytes) -> Query:
     query = Query(flags, name_to_wire(labels) + qtc, name_to_wire([label.lower() for label in labels]), qtype, qclass,
                   strict=True)
     seen_opt = False
+    bad_option = None
     for index in range(ancount + nscount + arcount):
         rr_labels, pos = read_name(data, pos)
         if pos + 10 > len(data):
@@ -382,13 +415,18 @@ def parse_query(data: bytes, option_code: bytes) -> Query:
             if index < ancount + nscount or rr_labels or seen_opt:
                 raise FormError("OPT must appear once, in the additional section, owned by the root")
             seen_opt = True
-            _read_opt(query, rclass, ttl, rdata, option_code)
+            bad_option = _read_opt(query, rclass, ttl, rdata, option_code)
     if pos != len(data):
         raise FormError(f"{len(data) - pos} bytes after the last record")
+    if bad_option is not None:
+        raise OptionError(bad_option, query)
     return query
 
 
-def _read_opt(query: Query, payload: int, ttl: int, rdata: bytes, option_code: bytes) -> None:
+def _read_opt(query: Query, payload: int, ttl: int, rdata: bytes, option_code: bytes) -> str | None:
+    """Fill ``query``'s EDNS fields from an OPT record; returns what is wrong with an option
+    that is whole but holds data its RFC forbids (a COOKIE's length), else ``None``."""
+    bad = None
     query.edns, query.payload, query.version = True, payload, (ttl >> 16) & 0xFF
     query.do = bool(ttl & EDNS_DO)
     pos = 0
@@ -402,9 +440,13 @@ def _read_opt(query: Query, payload: int, ttl: int, rdata: bytes, option_code: b
         raw = rdata[pos : pos + 2]
         if raw == option_code and query.cluster_option is None:
             query.cluster_option = value
-        elif code == OPTION_ECS and query.ecs is None:
-            query.ecs = value
+        elif code == OPTION_ECS:
+            if query.ecs is None:
+                query.ecs = value
+        elif code == OPTION_COOKIE and not cookie_length_ok(length) and bad is None:
+            bad = f"COOKIE option of {length} bytes, not 8 or 16 to 40 (RFC 7873 5.2.2)"
         pos += 4 + length
+    return bad
 
 
 def error_reply(data: bytes, rcode: int) -> bytes:

@@ -71,6 +71,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--records", metavar="FILE",
         help="serve a YAML records file instead of etcd (keys and values of docs/reference.md section 4; "
              "reloaded when it changes)")
+    add("--max-records-size", default="16MiB", metavar="BYTES",
+        help="refuse a --records file larger than this, unread; suffixes KiB, MiB, GiB (default 16MiB)")
     add("--example", action="store_true",
         help="serve the built-in example federation (clusters foo, bar, baz with made-up addresses), to try feddns")
     add("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics, /health and /ready here")
@@ -158,7 +160,7 @@ def _records(settings: ServeSettings) -> _Records:
         etcd_source = EtcdSource(endpoints, records.layout, feed)
         return _Records(responder, feed, etcd_source, etcd_source, query_log)
     assert records.path is not None  # a records file, or the example
-    source = FileSource(records.path, records.layout, feed)
+    source = FileSource(records.path, records.layout, feed, records.limit)
     source.load()  # a bad records file stops start-up here (exit 2)
     return _Records(responder, feed, source, None, query_log)
 
@@ -167,7 +169,7 @@ def _check_records(settings: ServeSettings) -> None:
     """What :func:`_records` checks, loading nothing: for the parent of workers, which answers no
     query (a records file is read and checked, but no index is built)."""
     if settings.records.path is not None:
-        read_records(settings.records.path, settings.records.layout)
+        read_records(settings.records.path, settings.records.layout, settings.records.limit)
 
 
 def _registry(server: _Records, tcp: list[transport.TcpConnections]) -> CollectorRegistry:

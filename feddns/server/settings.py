@@ -18,17 +18,16 @@ split evenly.
 
 import argparse
 import ipaddress
-import re
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 import feddns.etcd.flags
-from feddns import names
+from feddns import configfile, names
 from feddns.dns.responder import AnswerSettings
 from feddns.dns.transport import TcpLimits
-from feddns.dns.wire import OPTION_ECS, UDP_PLAIN_BYTES
+from feddns.dns.wire import OPTION_COOKIE, OPTION_ECS, UDP_PLAIN_BYTES
 from feddns.errors import ConfigError
 from feddns.etcd.credentials import Access
 from feddns.etcd.endpoints import EtcdEndpoints
@@ -55,7 +54,6 @@ smallest is 512 bytes, what every DNS message over UDP may be (RFC 1035 4.2.1)."
 MIN_CACHE_BYTES = 64 * 1024
 """The smallest ``--cache-size``, and the smallest share of it a worker may have: 64 KiB."""
 
-_UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3, "gib": 1024**3}
 
 CHOOSE_SOURCE = ("choose where the records come from: --etcd URL (Federated-DNS's etcd), --records FILE "
                  "(a YAML records file) or --example (the built-in example federation)")
@@ -103,6 +101,10 @@ class QueryLogSettings:
     :func:`worker_shares`; the queries past it are counted."""
 
 
+RECORDS_SIZE_FLAG = "--max-records-size"
+DEFAULT_RECORDS_LIMIT = configfile.SizeLimit(configfile.DEFAULT_MAX_RECORDS_BYTES, RECORDS_SIZE_FLAG)
+
+
 @dataclass(frozen=True, slots=True)
 class RecordsSource:
     """Where the records come from (docs/reference.md sections 4 and 6)."""
@@ -118,6 +120,8 @@ class RecordsSource:
     access: Access = field(default_factory=Access)
     """The etcd TLS files and user (``--etcd-cacert``, ``--etcd-cert``, ``--etcd-key``, ``--etcd-user``,
     ``--etcd-password-file``)."""
+    limit: configfile.SizeLimit = DEFAULT_RECORDS_LIMIT
+    """The records file's size cap (``--max-records-size``): a larger file is refused unread."""
 
     def endpoints(self) -> EtcdEndpoints | None:
         """New etcd endpoints (each process makes its own: they fail over and watch their files);
@@ -181,7 +185,8 @@ def _answers(args: argparse.Namespace, listens: tuple[tuple[str, int], ...]) -> 
     for flag, value in (("--ttl", args.ttl), ("--negative-ttl", args.negative_ttl)):
         if not 0 <= value <= 2**31 - 1:
             raise ConfigError(f"{flag} {value} is not from 0 to 2147483647 seconds")
-    if not 0 < args.cluster_option_code < RESERVED_OPTION_CODE or args.cluster_option_code == OPTION_ECS:
+    code = args.cluster_option_code
+    if not 0 < code < RESERVED_OPTION_CODE or code in (OPTION_ECS, OPTION_COOKIE):  # options whose data we check
         raise ConfigError(f"--cluster-option-code {args.cluster_option_code} is not a usable EDNS0 option code")
     if not UDP_PLAIN_BYTES <= args.max_udp_size <= MAX_UDP_BYTES:
         raise ConfigError(f"--max-udp-size {args.max_udp_size} is not from {UDP_PLAIN_BYTES} to {MAX_UDP_BYTES} bytes")
@@ -216,11 +221,7 @@ def parse_size(text: str) -> int:
 
     Raises :class:`ConfigError` for anything else or less than 64 KiB.
     """
-    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
-    unit = _UNITS.get(match.group(2).lower()) if match else None
-    if match is None or unit is None:
-        raise ConfigError(f"--cache-size {text!r} is not a size in bytes (e.g. 67108864, 64MiB, 512KiB)")
-    size = int(match.group(1)) * unit
+    size = configfile.parse_bytes(text, "--cache-size")
     if size < MIN_CACHE_BYTES:
         raise ConfigError(f"--cache-size {text} is less than 64KiB")
     return size
@@ -305,7 +306,8 @@ def _records_source(args: argparse.Namespace) -> RecordsSource:
     kind = check_source(args)
     access = feddns.etcd.flags.access_from(args)
     path = Path(args.records) if kind == "records" else EXAMPLE if kind == "example" else None
-    source = RecordsSource(kind, layout, path, tuple(args.etcd or ()), access)
+    limit = configfile.SizeLimit(configfile.parse_bytes(args.max_records_size, RECORDS_SIZE_FLAG), RECORDS_SIZE_FLAG)
+    source = RecordsSource(kind, layout, path, tuple(args.etcd or ()), access, limit)
     if kind != "etcd" and access != Access():
         raise ConfigError("--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and --etcd-password-file "
                           "need --etcd")

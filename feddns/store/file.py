@@ -11,6 +11,7 @@ that fails keeps the records already served.
 import logging
 from pathlib import Path
 
+from feddns.configfile import SizeLimit
 from feddns.errors import ConfigError, RecordError
 from feddns.filewatch import FileWatch
 from feddns.keys import Layout
@@ -29,18 +30,20 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "federation.yaml"
 
 
 class FileSource:
-    """Feeds the records of ``path`` and reloads them when the file changes."""
+    """Feeds the records of ``path`` and reloads them when the file changes; a file over ``limit``
+    (``--max-records-size``) is refused unread."""
 
-    def __init__(self, path: Path, layout: Layout, feed: Feed) -> None:
+    def __init__(self, path: Path, layout: Layout, feed: Feed, limit: SizeLimit | None = None) -> None:
         self.path = path
         self.layout = layout
         self.feed = feed
+        self.limit = limit
         self._file = FileWatch([path], POLL_SECONDS)
 
     def load(self) -> None:
         """Load the file now; raises :class:`ConfigError` when it is bad."""
         self._file.changed()  # looked at before the read: a write during the read is seen at the next look
-        self.feed.replace(read_records(self.path, self.layout))
+        self.feed.replace(read_records(self.path, self.layout, self.limit))
         log.info("records file %s: loaded %d records", self.path, len(self.feed.index))
 
     async def run(self) -> None:

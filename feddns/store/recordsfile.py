@@ -26,13 +26,15 @@ from feddns.errors import ConfigError, RecordError
 from feddns.keys import ClusterKey, Layout
 
 
-def read_records(path: Path, layout: Layout) -> list[tuple[str, bytes]]:
+def read_records(path: Path, layout: Layout, limit: configfile.SizeLimit | None = None) -> list[tuple[str, bytes]]:
     """Read and check a records file; returns ``(key, JSON bytes)`` pairs in file order.
 
     Raises :class:`ConfigError` ``"records file <path>: <key>: <what is wrong> (line L, column C)"``
-    for the first bad record, key given twice, unknown field or YAML error.
+    for the first bad record, key given twice, unknown field or YAML error, and
+    ``"records file <path>: N bytes, over the limit of M bytes (--max-records-size); not read"``
+    for a file over ``limit``, before reading it.
     """
-    return configfile.load_file(path, f"records file {path}", lambda data: parse_records(data, layout))
+    return configfile.load_file(path, f"records file {path}", lambda data: parse_records(data, layout), limit)
 
 
 def parse_records(data: object, layout: Layout) -> list[tuple[str, bytes]]:

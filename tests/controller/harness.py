@@ -52,12 +52,13 @@ class RunningController:
     """A :class:`Controller` run in a thread of its own with its own event loop."""
 
     def __init__(self, config: ControllerConfig | dict[str, Any], name: str | None = None,
-                 publisher: Any = None, watch_timing: WatchTiming = FAST_WATCH) -> None:
+                 publisher: Any = None, watch_timing: WatchTiming = FAST_WATCH,
+                 settings: Settings | None = None) -> None:
         if isinstance(config, dict):
             config = parse_config(config)
         self.registry = CollectorRegistry()
         self.controller = Controller(
-            config, self.registry, settings=Settings(watch=watch_timing, sync=FAST_SYNC), name=name,
+            config, self.registry, settings=settings or Settings(watch=watch_timing, sync=FAST_SYNC), name=name,
             publisher=publisher,
         )
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -14,6 +14,8 @@ from pathlib import Path
 import dns.edns
 import dns.message
 import dns.name
+import dns.query
+import dns.rcode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -162,3 +164,62 @@ def test_real_server_survives_the_mutations_and_answers_correctly(served):
     assert served.addresses(WEB, cluster="a")[0] == "10.0.0.1"
     assert served.addresses(WEB, cluster="b", tcp=True)[0] == "10.0.0.2"
     assert served.proc.poll() is None
+
+
+RESPONSES = 5000
+"""Mutated packets with QR set that each transport is sent (a bounded count, from fixed seeds)."""
+
+
+def mutated_responses(seed: int) -> list[bytes]:
+    """:data:`RESPONSES` packets with QR=1: the seeds as they are (so a reply kept for the same
+    bytes with QR=0 exists), then mutations of them, with QR set after mutating and the
+    other header bits drawn (opcode, TC, rcode: a response may carry any)."""
+    rng = random.Random(seed)
+    packets = []
+    for n in range(RESPONSES):
+        packet = bytearray(SEEDS[n] if n < len(SEEDS) else mutate(rng))
+        if len(packet) < 4:
+            packet += bytes(4 - len(packet))
+        if n >= len(SEEDS) and rng.random() < 0.5:
+            packet[2:4] = rng.randbytes(2)
+        packet[2] |= 0x80
+        packets.append(bytes(packet))
+    return packets
+
+
+def _sentinel() -> dns.message.Message:
+    """A well-formed query whose reply marks the end of what the server was sent."""
+    query = dns.message.make_query(WEB, "A")
+    query.id = 0xFEDD
+    return query
+
+
+def test_a_response_is_never_answered_over_udp_however_malformed(served):
+    """RFC 1035 4.1.1: QR=1 is a response; a server that answers one, even with FORMERR, can
+    loop with another server. The seeds are first asked three times each (so replies are kept
+    for their bytes) and NXDOMAIN envelopes primed; then 5,000 QR=1 packets, and one query:
+    its reply is the only datagram that comes back."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(2.0)
+        for seed in SEEDS * 3:
+            sock.sendto(seed, ("127.0.0.1", served.port))
+            sock.recv(65535)
+        for packet in mutated_responses(29):
+            sock.sendto(packet, ("127.0.0.1", served.port))
+        sock.sendto(_sentinel().to_wire(), ("127.0.0.1", served.port))
+        replies = []
+        while not replies or replies[-1][:2] != b"\xfe\xdd":
+            replies.append(sock.recv(65535))
+    assert len(replies) == 1, [reply[:12].hex() for reply in replies[:5]]
+
+
+def test_a_response_is_never_answered_over_tcp_however_malformed(served):
+    """The same over one TCP connection (RFC 7766: each message framed by its length): the
+    5,000 QR=1 messages are dropped, the connection goes on, and the query after them is the
+    first message answered."""
+    stream = b"".join(len(packet).to_bytes(2, "big") + packet for packet in mutated_responses(1035))
+    query = _sentinel().to_wire()
+    with socket.create_connection(("127.0.0.1", served.port), timeout=5.0) as sock:
+        sock.sendall(stream + len(query).to_bytes(2, "big") + query)
+        reply = dns.query.receive_tcp(sock, expiration=None)[0]
+    assert reply.id == 0xFEDD and reply.rcode() == dns.rcode.NOERROR

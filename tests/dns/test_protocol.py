@@ -196,6 +196,40 @@ def test_notify_with_a_question_gets_notimp_with_rd_cleared(served):
     assert not reply.flags & dns.flags.RD
 
 
+COOKIE_LENGTHS = {  # RFC 7873 4: a client cookie of 8 bytes, then no server cookie or one of 8 to 32 bytes
+    0: dns.rcode.FORMERR, 1: dns.rcode.FORMERR, 7: dns.rcode.FORMERR, 8: dns.rcode.NOERROR,
+    9: dns.rcode.FORMERR, 15: dns.rcode.FORMERR, 16: dns.rcode.NOERROR, 24: dns.rcode.NOERROR,
+    40: dns.rcode.NOERROR, 41: dns.rcode.FORMERR, 64: dns.rcode.FORMERR,
+}
+
+
+@pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
+@pytest.mark.parametrize(("length", "rcode"), COOKIE_LENGTHS.items(), ids=[f"{n} bytes" for n in COOKIE_LENGTHS])
+def test_cookie_option_of_a_wrong_length_gets_formerr(served, length, rcode, tcp):
+    """RFC 7873 section 5.2.2: a COOKIE option shorter than 8 bytes, longer than 40, or of 9 to
+    15 (a server cookie under 8 bytes) is FORMERR; alone or beside the cluster option (the
+    reader of the common shape takes one option without a loop, several with one)."""
+    cookie = dns.edns.GenericOption(10, b"\x01" * length)
+    for options in ([cookie], [dns.edns.GenericOption(65245, b"a"), cookie]):
+        reply = served.query(WEB, "A", options=options, tcp=tcp)
+        assert reply.rcode() == rcode
+        if rcode == dns.rcode.FORMERR:  # with the question and our OPT, as a malformed ECS option
+            assert reply.edns == 0 and not reply.answer and reply.question[0].name == dns.name.from_text(WEB)
+
+
+def test_a_kept_reply_is_never_served_to_a_malformed_cookie(served):
+    """A packet answered from the UDP reply cache (asked three times, so kept) and the same
+    packet with its cookie one byte longer: the second is FORMERR, not the kept NOERROR."""
+    good = dns.message.make_query(WEB, "A", use_edns=0, options=[dns.edns.GenericOption(10, b"\x02" * 8)])
+    for _ in range(3):
+        assert rcode_of(raw_exchange(served.port, good.to_wire())) == dns.rcode.NOERROR
+    packet = bytearray(good.to_wire())
+    packet[-10:-8] = b"\x00\x09"  # OPT RDLENGTH 4 + 9
+    packet[-6:-4] = b"\x00\x09"  # the option's length
+    packet += b"\x02"
+    assert rcode_of(raw_exchange(served.port, bytes(packet))) == dns.rcode.FORMERR
+
+
 def test_formerr_for_a_malformed_ecs_option_carries_an_opt_record(served):
     bad = dns.edns.GenericOption(8, b"\x00\x01\x18\x00\x0a\xf0")
     reply = served.query(WEB, "A", options=[bad])

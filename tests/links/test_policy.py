@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from feddns.configfile import SizeLimit
 from feddns.errors import ConfigError
 from harness.unbound import UnboundResolver
+from links.files import PolicyFile
 from links.selector import parse_selector
 from tests.links.conftest import write
 from tests.links.support import LinksProcess, Pki, env, pod
@@ -169,3 +171,13 @@ def test_bad_selectors_are_named(selector, words):
     with pytest.raises(ConfigError) as info:
         parse_selector(selector, "policies[0].selector")
     assert str(info.value).startswith("policies[0].selector") and words in str(info.value), str(info.value)
+
+
+def test_a_policy_file_over_the_cap_is_refused_unread(tmp_path):
+    """--max-policies-size (1 MiB unless given): at start (exit 2) and on reload (the policies in use stay)."""
+    path = write(tmp_path / "policies.yaml", POLICIES + "#" * 4096 + "\n")
+    size = path.stat().st_size
+    with pytest.raises(ConfigError, match=f"^policy file {path}: {size:,} bytes, over the limit of 4,096 bytes "
+                                          r"\(--max-policies-size\); not read$"):
+        PolicyFile(path, SizeLimit(4096, "--max-policies-size"))
+    assert len(PolicyFile(path, SizeLimit(size, "--max-policies-size")).current()) > 0
