@@ -260,12 +260,16 @@ def _tier_reason(fed: Federation, asker: str | None, cluster: str, rank: Tier, w
         text = "the asking cluster's own shard"
     elif asker is None:
         text = "no source cluster: every shard is in the last tier"
+    elif fed.clusters.get(asker) is None:
+        text = "the asking cluster has no cluster record: every other shard is in the last tier"
+    elif fed.clusters.get(cluster) is None:
+        text = "its cluster has no cluster record (no zone or region): the last tier"
     elif rank is Tier.SAME_ZONE:
         text = "in the asking cluster's zone"
     elif rank is Tier.SAME_REGION:
         text = "in the asking cluster's region"
     else:
-        text = "outside the asking cluster's region (or a cluster without a record)"
+        text = "outside the asking cluster's region"
     return text if weight is None else f"{text}; weight {weight} within the tier"
 
 
@@ -312,23 +316,61 @@ def address_answer(node: Node, asker: str | None, versions: tuple[int, ...], ttl
         found = tuple(r for block, version in zip(packed, versions, strict=True)
                       for r in _address_records(block, version, answer.POINTER_TO_QNAME, ttl))
         return ((found,) if found else ()), answer.FIXED, [], None
-    chosen, groups = ranked(node, asker)
+    chosen, groups = address_groups(node, asker, versions)
     units: list[list[WeighedRecords]] = []
     first: Tier | None = None
+    for version, group in groups:
+        units.append([(_address_records(block, version, answer.POINTER_TO_QNAME, ttl), node.shards[cluster].weight)
+                      for cluster, block in group])
+        if first is None and group:
+            first = nearest(fed, asker, [cluster for cluster, _ in group])
+    return _arranged(PolicyName(chosen.name), _capped(units, MAX_ANSWER_BYTES), [], first)
+
+
+AddressGroup = tuple[int, list[tuple[str, bytes]]]
+"""``(IP version, [(cluster, packed addresses)])``: one group of :func:`ranked` in one IP
+version, each shard with the addresses the asker reaches it by, in the answer's order."""
+
+
+def address_groups(node: Node, asker: str | None, versions: tuple[int, ...],
+                   why: dict[str, str] | None = None) -> tuple[Policy, list[AddressGroup]]:
+    """The service's policy and the address records of ``node`` (a service's name) for cluster
+    ``asker``: per IP version of ``versions`` (4, 6), per group of :func:`ranked`, the shards
+    that have an address for the asker (a shard with no externalIP only for its own cluster).
+    ``why`` is filled as :func:`ranked` fills it, and says why a shard with no address for
+    the asker is left out. The answer of serve (:func:`address_answer`) and ``feddns explain``
+    are both made from this (docs/reference.md section 2).
+    """
+    assert node.shards is not None and node.federation is not None
+    fed = node.federation
+    chosen, groups = ranked(node, asker, why)
+    out: list[AddressGroup] = []
+    reached: set[str] = set()
     for version in versions:
         for _, group in groups:
-            tier_units: list[WeighedRecords] = []
-            reached = []
+            blocks = []
             for cluster in group:
-                shard = node.shards[cluster]
-                block = shard_addresses(fed, cluster, shard, cluster == asker, version)
+                block = shard_addresses(fed, cluster, node.shards[cluster], cluster == asker, version)
                 if block:
-                    tier_units.append((_address_records(block, version, answer.POINTER_TO_QNAME, ttl), shard.weight))
-                    reached.append(cluster)
-            units.append(tier_units)
-            if first is None and reached:
-                first = nearest(fed, asker, reached)
-    return _arranged(PolicyName(chosen.name), _capped(units, MAX_ANSWER_BYTES), [], first)
+                    blocks.append((cluster, block))
+                    reached.add(cluster)
+            out.append((version, blocks))
+    if why is not None:
+        for _, group in groups:
+            for cluster in group:
+                if cluster not in reached:
+                    why[cluster] = f"left out: no address for this asker ({why[cluster]}), " + _unreachable(
+                        node.shards[cluster], cluster == asker)
+    return chosen, out
+
+
+def _unreachable(shard: Shard, own: bool) -> str:
+    """Why a kept shard gives the asker no address."""
+    if shard.endpoints is not None:
+        return "a headless shard whose pods the asker cannot reach (podNetwork: isolated)"
+    if own:
+        return "no clusterIP of the type asked"
+    return "no externalIP of the type asked: reachable only from its own cluster"
 
 
 def nearest(fed: Federation, asker: str | None, clusters: list[str]) -> Tier:
