@@ -68,8 +68,7 @@ def read_etcd(source: RecordsSource, timeout: float) -> tuple[list[Any], int]:
     Raises :class:`EtcdUnreachable` when it cannot be done within ``timeout`` seconds (every
     endpoint tried in turn within it).
     """
-    endpoints = source.endpoints()
-    assert endpoints is not None
+    endpoints = EtcdEndpoints(list(source.etcd), timeout=timeout, access=source.access)  # a call may take it all
     return asyncio.run(_read_within(endpoints, source.layout.root.encode(), timeout))
 
 
