@@ -116,89 +116,92 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_DEGRADED if status.problems() else 0
 
 
-class _Service:
-    """What one service's shards say, as the pass meets them."""
-
-    __slots__ = ("disagrees", "live", "policy", "shards")
-
-    def __init__(self, policy: tuple[Any, Any]) -> None:
-        self.policy = policy
-        self.disagrees = False
-        self.live: list[str] = []
-        self.shards = 0
-
-
 def survey(pages: Iterable[Iterable[Any]], root: bytes, revision: int) -> Status:
-    """The status of the etcd ``KeyValue`` messages of ``pages`` (keys under ``root``, read at
-    ``revision``): one pass, then each service judged once every cluster record is known."""
-    status = Status(revision)
-    services: dict[tuple[str, str, str], _Service] = {}
-    cut = len(root)
+    """The status of the etcd ``KeyValue`` messages of ``pages`` (keys under ``root``, which
+    ends with ``/``, read at ``revision``): one pass over the keys (:class:`_Tally`), then
+    each service judged once every cluster record is known."""
+    tally = _Tally(Status(revision))
     for kvs in pages:
+        tally.add(kvs, len(root))
+    return tally.status_of()
+
+
+class _Tally:
+    """What one pass over up to millions of keys counts, with names as the bytes of the keys
+    (decoded once, at the end): ``bits`` numbers each ``(federation, cluster)`` met, whose
+    shard count is ``shards[bit]``; ``services`` maps ``(federation, ns, svc)`` to ``[policy,
+    disagrees, live]``, ``live`` having the bit of each cluster with a shard that is ready;
+    ``records`` holds the cluster records met, with the revision each was written at."""
+
+    def __init__(self, status: Status) -> None:
+        self.status = status
+        self.bits: dict[tuple[bytes, bytes], int] = {}
+        self.shards: list[int] = []
+        self.services: dict[tuple[bytes, bytes, bytes], list[Any]] = {}
+        self.records: list[tuple[bytes, bytes, dict[str, Any], int]] = []
+
+    def add(self, kvs: Iterable[Any], cut: int) -> None:
+        """Count one page. Long because it is the loop every key goes through: it calls
+        nothing per shard but what it must (the key's split, the value's JSON parse)."""
+        bits, shards, services, loads = self.bits, self.shards, self.services, orjson.loads
+        newest = self.status.newest
         for kv in kvs:
-            status.newest = max(status.newest, kv.mod_revision)
-            parts = kv.key[cut:].lstrip(b"/").split(b"/")
-            value = _value(status, kv)
-            if value is None:
+            written = kv.mod_revision
+            newest = max(newest, written)
+            parts = kv.key[cut:].split(b"/")
+            try:
+                value = loads(kv.value)
+            except orjson.JSONDecodeError as exc:
+                self._invalid(kv.key, str(exc))
                 continue
-            if len(parts) == _KEY_PARTS_SHARD and parts[1] != _CLUSTERS:
-                _add_shard(status, services, parts, value)
+            if type(value) is not dict:
+                self._invalid(kv.key, "not a JSON object")
+            elif len(parts) == _KEY_PARTS_SHARD and parts[1] != _CLUSTERS:
+                bit = bits.get((parts[0], parts[3]))
+                if bit is None:
+                    bit = bits[(parts[0], parts[3])] = len(shards)
+                    shards.append(0)
+                shards[bit] += 1
+                live = 0 if value.get("ready") == 0 else 1 << bit  # no ready count: ready (section 2)
+                policy = (value.get("policy") or "locality", value.get("failoverOrder"))
+                service = services.get((parts[0], parts[1], parts[2]))
+                if service is None:
+                    services[(parts[0], parts[1], parts[2])] = [policy, False, live]
+                else:
+                    service[1] = service[1] or policy != service[0]
+                    service[2] |= live
             elif len(parts) == _KEY_PARTS_CLUSTER and parts[1] == _CLUSTERS:
-                _add_cluster(_cluster(status, parts[0].decode(), parts[2].decode()), value, kv.mod_revision)
+                self.records.append((parts[0], parts[2], value, written))
             else:
-                status.invalid[kv.key.decode("utf-8", "replace")] = "not a key of docs/reference.md section 4"
-    _judge(status, services)
-    return status
+                self._invalid(kv.key, "not a key of docs/reference.md section 4")
+        self.status.newest = newest
 
+    def _invalid(self, key: bytes, why: str) -> None:
+        self.status.invalid[key.decode("utf-8", "replace")] = why
 
-def _value(status: Status, kv: Any) -> dict[str, Any] | None:
-    """The record of ``kv`` as a JSON object, or ``None`` (noted in ``status.invalid``)."""
-    try:
-        value = orjson.loads(kv.value)
-    except orjson.JSONDecodeError as exc:
-        status.invalid[kv.key.decode("utf-8", "replace")] = str(exc)
-        return None
-    if not isinstance(value, dict):
-        status.invalid[kv.key.decode("utf-8", "replace")] = "not a JSON object"
-        return None
-    return value
-
-
-def _add_shard(status: Status, services: dict[tuple[str, str, str], _Service], parts: list[bytes],
-               value: dict[str, Any]) -> None:
-    """Count one shard record (key ``parts`` F, ns, svc, C) in its service and its cluster."""
-    fed, ns, svc, cluster = (part.decode() for part in parts)
-    service = services.get((fed, ns, svc))
-    policy = (value.get("policy") or "locality", value.get("failoverOrder"))
-    if service is None:
-        service = services[(fed, ns, svc)] = _Service(policy)
-    elif policy != service.policy:
-        service.disagrees = True
-    service.shards += 1
-    if value.get("ready") != 0:  # no ready count: ready (docs/reference.md section 2)
-        service.live.append(cluster)
-    _cluster(status, fed, cluster).shards += 1
-
-
-def _add_cluster(cluster: Cluster, value: dict[str, Any], revision: int) -> None:
-    """Fill ``cluster`` from its record, written at ``revision``."""
-    cluster.zone, cluster.region = value.get("zone"), value.get("region")
-    cluster.stale = value.get("stale") is True
-    cluster.stale_action = value.get("staleAction") or StaleAction.DEMOTE.value
-    cluster.record_revision = revision
-
-
-def _judge(status: Status, services: dict[tuple[str, str, str], _Service]) -> None:
-    """Note the services with no healthy shard and those whose shards disagree on policy."""
-    for (fed, ns, svc), service in sorted(services.items()):
-        federation = status.federations[fed]
-        federation.services += 1
-        clusters = federation.clusters
-        if not any(not (clusters[c].stale and clusters[c].stale_action == StaleAction.DROP.value)
-                   for c in service.live):
-            federation.no_healthy_shard.append(f"{ns}/{svc}")
-        if service.disagrees:
-            federation.policy_disagrees.append(f"{ns}/{svc}")
+    def status_of(self) -> Status:
+        """The status: clusters from their records and shard counts, then the services judged."""
+        status = self.status
+        for (fed, name), bit in self.bits.items():
+            _cluster(status, fed.decode(), name.decode()).shards = self.shards[bit]
+        dropped = 0
+        for fed, name, value, written in self.records:
+            cluster = _cluster(status, fed.decode(), name.decode())
+            cluster.zone, cluster.region = value.get("zone"), value.get("region")
+            cluster.stale = value.get("stale") is True
+            cluster.stale_action = value.get("staleAction") or StaleAction.DEMOTE.value
+            cluster.record_revision = written
+            its = self.bits.get((fed, name))
+            if its is not None and cluster.stale and cluster.stale_action == StaleAction.DROP.value:
+                dropped |= 1 << its  # its shards are left out of every other cluster's answers
+        for (fed, ns, svc), (_, disagrees, live) in sorted(self.services.items()):
+            federation = status.federations[fed.decode()]
+            federation.services += 1
+            if not live & ~dropped:
+                federation.no_healthy_shard.append(f"{ns.decode()}/{svc.decode()}")
+            if disagrees:
+                federation.policy_disagrees.append(f"{ns.decode()}/{svc.decode()}")
+        return status
 
 
 def _cluster(status: Status, fed: str, name: str) -> Cluster:
