@@ -90,6 +90,10 @@ class Status:
         return out
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def _plural(what: str) -> str:
     first, _, rest = what.partition(" ")
     return f"{first}s {rest}" if rest else first + "s"
@@ -219,8 +223,8 @@ def render(status: Status, where: str) -> str:
     lines = [_fit(f"{where}: revision {status.revision}, newest record written at {status.newest}")]
     for fed in sorted(status.federations.values(), key=lambda f: f.name):
         shards = sum(c.shards for c in fed.clusters.values())
-        lines += ["", _fit(f"federation {fed.name}: {len(fed.clusters)} clusters, {fed.services} services, "
-                           f"{shards} shards")]
+        lines += ["", _fit(f"federation {fed.name}: {_count(len(fed.clusters), 'cluster')}, "
+                           f"{_count(fed.services, 'service')}, {_count(shards, 'shard')}")]
         rows = [("cluster", "zone", "region", "record rev", "stale", "shards")]
         rows += [(c.name, c.zone or "-", c.region or "-", str(c.record_revision or "-"),
                   (f"yes ({c.stale_action})" if c.stale else "no") if c.record_revision else "no record",
