@@ -10,6 +10,7 @@ reads it (:func:`feddns.store.etcdfeed.read_pages`). The whole read is bounded b
 
 import argparse
 import asyncio
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,32 +63,34 @@ def source_from(args: argparse.Namespace, files: bool) -> RecordsSource:
     return source
 
 
-def read_etcd(source: RecordsSource, timeout: float) -> tuple[list[Any], int]:
-    """Every etcd ``KeyValue`` under the source's prefix, in pages, and the revision read at.
+PageReader = Callable[[Any], None]
+"""What takes each page of etcd ``KeyValue`` messages (key, value, ``mod_revision``), in key order."""
 
-    Raises :class:`EtcdUnreachable` when it cannot be done within ``timeout`` seconds (every
-    endpoint tried in turn within it).
+
+def read_etcd(source: RecordsSource, timeout: float, each_page: PageReader) -> int:
+    """Hand every etcd ``KeyValue`` under the source's prefix to ``each_page``, a page at a
+    time, in a worker thread while the next page is read; returns the revision read at.
+
+    Raises :class:`EtcdUnreachable` when it cannot be done within ``timeout`` seconds: every
+    endpoint is tried in turn within it, until one has given a page (a failure after that is
+    final: the pages read cannot be taken back).
     """
     endpoints = EtcdEndpoints(list(source.etcd), timeout=timeout, access=source.access)  # a call may take it all
-    return asyncio.run(_read_within(endpoints, source.layout.root.encode(), timeout))
+    return asyncio.run(_read_within(endpoints, source.layout.root.encode(), timeout, each_page))
 
 
-async def _read_within(endpoints: EtcdEndpoints, root: bytes, seconds: float) -> tuple[list[Any], int]:
+async def _read_within(endpoints: EtcdEndpoints, root: bytes, seconds: float, each_page: PageReader) -> int:
     from feddns.etcd.client import close_quietly  # noqa: PLC0415 - gRPC only when etcd is read
     from feddns.store.etcdfeed import describe_failure, read_pages  # noqa: PLC0415
 
     failures = []
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
+    deadline = asyncio.get_running_loop().time() + seconds
+    given = [0]
     for _ in endpoints.urls:
         client = endpoints.client()
         try:
             async with asyncio.timeout_at(deadline):
-                pages, revision = [], 0
-                async for kvs, read_at in read_pages(client, root):
-                    pages.append(kvs)
-                    revision = read_at
-                return pages, revision
+                return await _pipelined(read_pages(client, root), each_page, given)
         except TimeoutError:
             failures.append(f"{endpoints.current}: no answer within --timeout {seconds:g}s")
             break
@@ -95,8 +98,30 @@ async def _read_within(endpoints: EtcdEndpoints, root: bytes, seconds: float) ->
             failures.append(f"{endpoints.current}: {describe_failure(exc)}")
         finally:
             await close_quietly(client)
+        if given[0]:
+            break
         endpoints.failover()
     raise EtcdUnreachable("etcd unreachable: " + "; ".join(failures))
+
+
+async def _pipelined(pages: AsyncIterator[tuple[Any, int]], each_page: PageReader, given: list[int]) -> int:
+    """Give each page to ``each_page`` in a thread while the next one is read (etcd and the
+    network work meanwhile); ``given[0]`` counts the pages given. Returns the revision."""
+    revision, pending = 0, None
+    try:
+        async for kvs, read_at in pages:
+            if pending is not None:
+                await pending
+            pending = asyncio.ensure_future(asyncio.to_thread(each_page, kvs))
+            given[0] += 1
+            revision = read_at
+        if pending is not None:
+            await pending
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
+    return revision
 
 
 def load_index(source: RecordsSource, timeout: float) -> Index:
@@ -108,9 +133,9 @@ def load_index(source: RecordsSource, timeout: float) -> Index:
     if source.path is not None:
         index.replace(read_records(source.path, source.layout))
         return index
-    pages, revision = read_etcd(source, timeout)
-    for kvs in pages:
+    def put_page(kvs: Any) -> None:
         for kv in kvs:
             index.put(kv.key.decode("utf-8", "replace"), kv.value)
-    index.revision = revision
+
+    index.revision = read_etcd(source, timeout, put_page)
     return index

@@ -1,9 +1,10 @@
 """``feddns status --etcd URL``: a federation at a glance (docs/reference.md section 6).
 
 One range read of every key under the prefix, paged at one revision as serve's first load
-reads it (``feddns.snapshot``), bounded by ``--timeout``; then one pass over the keys and
-values, which reads of each shard record only what the answer rules look at (``ready``,
-``policy``, ``failoverOrder``). It shows each federation's clusters (zone, region, the etcd
+reads it (``feddns.snapshot``), bounded by ``--timeout``; each page is counted
+(:class:`_Tally`) while the next is read, reading of each shard record only what the answer
+rules look at (``ready``, ``policy``, ``failoverOrder``); the services are judged at the end,
+once every cluster record is known. It shows each federation's clusters (zone, region, the etcd
 revision their record was last written at, stale or not, shard count), the services with no
 healthy shard, the services whose shards disagree on policy (serve then answers them with
 the default, docs/reference.md section 2), the keys that are no record, and the revision.
@@ -107,27 +108,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read etcd once and report; returns the exit status (module docstring)."""
     source = snapshot.source_from(args, files=False)
+    tally = _Tally(Status(0))
+    cut = len(source.layout.root)
     try:
-        pages, revision = snapshot.read_etcd(source, args.timeout)
+        revision = snapshot.read_etcd(source, args.timeout, lambda kvs: tally.add(kvs, cut))
     except snapshot.EtcdUnreachable as exc:
         print(logs.error_line("feddns status", str(exc), args.log_format), file=sys.stderr)
         return EXIT_ETCD
-    status = survey(pages, source.layout.root.encode(), revision)
+    tally.status.revision = revision
+    status = tally.status_of()
     if args.output == "json":
         print(json.dumps(asdict(status) | {"problems": status.problems()}, indent=2))
     else:
         print(render(status, f"etcd {', '.join(source.etcd)}, prefix {args.etcd_prefix!r}"))
     return EXIT_DEGRADED if status.problems() else 0
-
-
-def survey(pages: Iterable[Iterable[Any]], root: bytes, revision: int) -> Status:
-    """The status of the etcd ``KeyValue`` messages of ``pages`` (keys under ``root``, which
-    ends with ``/``, read at ``revision``): one pass over the keys (:class:`_Tally`), then
-    each service judged once every cluster record is known."""
-    tally = _Tally(Status(revision))
-    for kvs in pages:
-        tally.add(kvs, len(root))
-    return tally.status_of()
 
 
 class _Tally:
