@@ -48,12 +48,14 @@ class Record(NamedTuple):
 
 
 class Explanation(NamedTuple):
-    """What ``feddns explain`` prints: the name, the asker, the policy, how the order is
-    decided per query, the records in answer order and the shards left out."""
+    """What ``feddns explain`` prints: the name, the asker, the policy (and ``policy_why`` when
+    it is not what the shards name: they disagree), how the order is decided per query, the
+    records in answer order and the shards left out."""
 
     name: str
     asker: str | None
     policy: str
+    policy_why: str
     order: str
     records: list[Record]
     left_out: list[Record]
@@ -149,7 +151,7 @@ def explain(node: Node, name: str, asker: str | None, versions: tuple[int, ...])
         blocks = [(version, policy.shard_addresses(fed, node.cluster, shard, own, version)) for version in versions]
         records = [record for version, block in blocks
                    for record in _record(1, fed, asker, node.cluster, shard, version, block, why)]
-        return Explanation(name, asker, "-", "fixed", records, [])
+        return Explanation(name, asker, "-", "", "fixed", records, [])
     reasons: dict[str, str] = {}
     chosen, groups = policy.address_groups(node, asker, versions, reasons)
     places = [group for group in groups if group[1]]
@@ -159,7 +161,9 @@ def explain(node: Node, name: str, asker: str | None, versions: tuple[int, ...])
     kept = {record.cluster for record in records}
     left = [Record(None, c, None, None, _tier(fed, asker, c), reasons[c]) for c in sorted(node.shards)
             if c not in kept]
-    return Explanation(name, asker, chosen.name, _order(PolicyName(chosen.name)), records, left)
+    named = {(shard.policy.name, shard.policy.failover_order) for shard in node.shards.values()}
+    why = "" if len(named) == 1 else "the shards disagree on policy, so the default applies (reference section 2)"
+    return Explanation(name, asker, chosen.name, why, _order(PolicyName(chosen.name)), records, left)
 
 
 def _record(place: int, fed: Any, asker: str | None, cluster: str, shard: Shard, version: int,  # noqa: PLR0913, PLR0917
@@ -192,7 +196,8 @@ def render(found: Explanation) -> str:
     """The text of ``found``: two head lines, then one line per record and per shard left out,
     each column as wide as its longest value."""
     asker = found.asker or "no cluster (an external client)"
-    lines = [f"{found.name} asked from {asker}", f"policy {found.policy}; order {found.order}"]
+    policy = f"{found.policy} ({found.policy_why})" if found.policy_why else found.policy
+    lines = [f"{found.name} asked from {asker}", f"policy {policy}; order {found.order}"]
     if not found.records:
         lines.append("NOERROR with no records (NODATA)")
     rows = [("#", "group", "cluster", "address", "kind", "tier", "why")]

@@ -91,6 +91,12 @@ def test_explain_says_why_shards_are_left_out(etcd: EtcdServer, federation: tupl
     assert [(r["cluster"], r["kind"], r["why"]) for r in records][:2] == [
         ("c", "externalIP", "failover rank 1 of failoverOrder ['c', 'a']"),
         ("a", "externalIP", "failover rank 2 of failoverOrder ['c', 'a']")]
+    _, out, _ = explain(capsys, "mixed.prod.pol.svc.federation.", "--from", "a", *flags)
+    found = json.loads(out)
+    assert (found["policy"], found["policy_why"]) == (
+        "locality", "the shards disagree on policy, so the default applies (reference section 2)")
+    _, out, _ = explain(capsys, "fo.prod.pol.svc.federation.", "--from", "a", *flags)
+    assert json.loads(out)["policy_why"] == ""
     _, out, _ = explain(capsys, "wt.prod.pol.svc.federation.", "--from", "a", *flags)
     found = json.loads(out)
     assert {r["cluster"]: r["why"] for r in found["left_out"]} == {"c": "left out: weight 0"}
