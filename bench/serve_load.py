@@ -66,6 +66,32 @@ def fill(etcd: EtcdServer, services: int, clusters: int) -> None:
                       file=sys.stderr, flush=True)
 
 
+def filled_etcd(services: int, clusters: int, data: str | None) -> EtcdServer:
+    """A started etcd holding ``services`` x ``clusters`` shard records (:func:`fill`); with
+    ``data``, its data directory is kept there and reused when it was filled with the same sizes."""
+    etcd = EtcdServer()
+    marker = Path(data) / f"filled-{services}x{clusters}" if data else None
+    if data:
+        shutil.rmtree(etcd.data_dir, ignore_errors=True)
+        etcd.data_dir = data
+        etcd.log_path = str(Path(data) / "etcd.log")
+        Path(data).mkdir(parents=True, exist_ok=True)
+    etcd.start()
+    if marker is None or not marker.exists():
+        fill(etcd, services, clusters)
+        if marker is not None:
+            marker.touch()
+    return etcd
+
+
+def done_with(etcd: EtcdServer, data: str | None) -> None:
+    """Stop ``etcd``, keeping its data directory when it is ``data`` (else removing it)."""
+    if data:
+        etcd.stop()
+    else:
+        etcd.destroy()
+
+
 def status(pid: int) -> dict[str, int]:
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -82,19 +108,8 @@ def main() -> None:
     parser.add_argument("--data", help="keep the filled etcd data directory here and reuse it")
     parser.add_argument("--serve-args", default="", help="extra flags for feddns serve")
     args = parser.parse_args()
-    etcd = EtcdServer()
-    marker = Path(args.data) / f"filled-{args.services}x{args.clusters}" if args.data else None
-    if args.data:
-        shutil.rmtree(etcd.data_dir, ignore_errors=True)
-        etcd.data_dir = args.data
-        etcd.log_path = str(Path(args.data) / "etcd.log")
-        Path(args.data).mkdir(parents=True, exist_ok=True)
-    etcd.start()
+    etcd = filled_etcd(args.services, args.clusters, args.data)
     try:
-        if marker is None or not marker.exists():
-            fill(etcd, args.services, args.clusters)
-            if marker is not None:
-                marker.touch()
         last = f"svc{args.services - 1}.ns{(args.services - 1) % 100}.{FEDERATION}.svc.federation."
         query = dns.message.make_query(last, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"c0")])
         started = time.monotonic()
@@ -115,10 +130,7 @@ def main() -> None:
             pids = [server.proc.pid, *server.worker_pids()]
             memories = [status(pid) for pid in pids]
     finally:
-        if args.data:
-            etcd.stop()
-        else:
-            etcd.destroy()
+        done_with(etcd, args.data)
     records = args.services * args.clusters
     each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in memories)
     print(f"{records:,} shard records: first answer after {loaded:.1f} s; "

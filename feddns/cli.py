@@ -30,6 +30,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "stubzone": ("stubzone.cli", "run the stub-zone HTTPS endpoint of a cluster's DNS pod"),
     "certs": ("stubzone.certs", "create a CA and issue server and client certificates"),
     "links": ("links.cli", "run the admission webhook injecting explicit links to federated services"),
+    "explain": ("feddns.explain", "the answer feddns serve gives a cluster for a name, and why each record is there"),
+    "status": ("feddns.status", "a federation at a glance: clusters, staleness, degraded services (exits 1 if any)"),
 }
 
 LOG_LEVELS = logs.LEVELS

@@ -130,7 +130,7 @@ def test_log_flags_are_taken_after_a_nested_subcommand_too(tmp_path):
     assert json.loads(line)["logger"] == "feddns certs", line
 
 
-COMMANDS = ["serve", "controller", "stubzone", "links", "certs"]
+COMMANDS = ["serve", "controller", "stubzone", "links", "certs", "explain", "status"]
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])

@@ -41,13 +41,13 @@ from typing import Any, Generic, TypeVar
 from feddns.dns import weights, wire
 from feddns.dns.answer import Answer, Template
 from feddns.dns.index import Change, FederationChanged, Reload, ServiceChanged
-from feddns.dns.replystore import BYTES_OVERHEAD, ENTRY_OVERHEAD, Entry, Labels, ReplyStore
+from feddns.dns.replystore import BYTES_OVERHEAD, ENTRY_OVERHEAD, Entry, FirstTier, Labels, ReplyStore
 from feddns.dns.weights import SLOTS_BITS
 from feddns.dns.wire import Query
 from feddns.names import ServiceId
 
-__all__ = ["AnswerEntry", "AnswerKey", "Cache", "Doorkeeper", "DrawnReply", "Entry", "Envelopes", "Labels",
-           "NxdomainParts", "Reply", "Respond"]  # Entry and Labels: the store's, for the responder and the metrics
+__all__ = ["AnswerEntry", "AnswerKey", "Cache", "Doorkeeper", "DrawnReply", "Entry", "Envelopes", "FirstTier",
+           "Labels", "NxdomainParts", "Reply", "Respond"]  # Entry, FirstTier, Labels: the store's, for the metrics
 
 _Parts = TypeVar("_Parts")
 _FEWEST_BITS = 4  # the Doorkeeper's smallest table: 16 slots
@@ -67,8 +67,9 @@ class Reply(Entry):
 
     __slots__ = ("name_end", "reply")
 
-    def __init__(self, key: bytes, reply: bytes, name_end: int, owner: Hashable, labels: Labels) -> None:
-        super().__init__(len(key) + len(reply) + 2 * BYTES_OVERHEAD + ENTRY_OVERHEAD, owner, labels)
+    def __init__(self, key: bytes, reply: bytes, name_end: int, owner: Hashable, labels: Labels,
+                 first: FirstTier | None = None) -> None:
+        super().__init__(len(key) + len(reply) + 2 * BYTES_OVERHEAD + ENTRY_OVERHEAD, owner, labels, first)
         self.reply = reply
         self.name_end = name_end
 
@@ -84,14 +85,16 @@ class DrawnReply(Reply):
     the query bytes it is keyed by (as :class:`Reply`, with the qname ending at
     ``name_end``): ``reply`` is one of ``replies``, picked at random through
     ``table`` (``feddns.dns.weights``: :data:`~feddns.dns.weights.SLOTS` indexes)
-    on every read, so every letter case spliced from it gets a draw too."""
+    on every read, so every letter case spliced from it gets a draw too. It is owned
+    and counted as the answer entry ``made_from``."""
 
     __slots__ = ("replies", "table")
 
-    def __init__(self, key: bytes, replies: tuple[bytes, ...], table: array[int], name_end: int, owner: Hashable,
-                 labels: Labels) -> None:
+    def __init__(self, key: bytes, replies: tuple[bytes, ...], table: array[int], name_end: int,
+                 made_from: Entry) -> None:
         size = len(key) + sum(len(r) + BYTES_OVERHEAD for r in replies) + len(table) * table.itemsize
-        Entry.__init__(self, size + BYTES_OVERHEAD + ENTRY_OVERHEAD, owner, labels)
+        Entry.__init__(self, size + BYTES_OVERHEAD + ENTRY_OVERHEAD, made_from.owner, made_from.labels,
+                       made_from.first)
         self.replies = replies
         self.table = table
         self.name_end = name_end
@@ -108,12 +111,12 @@ class AnswerEntry(Entry):
 
     __slots__ = ("answer",)
 
-    def __init__(self, answer: Answer, owner: Hashable, labels: Labels) -> None:
+    def __init__(self, answer: Answer, owner: Hashable, labels: Labels, first: FirstTier | None = None) -> None:
         count = sum(len(tier) for tier in answer.tiers)
         size = answer.length + BYTES_OVERHEAD * (count + 2) + 8 * count + 64 * (len(answer.tiers) + 1) + 200
         if isinstance(answer.ordering, weights.Draw):
             size += answer.ordering.size  # the orders it keeps
-        super().__init__(size + ENTRY_OVERHEAD, owner, labels)
+        super().__init__(size + ENTRY_OVERHEAD, owner, labels, first)
         self.answer = answer
 
 
@@ -250,10 +253,11 @@ class Cache:
 
         return datagram_received
 
-    def keep_answer(self, key: AnswerKey, answer: Answer, owner: ServiceId | None, labels: Labels) -> AnswerEntry:
-        """Keep ``answer`` under ``key``, registered under its service ``owner``
-        (the entry is returned even when too large to keep)."""
-        entry = AnswerEntry(answer, owner, labels)
+    def keep_answer(self, key: AnswerKey, answer: Answer, owner: ServiceId | None, labels: Labels,
+                    first: FirstTier | None = None) -> AnswerEntry:
+        """Keep ``answer`` under ``key``, registered under its service ``owner``, counted by
+        ``labels`` and ``first`` (the entry is returned even when too large to keep)."""
+        entry = AnswerEntry(answer, owner, labels, first)
         self.store.put(key, entry)
         return entry
 
@@ -291,12 +295,12 @@ class Cache:
         if drawn is not None and variants is None:
             return reply
         if variants is None or stored[0] & 0x02:  # one order, or truncated (TC=1: no records to order)
-            self.store.put(key, Reply(key, stored, name_end, found.owner, found.labels))
+            self.store.put(key, Reply(key, stored, name_end, found.owner, found.labels, found.first))
             return reply
         at = 10 + len(query.question)  # the answer section starts here, as long in every order
         bodies, table = variants
         replies = tuple(stored[:at] + body + stored[at + len(body) :] for body in bodies)
-        self.store.put(key, DrawnReply(key, replies, table, name_end, found.owner, found.labels))
+        self.store.put(key, DrawnReply(key, replies, table, name_end, found))
         return reply
 
     def keep_envelope(self, data: bytes, query: Query, template: Template) -> None:

@@ -4,7 +4,9 @@ The query path only increments plain integers (the hit count of a cache
 entry, ``Stats``); this collector sums them when ``/metrics`` is scraped, so
 counting costs the query path no lock and no call into ``prometheus_client``.
 Every label takes a bounded set of values: qtype is one of the types the
-server knows or ``other``, rcode one of the rcodes it sends.
+server knows or ``other``, rcode one of the rcodes it sends, source_cluster one
+of the first :data:`MATRIX_CLUSTERS` clusters the records name (by name), or
+``other`` past them, or ``unknown``.
 """
 
 from collections import Counter
@@ -13,8 +15,15 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from feddns.dns.cache import Reply
+from feddns.dns.cache import FirstTier, Reply
 from feddns.dns.responder import Responder
+
+MATRIX_CLUSTERS = 100
+"""The source clusters the locality matrix names at most (the first by name of those the
+records know); answers asked from the others are counted as ``source_cluster="other"``."""
+
+TIERS = ("own", "zone", "region", "other", "none")
+"""The ``tier`` label's values, each exported (0 until counted) for every source cluster named."""
 
 
 class ServeCollector(Collector):
@@ -34,12 +43,15 @@ class ServeCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         responder = self.responder
         totals: Counter[tuple[str, str, str]] = Counter(dict(responder.stats.answered))  # dict(): one C call, atomic
+        firsts: Counter[FirstTier] = Counter(dict(responder.stats.first_tiers))
         cache = responder.cache.store
         entries = list(cache.entries())
         replies = 0
         for entry in entries:
             totals[entry.labels] += entry.hits
             replies += isinstance(entry, Reply)
+            if entry.first is not None:
+                firsts[entry.first] += entry.hits
         for template in responder.counted_templates():
             if template.hits:
                 totals[template.labels] += template.hits
@@ -58,6 +70,7 @@ class ServeCollector(Collector):
             sources.add_metric([source], count)
         yield queries
         yield sources
+        yield self._matrix(firsts)
         yield CounterMetricFamily("feddns_dns_dropped", "Packets dropped (shorter than a header, or responses)",
                                   value=responder.stats.dropped)
         kinds = GaugeMetricFamily("feddns_dns_cache_entries", "Entries in the cache, by kind", labels=["kind"])
@@ -85,3 +98,22 @@ class ServeCollector(Collector):
                                 value=int(responder.ready))
         yield GaugeMetricFamily("feddns_records_revision", "etcd revision of the newest record applied",
                                 value=responder.index.revision)
+
+    def _matrix(self, firsts: Counter[FirstTier]) -> CounterMetricFamily:
+        """``feddns_dns_answers_first_tier_total{source_cluster, tier}`` from the hits by
+        ``(asking cluster, tier)``: a cluster the records no longer name is ``unknown``, one
+        past the first :data:`MATRIX_CLUSTERS` by name ``other``."""
+        known = {name.decode() for fed in self.responder.index.federations.values() for name in fed.known}
+        named = set(sorted(known)[:MATRIX_CLUSTERS])
+        counts: Counter[tuple[str, str]] = Counter()
+        for (cluster, rank), hits in firsts.items():
+            label = cluster if cluster in named else "other" if cluster in known else "unknown"
+            counts[(label, rank)] += hits
+        family = CounterMetricFamily("feddns_dns_answers_first_tier",
+                                     "Answers to a service's name by asking cluster and the tier of their first "
+                                     "records (own, zone, region, other; none: no record)",
+                                     labels=["source_cluster", "tier"])
+        for cluster in sorted({*named, *(label for label, _ in counts)}):
+            for rank in TIERS:
+                family.add_metric([cluster, rank], counts[(cluster, rank)])
+        return family

@@ -52,6 +52,11 @@ class Tier(IntEnum):
     OTHER = 3
 
 
+TIER_LABELS = ("own", "zone", "region", "other")
+"""The name of each :class:`Tier` in ``feddns explain`` and in the metrics' ``tier`` label
+(``none`` there: an answer with no record; docs/reference.md section 6)."""
+
+
 def find_source(fed: Federation | None, query: Query, client: str) -> Source:
     """Decide the source cluster of ``query`` for a name of federation ``fed``
     (``None`` above federations), asked from address ``client``.
@@ -163,10 +168,12 @@ joins them (``feddns.dns.weights.Unit``)."""
 Group = tuple[int, list[str]]
 """``(SRV priority, cluster names)``: clusters that share a place in the order."""
 
-Arranged = tuple[Tiers, "answer.Ordering | None", list[bytes]]
+Arranged = tuple[Tiers, "answer.Ordering | None", list[bytes], "Tier | None"]
 """What an answer is built from: the answer records by tier, the ordering the
-policy imposes (``None``: the server's, rotation or ``--order stable``), and
-the additional records."""
+policy imposes (``None``: the server's, rotation or ``--order stable``), the
+additional records, and the tier of the first group of records (``None``: no
+record, or a name that is not a service's; the locality matrix of the metrics,
+:func:`nearest`)."""
 
 
 def service_policy(shards: dict[str, Shard]) -> Policy:
@@ -181,7 +188,7 @@ def service_policy(shards: dict[str, Shard]) -> Policy:
     return first
 
 
-def ranked(node: Node, asker: str | None) -> tuple[Policy, list[Group]]:
+def ranked(node: Node, asker: str | None, why: dict[str, str] | None = None) -> tuple[Policy, list[Group]]:
     """The service's policy and its healthy shards for cluster ``asker``, in the groups the policy
     orders them by, best first, each group's clusters in name order.
 
@@ -191,6 +198,10 @@ def ranked(node: Node, asker: str | None) -> tuple[Policy, list[Group]]:
     Weighted policies leave out shards of weight 0. The shards of stale clusters
     come last (in tier 3, or a group of their own after the others), or are left
     out with ``staleAction: drop``, unless the asker is in that cluster.
+
+    ``why``, when given, is filled with one line per shard (cluster name to text)
+    saying why it is in its group or left out: ``feddns explain`` shows them, so
+    that the rules stay here alone (docs/reference.md section 2).
     """
     assert node.shards is not None and node.federation is not None
     fed = node.federation
@@ -201,20 +212,65 @@ def ranked(node: Node, asker: str | None) -> tuple[Policy, list[Group]]:
     healthy = [c for c in sorted(shards) if shards[c].healthy and not (weighted and shards[c].weight == 0)
                and _stale(fed, asker, c) is not StaleAction.DROP]
     last = [c for c in healthy if _stale(fed, asker, c) is StaleAction.DEMOTE]
+    if why is not None:
+        _left_out(node, asker, weighted, why)
     if name is PolicyName.FAILOVER:
         listed = [c for c in chosen.failover_order if c in healthy and c not in last]
         rest = [c for c in healthy if c not in chosen.failover_order and c not in last]
         clusters = [[c] for c in listed] + [group for group in (rest, last) if group]
+        if why is not None:
+            why.update({c: f"failover rank {place + 1} of failoverOrder {list(chosen.failover_order)}"
+                        for place, c in enumerate(listed)})
+            why.update({c: "not in failoverOrder: after the listed clusters" for c in rest})
+            why.update({c: "stale cluster: after every fresh one" for c in last})
         return chosen, [(10 * place, group) for place, group in enumerate(clusters)]
     if name is PolicyName.WEIGHTED:
         fresh = [c for c in healthy if c not in last]
+        if why is not None:
+            why.update({c: f"weight {shards[c].weight}: drawn by weight per answer" for c in fresh})
+            why.update({c: "stale cluster: after every fresh one" for c in last})
         return chosen, [(10 * place, group) for place, group in enumerate(g for g in (fresh, last) if g)]
     tiers: list[list[str]] = [[], [], [], []]
     for cluster in healthy:
         rank = tier(fed, asker, cluster)
         if rank is not None:
             tiers[rank].append(cluster)
+            if why is not None:
+                why[cluster] = _tier_reason(fed, asker, cluster, rank, shards[cluster].weight if weighted else None)
     return chosen, [(10 * rank, group) for rank, group in enumerate(tiers) if group]
+
+
+def _left_out(node: Node, asker: str | None, weighted: bool, why: dict[str, str]) -> None:
+    """Why each shard that :func:`ranked` leaves out is left out."""
+    assert node.shards is not None and node.federation is not None
+    for cluster, shard in node.shards.items():
+        if not shard.healthy:
+            why[cluster] = "left out: ready: 0"
+        elif weighted and shard.weight == 0:
+            why[cluster] = "left out: weight 0"
+        elif _stale(node.federation, asker, cluster) is StaleAction.DROP:
+            why[cluster] = "left out: stale cluster (staleAction: drop)"
+
+
+def _tier_reason(fed: Federation, asker: str | None, cluster: str, rank: Tier, weight: int | None) -> str:
+    """Why ``cluster``'s shard is in tier ``rank`` for ``asker`` (and its weight inside the tier)."""
+    if _stale(fed, asker, cluster) is StaleAction.DEMOTE:
+        text = "stale cluster: moved to the last tier"
+    elif rank is Tier.OWN:
+        text = "the asking cluster's own shard"
+    elif asker is None:
+        text = "no source cluster: every shard is in the last tier"
+    elif fed.clusters.get(asker) is None:
+        text = "the asking cluster has no cluster record: every other shard is in the last tier"
+    elif fed.clusters.get(cluster) is None:
+        text = "its cluster has no cluster record (no zone or region): the last tier"
+    elif rank is Tier.SAME_ZONE:
+        text = "in the asking cluster's zone"
+    elif rank is Tier.SAME_REGION:
+        text = "in the asking cluster's region"
+    else:
+        text = "outside the asking cluster's region"
+    return text if weight is None else f"{text}; weight {weight} within the tier"
 
 
 def shard_addresses(fed: Federation, cluster: str, shard: Shard, own: bool, version: int) -> bytes:
@@ -259,22 +315,76 @@ def address_answer(node: Node, asker: str | None, versions: tuple[int, ...], ttl
             packed = [shard_addresses(fed, node.cluster, shard, own, version) for version in versions]
         found = tuple(r for block, version in zip(packed, versions, strict=True)
                       for r in _address_records(block, version, answer.POINTER_TO_QNAME, ttl))
-        return ((found,) if found else ()), answer.FIXED, []
-    chosen, groups = ranked(node, asker)
+        return ((found,) if found else ()), answer.FIXED, [], None
+    chosen, groups = address_groups(node, asker, versions)
     units: list[list[WeighedRecords]] = []
+    first: Tier | None = None
+    for version, group in groups:
+        units.append([(_address_records(block, version, answer.POINTER_TO_QNAME, ttl), node.shards[cluster].weight)
+                      for cluster, block in group])
+        if first is None and group:
+            first = nearest(fed, asker, [cluster for cluster, _ in group])
+    return _arranged(PolicyName(chosen.name), _capped(units, MAX_ANSWER_BYTES), [], first)
+
+
+AddressGroup = tuple[int, list[tuple[str, bytes]]]
+"""``(IP version, [(cluster, packed addresses)])``: one group of :func:`ranked` in one IP
+version, each shard with the addresses the asker reaches it by, in the answer's order."""
+
+
+def address_groups(node: Node, asker: str | None, versions: tuple[int, ...],
+                   why: dict[str, str] | None = None) -> tuple[Policy, list[AddressGroup]]:
+    """The service's policy and the address records of ``node`` (a service's name) for cluster
+    ``asker``: per IP version of ``versions`` (4, 6), per group of :func:`ranked`, the shards
+    that have an address for the asker (a shard with no externalIP only for its own cluster).
+    ``why`` is filled as :func:`ranked` fills it, and says why a shard with no address for
+    the asker is left out. The answer of serve (:func:`address_answer`) and ``feddns explain``
+    are both made from this (docs/reference.md section 2).
+    """
+    assert node.shards is not None and node.federation is not None
+    fed = node.federation
+    chosen, groups = ranked(node, asker, why)
+    out: list[AddressGroup] = []
+    reached: set[str] = set()
     for version in versions:
         for _, group in groups:
-            tier_units: list[WeighedRecords] = []
+            blocks = []
             for cluster in group:
-                shard = node.shards[cluster]
-                block = shard_addresses(fed, cluster, shard, cluster == asker, version)
+                block = shard_addresses(fed, cluster, node.shards[cluster], cluster == asker, version)
                 if block:
-                    tier_units.append((_address_records(block, version, answer.POINTER_TO_QNAME, ttl), shard.weight))
-            units.append(tier_units)
-    return _arranged(PolicyName(chosen.name), _capped(units, MAX_ANSWER_BYTES), [])
+                    blocks.append((cluster, block))
+                    reached.add(cluster)
+            out.append((version, blocks))
+    if why is not None:
+        for _, group in groups:
+            for cluster in group:
+                if cluster not in reached:
+                    why[cluster] = f"left out: no address for this asker ({why[cluster]}), " + _unreachable(
+                        node.shards[cluster], cluster == asker)
+    return chosen, out
 
 
-def _arranged(chosen: PolicyName, units: list[list[WeighedRecords]], additional: list[bytes]) -> Arranged:
+def _unreachable(shard: Shard, own: bool) -> str:
+    """Why a kept shard gives the asker no address."""
+    if shard.endpoints is not None:
+        return "a headless shard whose pods the asker cannot reach (podNetwork: isolated)"
+    if own:
+        return "no clusterIP of the type asked"
+    return "no externalIP of the type asked: reachable only from its own cluster"
+
+
+def nearest(fed: Federation, asker: str | None, clusters: list[str]) -> Tier:
+    """The nearest tier, for cluster ``asker``, of the shards of ``clusters`` (which an
+    answer holds): the tier that a group of records sends the asker's traffic to. A
+    group of one tier (``locality``, ``locality-weighted``, a listed ``failover``
+    cluster) has its tier; a group that mixes tiers (``weighted``, unlisted
+    ``failover`` clusters) its nearest one."""
+    ranks = [tier(fed, asker, cluster) for cluster in clusters]
+    return min((rank for rank in ranks if rank is not None), default=Tier.OTHER)
+
+
+def _arranged(chosen: PolicyName, units: list[list[WeighedRecords]], additional: list[bytes],
+              first: Tier | None) -> Arranged:
     """The tiers of ``units`` (each a shard's records) and the ordering policy ``chosen`` imposes."""
     tiers = tuple(tuple(r for records, _ in tier for r in records) for tier in units if tier)
     ordering: answer.Ordering | None = None
@@ -283,7 +393,7 @@ def _arranged(chosen: PolicyName, units: list[list[WeighedRecords]], additional:
     elif chosen in _WEIGHTED_POLICIES:
         joined = [[(b"".join(records), max(weight, 1)) for records, weight in tier] for tier in units if tier]
         ordering = answer.FIXED if all(len(tier) == 1 for tier in joined) else Draw(joined)
-    return tiers, ordering, additional
+    return tiers, ordering, additional, first if tiers else None
 
 
 def _capped(units: list[list[WeighedRecords]], budget: int) -> list[list[WeighedRecords]]:
@@ -328,8 +438,10 @@ def srv_answer(node: Node, asker: str | None, base: bytes, ttl: int) -> Arranged
     weighted = name in _WEIGHTED_POLICIES
     units: list[list[WeighedRecords]] = []
     extra: list[bytes] = []
+    first: Tier | None = None
     for priority, group in groups:
         tier_units: list[WeighedRecords] = []
+        reached = []
         for cluster in group:
             shard = node.shards[cluster]
             port = next((p for p in shard.ports if p.name == node.port_name and p.protocol == node.protocol), None)
@@ -353,8 +465,11 @@ def srv_answer(node: Node, asker: str | None, base: bytes, ttl: int) -> Arranged
                 record = answer.srv_rr(priority, srv_weight, port.port, target, ttl)
                 tier_units.append(([record], srv_weight or 1))
                 extra += _address_records(a4, 4, target, ttl) + _address_records(a6, 6, target, ttl)
+                reached.append(cluster)
         units.append(tier_units)
+        if first is None and reached:
+            first = nearest(fed, asker, reached)
     size = sum(len(r) for tier in units for records, _ in tier for r in records)
     if size + sum(len(r) for r in extra) > MAX_ANSWER_BYTES:
         extra = []
-    return _arranged(name, _capped(units, MAX_ANSWER_BYTES), extra)
+    return _arranged(name, _capped(units, MAX_ANSWER_BYTES), extra, first)

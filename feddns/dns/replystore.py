@@ -30,24 +30,31 @@ Labels = tuple[str, str, str]
 """Metric labels of an entry: ``(qtype, rcode, source)``, source being
 ``"cluster"`` when the asking cluster was found, else ``"none"``."""
 
+FirstTier = tuple[str, str]
+"""The locality matrix's key of an entry: ``(source cluster, tier)``, the asking cluster's
+name (``""``: none found) and the tier its first records come from (``own``, ``zone``,
+``region``, ``other``; ``none``: no record), for ``feddns_dns_answers_first_tier_total``."""
+
 
 class Entry:
     """What the store holds: counts hits, knows its size in bytes and its owner.
 
     ``hits`` counts the queries answered from it (the metrics sum them, by
-    ``labels``); ``seen`` is ``hits`` when the evictor last looked at it; ``size``
-    is the bytes it holds with its key and :data:`ENTRY_OVERHEAD`; ``owner`` is
-    the key of the records it was built from (see :meth:`ReplyStore.drop`).
+    ``labels``, and by ``first`` when the entry answers a service's name); ``seen``
+    is ``hits`` when the evictor last looked at it; ``size`` is the bytes it holds
+    with its key and :data:`ENTRY_OVERHEAD`; ``owner`` is the key of the records it
+    was built from (see :meth:`ReplyStore.drop`).
     """
 
-    __slots__ = ("hits", "labels", "owner", "seen", "size")
+    __slots__ = ("first", "hits", "labels", "owner", "seen", "size")
 
-    def __init__(self, size: int, owner: Hashable, labels: Labels) -> None:
+    def __init__(self, size: int, owner: Hashable, labels: Labels, first: FirstTier | None = None) -> None:
         self.hits = 0
         self.seen = 0
         self.size = size
         self.owner = owner
         self.labels = labels
+        self.first = first
 
 
 class ReplyStore:

@@ -33,7 +33,7 @@ from typing import Protocol
 from feddns import names
 from feddns.dns import answer, policy, wire
 from feddns.dns.answer import Answer, Sections, Template
-from feddns.dns.cache import Cache, Entry, Labels
+from feddns.dns.cache import Cache, Entry, FirstTier, Labels
 from feddns.dns.index import Index, Node, NodeKind, NotAName
 from feddns.dns.wire import CLASS_IN, FIRST_ROOT, LAST_ROOT, MetaType, QType, Query, Rcode
 from feddns.keys import Layout
@@ -57,6 +57,9 @@ _ERROR_RCODES: dict[int, Rcode] = {
 }
 """The QTYPEs answered with an error whatever the name, as BIND answers them (docs/serve.md)."""
 _ADDRESS_KINDS = (NodeKind.SERVICE, NodeKind.SHARD, NodeKind.ENDPOINT)
+_MATRIX_KINDS = (NodeKind.SERVICE, NodeKind.SRV_NAME)
+"""The names whose answers the locality matrix counts: a service's, and its SRV names
+(a shard's name asks for one cluster by name, whatever the tiers)."""
 
 
 def qtype_label(qtype: int) -> str:
@@ -100,15 +103,21 @@ class AnswerSettings:
 class Stats:
     """Counts the metrics read (``feddns.dns.metrics``): queries answered without
     a cache entry, and the hits of entries no longer cached, by labels (a plain
-    dict: its ``get`` and store cost the query path less than a ``Counter``'s ``+=``)."""
+    dict: its ``get`` and store cost the query path less than a ``Counter``'s ``+=``);
+    ``first_tiers`` the hits of entries no longer cached by their locality matrix key."""
 
     answered: dict[Labels, int] = field(default_factory=dict)
+    first_tiers: dict[FirstTier, int] = field(default_factory=dict)
     dropped: int = 0
 
     def add_hits(self, entry: Entry) -> None:
         """Keep the hits of an entry that leaves the cache."""
-        if entry.hits:
-            self.answered[entry.labels] = self.answered.get(entry.labels, 0) + entry.hits
+        hits = entry.hits
+        if hits:
+            self.answered[entry.labels] = self.answered.get(entry.labels, 0) + hits
+            first = entry.first
+            if first is not None:
+                self.first_tiers[first] = self.first_tiers.get(first, 0) + hits
 
 
 class Templates:
@@ -396,7 +405,11 @@ class Responder:
             if built is None:
                 return self._template(templates.nodata, data, query, ecs, tcp, source)
             labels = (qtype_label(qtype), "NOERROR", "cluster" if source else "none")
-            found = cache.keep_answer(key, built, node.service, labels)
+            first = None
+            if node.kind in _MATRIX_KINDS:
+                rank = built[1]
+                first = (asker or "", "none" if rank is None else policy.TIER_LABELS[rank])
+            found = cache.keep_answer(key, built[0], node.service, labels, first)
         return cache.reply(found, data, query, ecs, tcp, by_address)
 
     def _refuse(self, data: bytes, query: Query, tcp: bool) -> bytes:
@@ -442,24 +455,27 @@ class Responder:
 
     # -- building answers -----------------------------------------------------------
 
-    def _answer(self, node: Node, qtype: int, asker: str | None, zone: Zone) -> Answer | None:
-        """The answer of ``node`` to ``qtype`` for cluster ``asker`` in ``zone``, or ``None``
-        for the zone's NODATA (a name with no records of that type, whoever asks)."""
+    def _answer(self, node: Node, qtype: int, asker: str | None,
+                zone: Zone) -> tuple[Answer, policy.Tier | None] | None:
+        """The answer of ``node`` to ``qtype`` for cluster ``asker`` in ``zone`` and the tier its
+        first records come from, or ``None`` for the zone's NODATA (a name with no records of
+        that type, whoever asks)."""
         found = self._records(node, qtype, asker, zone)
         if found is None:
             return None
-        sections, ordering = found
+        sections, ordering, first = found
         limit = self.settings.max_udp_size
         if not sections.tiers:  # the name has such records, but none for this asker now (e.g. every shard unready)
-            return Answer(Rcode.NOERROR, Sections(authority=[zone.templates.soa]), udp_limit=limit)
+            return Answer(Rcode.NOERROR, Sections(authority=[zone.templates.soa]), udp_limit=limit), None
         if ordering is None:
             ordering = answer.FIXED if self.settings.stable else answer.Rotation()
-        return Answer(Rcode.NOERROR, sections, ordering=ordering, udp_limit=limit)
+        return Answer(Rcode.NOERROR, sections, ordering=ordering, udp_limit=limit), first
 
     def _records(self, node: Node, qtype: int, asker: str | None,
-                 zone: Zone) -> tuple[Sections, answer.Ordering | None] | None:
-        """The records of ``node`` for ``qtype`` asked from cluster ``asker``, and their
-        ordering when the policy decides it; ``None`` when the name has no such records."""
+                 zone: Zone) -> tuple[Sections, answer.Ordering | None, policy.Tier | None] | None:
+        """The records of ``node`` for ``qtype`` asked from cluster ``asker``, their ordering
+        when the policy decides it, and the tier of the first (a service's names only);
+        ``None`` when the name has no such records."""
         ttl = self.settings.ttl
         kind = node.kind
         if kind == NodeKind.APEX:
@@ -468,26 +484,27 @@ class Responder:
             versions = _VERSIONS.get(qtype, ())
             records = tuple(answer.address_rr(ip.packed, ttl) for ip in self.settings.ns_addresses
                             if ip.version in versions)
-            return (Sections((records,)), None) if records else None
+            return (Sections((records,)), None, None) if records else None
         if kind == NodeKind.SRV_NAME:
             if qtype not in (QType.SRV, QType.ANY):
                 return None
             assert node.service is not None
-            tiers, ordering, additional = policy.srv_answer(node, asker, zone.service_name(node.service), ttl)
-            return Sections(tiers, additional=additional), ordering
+            tiers, ordering, additional, first = policy.srv_answer(node, asker, zone.service_name(node.service), ttl)
+            return Sections(tiers, additional=additional), ordering, first
         if kind in _ADDRESS_KINDS and qtype in _VERSIONS:
-            tiers, ordering, _ = policy.address_answer(node, asker, _VERSIONS[qtype], ttl)
-            return Sections(tiers), ordering
+            tiers, ordering, _, first = policy.address_answer(node, asker, _VERSIONS[qtype], ttl)
+            return Sections(tiers), ordering, first
         return None
 
-    def _apex_records(self, qtype: int, zone: Zone) -> tuple[Sections, None] | None:
+    def _apex_records(self, qtype: int, zone: Zone) -> tuple[Sections, None, None] | None:
         """The zone's SOA or NS records (ANY: one RRset, the SOA; RFC 8482 4.2)."""
         s = self.settings
         if qtype in (QType.SOA, QType.ANY):
             soa = answer.soa_rr(answer.POINTER_TO_QNAME, zone.name, s.serial, s.negative_ttl, s.ttl)
-            return Sections(((soa,),)), None
+            return Sections(((soa,),)), None, None
         if qtype == QType.NS:
             glue = answer.name_wire(answer.server_name(zone.name))
             additional = [answer.address_rr(ip.packed, s.ttl, glue) for ip in s.ns_addresses]
-            return Sections(((answer.ns_rr(answer.POINTER_TO_QNAME, zone.name, s.ttl),),), additional=additional), None
+            ns = answer.ns_rr(answer.POINTER_TO_QNAME, zone.name, s.ttl)
+            return Sections(((ns,),), additional=additional), None, None
         return None

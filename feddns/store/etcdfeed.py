@@ -33,7 +33,7 @@ N are served with no leader behind them.
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import aetcd
@@ -134,7 +134,7 @@ class EtcdSource:
 
     def _lost(self, exc: BaseException, delay: float) -> None:
         self.feed.restarts += 1
-        reason = _describe(exc)
+        reason = describe_failure(exc)
         if self.lost_since is None:
             self.lost_since = time.monotonic()
             self.lost_why = f"{self.endpoints.current}: {reason}"
@@ -160,25 +160,11 @@ class EtcdSource:
 
     async def _load(self, client: aetcd.Client) -> None:
         """Read every key under the prefix, page by page at one revision."""
-        await client.connect()
         fresh = Index(self.feed.index.layout)
-        start, end = self.root, prefix_range_end(self.root)
         revision = 0
-        while True:
-            request = rpc.RangeRequest(key=start, range_end=end, limit=PAGE_KEYS, revision=revision)
-            try:
-                response = await client.kvstub.Range(request, timeout=client._timeout, metadata=client.metadata)
-            except rpc.AioRpcError as exc:
-                if "compacted" in (exc.details() or ""):
-                    raise EtcdCompacted(exc.details() or "compacted") from exc
-                raise
-            if revision == 0:
-                revision = response.header.revision
-            kvs = response.kvs
+        async for kvs, read_at in read_pages(client, self.root):
             await asyncio.to_thread(_add_page, fresh, kvs)
-            if not response.more or not kvs:
-                break
-            start = kvs[-1].key + b"\0"
+            revision = read_at
         fresh.revision = revision
         self.feed.install(fresh)
         self.revision = revision
@@ -220,13 +206,41 @@ class EtcdSource:
         raise ConnectionError("watch ended")
 
 
+async def read_pages(client: aetcd.Client, root: bytes) -> AsyncIterator[tuple[Any, int]]:
+    """Every key under ``root``, read page by page (:data:`PAGE_KEYS` keys each) at one
+    revision: yields ``(kvs, revision)``, the page's etcd ``KeyValue`` messages (key,
+    value, ``mod_revision``) and the revision read at. Connects ``client`` first.
+
+    Raises :class:`EtcdCompacted` when that revision is compacted between two pages, and
+    what the client raises when etcd cannot be reached (``_ETCD_FAILURES``).
+    """
+    await client.connect()
+    start, end = root, prefix_range_end(root)
+    revision = 0
+    while True:
+        request = rpc.RangeRequest(key=start, range_end=end, limit=PAGE_KEYS, revision=revision)
+        try:
+            response = await client.kvstub.Range(request, timeout=client._timeout, metadata=client.metadata)
+        except rpc.AioRpcError as exc:
+            if "compacted" in (exc.details() or ""):
+                raise EtcdCompacted(exc.details() or "compacted") from exc
+            raise
+        if revision == 0:
+            revision = response.header.revision
+        kvs = response.kvs
+        yield kvs, revision
+        if not response.more or not kvs:
+            break
+        start = kvs[-1].key + b"\0"
+
+
 def _add_page(index: Index, kvs: Iterable[Any]) -> None:
     put = index.put
     for kv in kvs:
         put(kv.key.decode("utf-8", "replace"), kv.value)
 
 
-def _describe(exc: BaseException) -> str:
+def describe_failure(exc: BaseException) -> str:
     """etcd's failure in one line: an authentication or TLS failure says so (feddns.etcd.failures.describe)."""
     if isinstance(exc, rpc.AioRpcError):
         return f"{exc.code().name}: {describe(Exception(exc.details()))}"

@@ -313,6 +313,8 @@ BAD_VALUES = [
      "at '/stubzone/service/loadBalancerSourceRanges/1': 'not' failed"),
     ("gating-past-the-webhook-timeout", MEMBER, {"cluster": "foo", "links": {"gatingTimeout": 5}},
      "at '/links/gatingTimeout': maximum: got 5, want 4"),
+    ("leave-zone-share-over-1", FEDERATION, {"monitoring": {"alerts": {"leaveZoneShare": 1.5}}},
+     "at '/monitoring/alerts/leaveZoneShare': maximum: got 1.5, want 1"),
 ]
 
 
@@ -321,6 +323,17 @@ def test_bad_values_are_refused_naming_the_value(chart: Path, values: Obj, messa
     done = helm("template", "x", str(chart), "--namespace", "x", "--values", "-", input=yaml.safe_dump(values))
     assert done.returncode != 0, done.stdout
     assert message in done.stderr, done.stderr
+
+
+def test_the_leave_zone_alert_takes_its_threshold_from_the_value() -> None:
+    values = {"monitoring": {"prometheusRules": True, "alerts": {"leaveZoneShare": 0.3}}}
+    done = helm("template", "x", str(FEDERATION), "--namespace", "x", "--show-only", "templates/prometheusrule.yaml",
+                "--values", "-", input=yaml.safe_dump(values))
+    assert done.returncode == 0, done.stderr
+    (rule,) = [r for g in yaml.safe_load(done.stdout)["spec"]["groups"] for r in g["rules"]
+               if r.get("alert") == "FederatedDNSAnswersLeaveZone"]
+    assert rule["expr"].rstrip().endswith("> 0.3") and "LEAVE_ZONE_SHARE" not in done.stdout
+    assert "{{ $labels.source_cluster }}" in rule["annotations"]["summary"]  # Prometheus's templates left alone
 
 
 # -- one source: the plain manifests ------------------------------------------------------------------

@@ -82,6 +82,16 @@ def test_promtool_checks_the_rules_and_each_alert_fires_and_stays_silent(tmp_pat
     assert silent == names, f"alerts never shown to stay silent: {names - silent}"
 
 
+def test_the_locality_panel_is_what_promtool_evaluates() -> None:
+    """The panel of shares leaving the asker's zone and region runs the queries that
+    alerts_test.yaml evaluates (promql_expr_test) with promtool."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    (panel,) = [p for p in dashboard["panels"] if p["title"].startswith("Share of answers leaving the asker's zone")]
+    tested = [test["expr"] for case in yaml.safe_load(ALERT_TESTS.read_text())["tests"]
+              for test in case.get("promql_expr_test", [])]
+    assert [target["expr"] for target in panel["targets"]] == tested
+
+
 def test_every_dashboard_query_parses(tmp_path: Path) -> None:
     """promtool parses each query as the expression of a recording rule."""
     dashboard = json.loads(DASHBOARD.read_text())

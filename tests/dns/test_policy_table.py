@@ -256,7 +256,7 @@ ADDRESSES = [
                          ids=[row[0] for row in ADDRESSES])
 def test_address_answer(shards: tuple[S, ...], asker: str | None, versions: tuple[int, ...],
                         tiers: list[list[str]], ordering: str | None) -> None:
-    got, arranged, additional = policy.address_answer(service(*shards), asker, versions, 30)
+    got, arranged, additional, _ = policy.address_answer(service(*shards), asker, versions, 30)
     assert addresses(got) == tiers
     assert additional == []
     kinds = {None: None, "fixed": answer.FIXED}
@@ -287,13 +287,13 @@ def test_shard_name_answer(shards: tuple[S, ...], cluster: str, asker: str | Non
                            expected: list[str]) -> None:
     parent = service(*shards)
     node = Node(NodeKind.SHARD, FED, SERVICE, parent.shards, cluster=cluster)
-    got, ordering, _ = policy.address_answer(node, asker, versions, 30)
+    got, ordering, _, _ = policy.address_answer(node, asker, versions, 30)
     assert addresses(got) == ([expected] if expected else [])
     assert ordering is answer.FIXED
 
 
 def test_records_carry_the_ttl_given() -> None:
-    got, _, _ = policy.address_answer(service(*every("a", "b")), "a", A, 7)
+    got, _, _, _ = policy.address_answer(service(*every("a", "b")), "a", A, 7)
     assert addresses(got, ttl=7) == [["10.0.0.1"], ["1.1.1.2"]]
 
 
@@ -359,7 +359,7 @@ def test_srv_answer(shards: tuple[S, ...], asker: str | None, tiers: list[list[s
     parent = service(*shards)
     node = Node(NodeKind.SRV_NAME, FED, SERVICE, parent.shards, port_name="http", protocol="TCP")
     base = names.service_name(SERVICE) + answer.name_wire(ZONE)
-    got, _, extra = policy.srv_answer(node, asker, base, 30)
+    got, _, extra, _ = policy.srv_answer(node, asker, base, 30)
     assert srv_texts(got) == tiers
     assert owned(extra) == additional
 
