@@ -18,7 +18,7 @@ REPO = Path(__file__).parents[1]
 def test_the_pinned_kubernetes_version_is_the_build_modules():
     pinned = peers.versions()["KUBERNETES_VERSION"]
     go_mod = (REPO / "tests" / "peers" / "go.mod").read_text()
-    assert re.findall(r"^\s*k8s\.io/kubernetes (v\S+)(?: // indirect)?$", go_mod, re.MULTILINE) == [pinned]
+    assert re.findall(r"^\s*(?:require )?k8s\.io/kubernetes (v\S+)(?: // indirect)?$", go_mod, re.MULTILINE) == [pinned]
     staging = re.findall(r"^\t(k8s\.io/[\w-]+) => \1 (v\S+)$", go_mod, re.MULTILINE)
     assert len(staging) > 20
     assert {version for _, version in staging} == {"v0." + pinned.removeprefix("v1.")}

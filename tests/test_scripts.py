@@ -54,11 +54,17 @@ def test_run_sh_serves_the_example_explicitly() -> None:
 
 def test_test_sh_installs_every_program_the_tests_start() -> None:
     text = (REPO / "scripts" / "test.sh").read_text().replace("\\\n", " ")
-    (line,) = [line for line in text.splitlines() if line.startswith("install_debian")]
-    commands = dict(pair.split("=") for pair in line.split()[1:])
+    lines = [line for line in text.splitlines() if line.startswith("install_debian")]
+    commands = dict(pair.split("=") for line in lines for pair in line.split()[1:])
     assert commands == {"etcd": "etcd-server", "etcdctl": "etcd-client", "dig": "bind9-dnsutils",
                         "unbound": "unbound", "named": "bind9", "curl": "curl", "promtool": "prometheus",
-                        "testssl": "testssl.sh", "nsd": "nsd", "dnsperf": "dnsperf"}
+                        "testssl": "testssl.sh", "nsd": "nsd", "dnsperf": "dnsperf",
+                        # the e2e tier's node (harness/node.py) and its images (scripts/images.sh)
+                        "containerd": "containerd", "runc": "runc", "/usr/lib/cni/bridge": "containernetworking-plugins",
+                        "iptables": "iptables", "conntrack": "conntrack", "buildah": "buildah",
+                        "mmdebstrap": "mmdebstrap"}
+    assert text.index("wait \"$peers\"") < text.index("bash scripts/images.sh") < text.index("exec "), \
+        "the node's images are made after the peers (CoreDNS and etcd go into them) and before the tests"
     assert re.search(r"^\.ci/run|exec bash scripts/test.sh", (REPO / ".ci" / "run").read_text(), re.MULTILINE)
     assert re.search(r"^bash scripts/peers\.sh", text, re.MULTILINE), "the real peers are built before the tests"
     assert text.index("bash scripts/peers.sh") < text.index("wait \"$peers\"") < text.index("exec ")

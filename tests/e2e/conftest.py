@@ -15,9 +15,9 @@ from harness.node import Node
 from tests.e2e.figures import FIGURES
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def node() -> Iterator[Node]:
-    """The node, started once; torn down at the end of the session, and nothing of it may be left."""
+    """The node, started once for the tier's module; torn down after it, and nothing of it may be left."""
     made = [*images.pinned_images(), images.feddns_image()]
     started = Node().start(made)
     FIGURES["node ready"] = f"{started.timings['total']:.1f} s (" + ", ".join(
