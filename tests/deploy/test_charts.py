@@ -515,3 +515,21 @@ def test_a_chart_refuses_to_make_its_own_release_namespace_at_install(
     assert rendered.returncode == 0, rendered.stderr
     assert any(obj and obj["kind"] == "Namespace" and obj["metadata"]["name"] == ns
                for obj in yaml.safe_load_all(rendered.stdout))
+
+
+def test_removing_the_last_stub_zone_changes_no_pod_template() -> None:
+    """The node showed it: with the stub-zone client volume only while some cluster had a stub zone,
+    removing the last one restarted the controllers, and the new leader, which never knew the zone,
+    sent no DELETE. Now the upgrade changes only the controller's ConfigMap."""
+    with_stub = {"clusters": [{"name": "foo", "stubzone": {"url": "https://stubzone.foo.example.net"}}],
+                 "nameservers": ["203.0.113.53"]}
+    without = {"clusters": [{"name": "foo"}]}
+
+    def controller_template(values: Obj) -> Obj:
+        done = helm("template", "r", str(FEDERATION), "--namespace", "x", "--values", "-", input=yaml.safe_dump(values))
+        assert done.returncode == 0, done.stderr
+        (deployment,) = [o for o in yaml.safe_load_all(done.stdout)
+                         if o and o["kind"] == "Deployment" and o["metadata"]["name"] == "feddns-controller"]
+        return dict(deployment["spec"]["template"])
+
+    assert controller_template(with_stub) == controller_template(without)
