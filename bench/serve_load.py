@@ -1,21 +1,33 @@
-"""Cold load of `feddns serve` from a real etcd: seconds to the first answer, and memory.
+"""Cold load of `feddns serve` from a real etcd: seconds to the first answer beside the read alone, and memory.
 
 Starts Debian's etcd on loopback, fills it with --services services x --clusters clusters
 shard records (default 100,000 x 10 = 1,000,000) plus one cluster record per cluster,
-then starts `feddns serve --etcd` and times from the process start until a query for the
-last service written is answered from the loaded records. It prints that time, the
-resident memory (VmRSS) once loaded and the peak (VmHWM) of the serve process.
+then, --rounds times, in turn, each a fresh process from its start to its end:
+
+* `etcdctl get --prefix` of the same keys (its output to /dev/null): what etcd's own
+  client takes to read them;
+* bench/etcd_read.py: a bare paged read of them through aetcd, in serve's page size
+  (`feddns.store.etcdfeed.PAGE_KEYS`), keeping nothing;
+* `feddns serve --etcd`, timed until a query for the last service written is answered
+  from the loaded records (the records are loaded and served: `/ready`).
+
+Interleaved so that a change in the machine's load falls on every row alike; it prints
+each row's seconds, serve's time over each of the other two, and for serve the resident
+memory once loaded (VmRSS, and VmHWM, the peak) and the proportional set size (PSS, from
+/proc/PID/smaps_rollup: a page shared by N processes counts 1/N in each), summed over the
+first process and its workers (`--serve-args "--workers N"`).
 
 Filling etcd takes a few minutes; with --data DIR the filled etcd data directory is
 kept there and reused by the next run with the same sizes.
 
-Usage: python bench/serve_load.py [--services 100000] [--clusters 10] [--data DIR]
+Usage: python bench/serve_load.py [--services 100000] [--clusters 10] [--rounds 2] [--data DIR] [--serve-args "..."]
 """
 
 import argparse
 import base64
 import json
 import shutil
+import subprocess
 import sys
 import time
 import urllib.request
@@ -66,19 +78,70 @@ def fill(etcd: EtcdServer, services: int, clusters: int) -> None:
                       file=sys.stderr, flush=True)
 
 
-def status(pid: int) -> dict[str, int]:
+def memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (``/proc/PID/status``) and Pss (``/proc/PID/smaps_rollup``) of ``pid``, in bytes."""
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         name, _, value = line.partition(":")
         if name in ("VmRSS", "VmHWM"):
             out[name] = int(value.split()[0]) * 1024
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name == "Pss":
+            out[name] = int(value.split()[0]) * 1024
     return out
+
+
+def time_etcdctl(etcd: EtcdServer) -> float:
+    """Seconds `etcdctl get --prefix` takes to read every key of the fill, output to /dev/null."""
+    started = time.monotonic()
+    subprocess.run(["etcdctl", "--endpoints", etcd.url, "--command-timeout", "600s", "get", "--prefix",
+                    f"/{FEDERATION}/"], check=True, stdout=subprocess.DEVNULL, timeout=900)
+    return time.monotonic() - started
+
+
+def time_bare_read(etcd: EtcdServer, expected: int) -> float:
+    """Seconds bench/etcd_read.py takes, from its start, to page through every key of the fill."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("etcd_read.py")), etcd.url, f"/{FEDERATION}/"],
+                          check=True, capture_output=True, text=True, timeout=900)
+    took = time.monotonic() - started
+    assert int(done.stdout) == expected, (done.stdout, expected)
+    return took
+
+
+def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[float, list[dict[str, int]]]:
+    """Seconds from starting `feddns serve` until the last service written is answered, and the
+    memory of each of its processes then."""
+    last = f"svc{services - 1}.ns{(services - 1) % 100}.{FEDERATION}.svc.federation."
+    query = dns.message.make_query(last, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"c0")])
+    started = time.monotonic()
+    with ServeProcess(etcd_url=etcd.url, extra_args=serve_args) as server:
+        while True:
+            try:
+                reply = dns.query.udp(query, "127.0.0.1", port=server.port, timeout=0.5)
+                if reply.answer:
+                    break
+            except dns.exception.Timeout:
+                pass
+            if time.monotonic() - started > 600:
+                raise TimeoutError("no answer within 600 s")
+            time.sleep(0.05)
+        loaded = time.monotonic() - started
+        assert server.proc is not None
+        # With --workers N (in --serve-args) the records are in each worker, not the parent.
+        return loaded, [memory(pid) for pid in [server.proc.pid, *server.worker_pids()]]
+
+
+def load_average() -> str:
+    return Path("/proc/loadavg").read_text().split()[0]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--services", type=int, default=100_000)
     parser.add_argument("--clusters", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--data", help="keep the filled etcd data directory here and reuse it")
     parser.add_argument("--serve-args", default="", help="extra flags for feddns serve")
     args = parser.parse_args()
@@ -90,40 +153,30 @@ def main() -> None:
         etcd.log_path = str(Path(args.data) / "etcd.log")
         Path(args.data).mkdir(parents=True, exist_ok=True)
     etcd.start()
+    records = args.services * args.clusters
     try:
         if marker is None or not marker.exists():
             fill(etcd, args.services, args.clusters)
             if marker is not None:
                 marker.touch()
-        last = f"svc{args.services - 1}.ns{(args.services - 1) % 100}.{FEDERATION}.svc.federation."
-        query = dns.message.make_query(last, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"c0")])
-        started = time.monotonic()
-        with ServeProcess(etcd_url=etcd.url, extra_args=args.serve_args.split()) as server:
-            while True:
-                try:
-                    reply = dns.query.udp(query, "127.0.0.1", port=server.port, timeout=0.5)
-                    if reply.answer:
-                        break
-                except dns.exception.Timeout:
-                    pass
-                if time.monotonic() - started > 600:
-                    raise TimeoutError("no answer within 600 s")
-                time.sleep(0.05)
-            loaded = time.monotonic() - started
-            assert server.proc is not None
-            # With --workers N (in --serve-args) the records are in each worker, not the parent.
-            pids = [server.proc.pid, *server.worker_pids()]
-            memories = [status(pid) for pid in pids]
+        for number in range(1, args.rounds + 1):
+            print(f"round {number} (load average {load_average()})", flush=True)
+            etcdctl = time_etcdctl(etcd)
+            bare = time_bare_read(etcd, records + args.clusters)
+            loaded, memories = time_serve(etcd, args.services, args.serve_args.split())
+            print(f"  etcdctl get --prefix        {etcdctl:6.1f} s")
+            print(f"  aetcd paged read            {bare:6.1f} s")
+            print(f"  feddns serve, first answer  {loaded:6.1f} s   serve / aetcd {loaded / bare:.2f}   "
+                  f"serve / etcdctl {loaded / etcdctl:.2f}")
+            each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in memories)
+            rss, pss = (sum(m[name] for m in memories) / 1e6 for name in ("VmRSS", "Pss"))
+            print(f"  {records:,} shard records, {len(memories)} processes: RSS {rss:.0f} MB ({each}), "
+                  f"PSS {pss:.0f} MB, peak RSS of one {max(m['VmHWM'] for m in memories) / 1e6:.0f} MB", flush=True)
     finally:
         if args.data:
             etcd.stop()
         else:
             etcd.destroy()
-    records = args.services * args.clusters
-    each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in memories)
-    print(f"{records:,} shard records: first answer after {loaded:.1f} s; "
-          f"RSS {sum(m['VmRSS'] for m in memories) / 1e6:.0f} MB once loaded ({len(pids)} processes: {each} MB), "
-          f"peak of one {max(m['VmHWM'] for m in memories) / 1e6:.0f} MB")
 
 
 if __name__ == "__main__":
