@@ -4,18 +4,19 @@ Starts Debian's etcd on loopback, fills it with --services services x --clusters
 shard records (default 100,000 x 10 = 1,000,000) plus one cluster record per cluster,
 then, --rounds times, in turn, each a fresh process from its start to its end:
 
-* `etcdctl get --prefix` of the same keys (its output to /dev/null): what etcd's own
+* `etcdctl get --prefix` of the same keys (its output read and dropped): what etcd's own
   client takes to read them;
 * bench/etcd_read.py: a bare paged read of them through aetcd, in serve's page size
   (`feddns.store.etcdfeed.PAGE_KEYS`), keeping nothing;
 * `feddns serve --etcd`, timed until a query for the last service written is answered
   from the loaded records (the records are loaded and served: `/ready`).
 
-Interleaved so that a change in the machine's load falls on every row alike; it prints
-each row's seconds, serve's time over each of the other two, and for serve the resident
-memory once loaded (VmRSS, and VmHWM, the peak) and the proportional set size (PSS, from
-/proc/PID/smaps_rollup: a page shared by N processes counts 1/N in each), summed over the
-first process and its workers (`--serve-args "--workers N"`).
+Interleaved so that a change in the machine's load falls on every row alike. It prints each
+row's seconds and its own CPU seconds (etcd's are in no row), serve's time over each of the
+other two, and for serve the resident memory once loaded (VmRSS, and VmHWM, the peak) and
+the proportional set size (PSS, from /proc/PID/smaps_rollup: a page shared by N processes
+counts 1/N in each), summed over the first process and its workers (`--serve-args
+"--workers N"`).
 
 Filling etcd takes a few minutes; with --data DIR the filled etcd data directory is
 kept there and reused by the next run with the same sizes.
@@ -26,6 +27,8 @@ Usage: python bench/serve_load.py [--services 100000] [--clusters 10] [--rounds 
 import argparse
 import base64
 import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -92,27 +95,41 @@ def memory(pid: int) -> dict[str, int]:
     return out
 
 
-def time_etcdctl(etcd: EtcdServer) -> float:
-    """Seconds `etcdctl get --prefix` takes to read every key of the fill, output to /dev/null."""
-    started = time.monotonic()
-    subprocess.run(["etcdctl", "--endpoints", etcd.url, "--command-timeout", "600s", "get", "--prefix",
-                    f"/{FEDERATION}/"], check=True, stdout=subprocess.DEVNULL, timeout=900)
-    return time.monotonic() - started
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of ``pid`` so far (``/proc/PID/stat`` utime + stime), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def time_bare_read(etcd: EtcdServer, expected: int) -> float:
-    """Seconds bench/etcd_read.py takes, from its start, to page through every key of the fill."""
+def run_timed(argv: list[str]) -> tuple[float, float, str]:
+    """Run ``argv`` to its end: its seconds, its CPU seconds (user + system) and its output."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, str(Path(__file__).with_name("etcd_read.py")), etcd.url, f"/{FEDERATION}/"],
-                          check=True, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=900)
     took = time.monotonic() - started
-    assert int(done.stdout) == expected, (done.stdout, expected)
-    return took
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, done.stdout
 
 
-def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[float, list[dict[str, int]]]:
-    """Seconds from starting `feddns serve` until the last service written is answered, and the
-    memory of each of its processes then."""
+def time_etcdctl(etcd: EtcdServer) -> tuple[float, float]:
+    """Seconds and CPU seconds `etcdctl get --prefix` takes to read every key of the fill (its output
+    read and dropped)."""
+    took, cpu, _ = run_timed(["etcdctl", "--endpoints", etcd.url, "--command-timeout", "600s", "get", "--prefix",
+                              f"/{FEDERATION}/"])
+    return took, cpu
+
+
+def time_bare_read(etcd: EtcdServer, expected: int) -> tuple[float, float]:
+    """Seconds and CPU seconds bench/etcd_read.py takes, from its start, to page through every key of the fill."""
+    took, cpu, out = run_timed([sys.executable, str(Path(__file__).with_name("etcd_read.py")), etcd.url,
+                                f"/{FEDERATION}/"])
+    assert int(out) == expected, (out, expected)
+    return took, cpu
+
+
+def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[float, float, list[dict[str, int]]]:
+    """Seconds from starting `feddns serve` until the last service written is answered, the CPU
+    seconds its processes had used by then, and the memory of each of them then."""
     last = f"svc{services - 1}.ns{(services - 1) % 100}.{FEDERATION}.svc.federation."
     query = dns.message.make_query(last, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"c0")])
     started = time.monotonic()
@@ -130,7 +147,8 @@ def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[
         loaded = time.monotonic() - started
         assert server.proc is not None
         # With --workers N (in --serve-args) the records are in each worker, not the parent.
-        return loaded, [memory(pid) for pid in [server.proc.pid, *server.worker_pids()]]
+        pids = [server.proc.pid, *server.worker_pids()]
+        return loaded, sum(cpu_seconds(pid) for pid in pids), [memory(pid) for pid in pids]
 
 
 def load_average() -> str:
@@ -161,13 +179,13 @@ def main() -> None:
                 marker.touch()
         for number in range(1, args.rounds + 1):
             print(f"round {number} (load average {load_average()})", flush=True)
-            etcdctl = time_etcdctl(etcd)
-            bare = time_bare_read(etcd, records + args.clusters)
-            loaded, memories = time_serve(etcd, args.services, args.serve_args.split())
-            print(f"  etcdctl get --prefix        {etcdctl:6.1f} s")
-            print(f"  aetcd paged read            {bare:6.1f} s")
+            etcdctl, etcdctl_cpu = time_etcdctl(etcd)
+            bare, bare_cpu = time_bare_read(etcd, records + args.clusters)
+            loaded, cpu, memories = time_serve(etcd, args.services, args.serve_args.split())
+            print(f"  etcdctl get --prefix        {etcdctl:6.1f} s   (its CPU {etcdctl_cpu:.1f} s)")
+            print(f"  aetcd paged read            {bare:6.1f} s   (its CPU {bare_cpu:.1f} s)")
             print(f"  feddns serve, first answer  {loaded:6.1f} s   serve / aetcd {loaded / bare:.2f}   "
-                  f"serve / etcdctl {loaded / etcdctl:.2f}")
+                  f"serve / etcdctl {loaded / etcdctl:.2f}   (its CPU {cpu:.1f} s)")
             each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in memories)
             rss, pss = (sum(m[name] for m in memories) / 1e6 for name in ("VmRSS", "Pss"))
             print(f"  {records:,} shard records, {len(memories)} processes: RSS {rss:.0f} MB ({each}), "
