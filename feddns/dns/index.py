@@ -128,27 +128,26 @@ def _dashed(packed: bytes) -> str:
 class Shard:
     """One shard record as the server keeps it (docs/reference.md section 4).
 
-    ``cluster_v4``/``cluster_v6``/``external_v4``/``external_v6`` are the
-    record's clusterIPs and externalIPs of each IP version, packed and
-    concatenated in record order (4 or 16 bytes each); ``ports`` the named ports;
-    ``ready`` the ready endpoint count (``None``: the record does not say, and
-    the shard counts as ready); ``policy`` its answer policy (shared between
-    shards); ``endpoints`` those of a headless Service (``None`` otherwise).
+    The record's clusterIPs and externalIPs, packed (4 or 16 bytes each) in record order
+    and parted by IP version, are one bytes object, ``packed``: clusterIPs v4, clusterIPs
+    v6, externalIPs v4, externalIPs v6, which end at the offsets ``bounds`` gives (shared
+    between shards with the same numbers of each; :meth:`addresses` reads them). One
+    object where there were four saves about 50 bytes a shard: 50 MB for a million.
+    ``ports`` the named ports; ``ready`` the ready endpoint count (``None``: the record
+    does not say, and the shard counts as ready); ``policy`` its answer policy (shared
+    between shards); ``endpoints`` those of a headless Service (``None`` otherwise).
     """
 
-    __slots__ = ("cluster_v4", "cluster_v6", "endpoints", "external_v4", "external_v6", "policy", "ports", "ready")
+    __slots__ = ("bounds", "endpoints", "packed", "policy", "ports", "ready")
 
     def __init__(self, cluster_ips: tuple[bytes, ...], external_ips: tuple[bytes, ...],
                  ports: tuple[Port, ...], ready: int | None, policy: Policy = DEFAULT_POLICY,
                  endpoints: Endpoints | None = None) -> None:
-        if len(cluster_ips) == 1 and len(cluster_ips[0]) == IPV4_BYTES:  # the usual shard: no call
-            self.cluster_v4, self.cluster_v6 = cluster_ips[0], b""
+        if (len(cluster_ips) == 1 and len(external_ips) == 1 and len(cluster_ips[0]) == IPV4_BYTES
+                and len(external_ips[0]) == IPV4_BYTES):  # the usual shard: no call
+            self.packed, self.bounds = cluster_ips[0] + external_ips[0], _ONE_V4_EACH
         else:
-            self.cluster_v4, self.cluster_v6 = _by_version(cluster_ips)
-        if len(external_ips) == 1 and len(external_ips[0]) == IPV4_BYTES:
-            self.external_v4, self.external_v6 = external_ips[0], b""
-        else:
-            self.external_v4, self.external_v6 = _by_version(external_ips)
+            self.packed, self.bounds = _pack(cluster_ips, external_ips)
         self.ports = ports
         self.ready = ready
         self.policy = policy
@@ -160,8 +159,7 @@ class Shard:
     __hash__ = None  # type: ignore[assignment]
 
     def _fields(self) -> tuple[object, ...]:
-        return (self.cluster_v4, self.cluster_v6, self.external_v4, self.external_v6, self.ports, self.ready,
-                self.policy, self.endpoints)
+        return (self.packed, self.bounds, self.ports, self.ready, self.policy, self.endpoints)
 
     @property
     def weight(self) -> int:
@@ -177,9 +175,35 @@ class Shard:
     def addresses(self, own: bool, version: int) -> bytes:
         """The packed addresses an asker reaches this shard by: its clusterIPs from
         its own cluster, else its externalIPs; only those of IP ``version`` (4 or 6)."""
+        cluster_v6, external_v4, external_v6 = self.bounds
         if own:
-            return self.cluster_v4 if version == IPV4 else self.cluster_v6
-        return self.external_v4 if version == IPV4 else self.external_v6
+            return self.packed[:cluster_v6] if version == IPV4 else self.packed[cluster_v6:external_v4]
+        return self.packed[external_v4:external_v6] if version == IPV4 else self.packed[external_v6:]
+
+
+Bounds = tuple[int, int, int]
+"""Where a :class:`Shard`'s packed clusterIPs v6, externalIPs v4 and externalIPs v6 begin."""
+
+_ONE_V4_EACH: Bounds = (IPV4_BYTES, IPV4_BYTES, 2 * IPV4_BYTES)
+_BOUNDS: dict[Bounds, Bounds] = {_ONE_V4_EACH: _ONE_V4_EACH}
+"""Bounds already made, shared (most shards have one or two addresses of each kind)."""
+_BOUNDS_MAX = 4096
+
+
+def _pack(cluster_ips: tuple[bytes, ...], external_ips: tuple[bytes, ...]) -> tuple[bytes, Bounds]:
+    """The :attr:`Shard.packed` and :attr:`Shard.bounds` of a shard's addresses."""
+    cluster_v4, cluster_v6 = _by_version(cluster_ips)
+    external_v4, external_v6 = _by_version(external_ips)
+    a = len(cluster_v4)
+    b = a + len(cluster_v6)
+    c = b + len(external_v4)
+    bounds = (a, b, c)
+    known = _BOUNDS.get(bounds)
+    if known is not None:
+        bounds = known
+    elif len(_BOUNDS) < _BOUNDS_MAX:
+        _BOUNDS[bounds] = bounds
+    return cluster_v4 + cluster_v6 + external_v4 + external_v6, bounds
 
 
 def _by_version(packed: tuple[bytes, ...]) -> tuple[bytes, bytes]:
