@@ -1,4 +1,4 @@
-"""Cold load of `feddns serve` from a real etcd: seconds to the first answer beside the read alone, and memory.
+"""Cold load of `feddns serve` from a real etcd: seconds to /ready beside the read alone, and memory.
 
 Starts Debian's etcd on loopback, fills it with --services services x --clusters clusters
 shard records (default 100,000 x 10 = 1,000,000) plus one cluster record per cluster,
@@ -8,8 +8,8 @@ then, --rounds times, in turn, each a fresh process from its start to its end:
   client takes to read them;
 * bench/etcd_read.py: a bare paged read of them through aetcd, in serve's page size
   (`feddns.store.etcdfeed.PAGE_KEYS`), keeping nothing;
-* `feddns serve --etcd`, timed until a query for the last service written is answered
-  from the loaded records (the records are loaded and served: `/ready`).
+* `feddns serve --etcd`, timed until `/ready` says 200 (with `--workers N`, once every
+  worker has loaded) and a query for the last service written is answered.
 
 Interleaved so that a change in the machine's load falls on every row alike. It prints each
 row's seconds and its own CPU seconds (etcd's are in no row), serve's time over each of the
@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -128,27 +129,39 @@ def time_bare_read(etcd: EtcdServer, expected: int) -> tuple[float, float]:
 
 
 def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[float, float, list[dict[str, int]]]:
-    """Seconds from starting `feddns serve` until the last service written is answered, the CPU
-    seconds its processes had used by then, and the memory of each of them then."""
+    """Seconds from starting `feddns serve` until ``/ready`` says 200 (with ``--workers N``: every
+    worker has loaded) and the last service written is answered, the CPU seconds its processes had
+    used by then, and the memory of each of them then."""
     last = f"svc{services - 1}.ns{(services - 1) % 100}.{FEDERATION}.svc.federation."
     query = dns.message.make_query(last, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"c0")])
     started = time.monotonic()
-    with ServeProcess(etcd_url=etcd.url, extra_args=serve_args) as server:
-        while True:
-            try:
-                reply = dns.query.udp(query, "127.0.0.1", port=server.port, timeout=0.5)
-                if reply.answer:
-                    break
-            except dns.exception.Timeout:
-                pass
+    with ServeProcess(etcd_url=etcd.url, extra_args=[*serve_args, "--metrics", "127.0.0.1:0"]) as server:
+        while not (ready(server) and answered(server, query)):
             if time.monotonic() - started > 600:
-                raise TimeoutError("no answer within 600 s")
+                raise TimeoutError("not ready within 600 s")
             time.sleep(0.05)
         loaded = time.monotonic() - started
         assert server.proc is not None
         # With --workers N (in --serve-args) the records are in each worker, not the parent.
         pids = [server.proc.pid, *server.worker_pids()]
         return loaded, sum(cpu_seconds(pid) for pid in pids), [memory(pid) for pid in pids]
+
+
+def ready(server: ServeProcess) -> bool:
+    """True once the server's ``/ready`` answers 200."""
+    try:
+        with urllib.request.urlopen(f"{server.metrics_url}/ready", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except (OSError, urllib.error.HTTPError):
+        return False
+
+
+def answered(server: ServeProcess, query: dns.message.Message) -> bool:
+    """True when ``query`` gets an answer with records."""
+    try:
+        return bool(dns.query.udp(query, "127.0.0.1", port=server.port, timeout=0.5).answer)
+    except dns.exception.Timeout:
+        return False
 
 
 def load_average() -> str:
@@ -184,7 +197,7 @@ def main() -> None:
             loaded, cpu, memories = time_serve(etcd, args.services, args.serve_args.split())
             print(f"  etcdctl get --prefix        {etcdctl:6.1f} s   (its CPU {etcdctl_cpu:.1f} s)")
             print(f"  aetcd paged read            {bare:6.1f} s   (its CPU {bare_cpu:.1f} s)")
-            print(f"  feddns serve, first answer  {loaded:6.1f} s   serve / aetcd {loaded / bare:.2f}   "
+            print(f"  feddns serve, /ready        {loaded:6.1f} s   serve / aetcd {loaded / bare:.2f}   "
                   f"serve / etcdctl {loaded / etcdctl:.2f}   (its CPU {cpu:.1f} s)")
             each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in memories)
             rss, pss = (sum(m[name] for m in memories) / 1e6 for name in ("VmRSS", "Pss"))
