@@ -300,6 +300,10 @@ _SERVICE = NodeKind.SERVICE  # a module constant: reading an enum member off its
 _FIXED_NAMES = {b"": _APEX, DNS: _ENT, NS_HOST: _NS_HOST}
 
 
+class _ReadWhole(Exception):
+    """Raised inside :meth:`Index.put_page` for a record that :meth:`Index.put` must store."""
+
+
 class NotAName(FeddnsError, ValueError):
     """The bytes given as a name are not a sequence of labels of 1 to 63 bytes."""
 
@@ -357,31 +361,33 @@ class Index:
         what is wrong exactly as it does for a watch event.
         """
         split, loads = RangeSplitter(self.layout).split, load_json
-        by_id, port_sets, put, invalid, defaulted = self.by_id, self._port_sets, self.put, self.invalid, self.defaulted
+        by_id, port_sets, invalid, defaulted = self.by_id, self._port_sets, self.invalid, self.defaulted
+        last_service: object = None  # the service of the shard stored before, and its node:
+        node: Node = _APEX  # a put may remove a node, so after one it is looked up again
+        shards: dict[str, Shard] = {}
         for key, value in items:
             try:
                 service, cluster = split(key)
-                if isinstance(service, str):
-                    put(key, value)  # a cluster record
-                    continue
-                fields = read_shard(loads(value))
-            except (RecordError, NotJSON):
-                put(key, value)  # logs it, keeps it in ``invalid``
+                if isinstance(service, str):  # a cluster record
+                    raise _ReadWhole
+                cluster_ips, external_ips, ports, ready, policy, endpoints, problem = read_shard(loads(value))
+                if (problem is not None or endpoints is not None or (invalid and key in invalid)
+                        or (defaulted and key in defaulted)):
+                    raise _ReadWhole  # a shard with more to note, or one that was invalid before
+                if service is not last_service:  # the splitter gives a service's shards one tuple
+                    found = by_id.get(service)
+                    node = found if found is not None else self._add_service(service)
+                    shards = node.shards  # type: ignore[assignment]
+                    last_service = service
+                if cluster in shards:
+                    raise _ReadWhole  # stored twice: compared with the first as a change is
+            except (RecordError, NotJSON, _ReadWhole):
+                self.put(key, value)  # a bad record is logged and kept in ``invalid`` there
+                last_service = None
                 continue
-            if fields.problem is not None or fields.endpoints is not None or key in invalid or key in defaulted:
-                put(key, value)  # a shard with more to note, or one that was invalid before
-                continue
-            node = by_id.get(service)
-            if node is None:
-                node = self._add_service(service)
-            shards: dict[str, Shard] = node.shards  # type: ignore[assignment]
-            if cluster in shards:
-                put(key, value)  # stored twice: compared with the first as a change is
-                continue
-            ports = fields.ports
             if len(ports) > 1:
                 ports = port_sets.setdefault(ports, ports)
-            shards[cluster] = Shard(fields.cluster_ips, fields.external_ips, ports, fields.ready, fields.policy)
+            shards[cluster] = Shard(cluster_ips, external_ips, ports, ready, policy)
             self._shard_added(node, cluster)
 
     # -- reading ------------------------------------------------------------------

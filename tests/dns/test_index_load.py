@@ -73,6 +73,14 @@ def test_a_page_is_stored_as_a_put_per_record(items, in_key_order):
     assert state(paged(items)) == state(one_by_one(items))
 
 
+def test_a_service_emptied_by_a_bad_record_in_the_page_is_made_again_by_its_next_shard():
+    items = [("/fed/prod/api/a", GOOD), ("/fed/prod/api/b", GOOD),  # cluster names a and b known to the splitter
+             ("/fed/prod/web/a", GOOD), ("/fed/prod/web/a", b"not json"), ("/fed/prod/web/b", GOOD)]
+    index = paged(items)
+    assert state(index) == state(one_by_one(items))
+    assert index.lookup(b"\x01b\x03web\x04prod\x03fed\x03svc") is not None
+
+
 def test_a_bad_value_is_logged_and_kept_in_invalid_as_a_watch_event_is(caplog):
     items = [("/fed/prod/web/a", GOOD), ("/fed/prod/web/b", b'{"clusterIP":"10.0.0.999"}'),
              ("/fed/prod/web/c", b"not json"), ("/fed/prod/lonely/a", b"[]")]
