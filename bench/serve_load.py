@@ -1,23 +1,39 @@
-"""Cold load of `feddns serve` from a real etcd: seconds to the first answer, and memory.
+"""Cold load of `feddns serve` from a real etcd: seconds to /ready beside the read alone, and memory.
 
 Starts Debian's etcd on loopback, fills it with --services services x --clusters clusters
 shard records (default 100,000 x 10 = 1,000,000) plus one cluster record per cluster,
-then starts `feddns serve --etcd` and times from the process start until a query for the
-last service written is answered from the loaded records. It prints that time, the
-resident memory (VmRSS) once loaded and the peak (VmHWM) of the serve process.
+then, --rounds times, in turn, each a fresh process from its start to its end:
+
+* `etcdctl get --prefix` of the same keys (its output read and dropped): what etcd's own
+  client takes to read them;
+* bench/etcd_read.py: a bare paged read of them through aetcd, in serve's page size
+  (`feddns.store.etcdfeed.PAGE_KEYS`), keeping nothing;
+* `feddns serve --etcd`, timed until `/ready` says 200 (with `--workers N`, once every
+  worker has loaded) and a query for the last service written is answered.
+
+Interleaved so that a change in the machine's load falls on every row alike. It prints each
+row's seconds and its own CPU seconds (etcd's are in no row), serve's time over each of the
+other two, and for serve the resident memory once loaded (VmRSS, and VmHWM, the peak) and
+the proportional set size (PSS, from /proc/PID/smaps_rollup: a page shared by N processes
+counts 1/N in each), summed over the first process and its workers (`--serve-args
+"--workers N"`).
 
 Filling etcd takes a few minutes; with --data DIR the filled etcd data directory is
 kept there and reused by the next run with the same sizes.
 
-Usage: python bench/serve_load.py [--services 100000] [--clusters 10] [--data DIR]
+Usage: python bench/serve_load.py [--services 100000] [--clusters 10] [--rounds 2] [--data DIR] [--serve-args "..."]
 """
 
 import argparse
 import base64
 import json
+import os
+import resource
 import shutil
+import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -92,50 +108,118 @@ def done_with(etcd: EtcdServer, data: str | None) -> None:
         etcd.destroy()
 
 
-def status(pid: int) -> dict[str, int]:
+def memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (``/proc/PID/status``) and Pss (``/proc/PID/smaps_rollup``) of ``pid``, in bytes."""
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         name, _, value = line.partition(":")
         if name in ("VmRSS", "VmHWM"):
             out[name] = int(value.split()[0]) * 1024
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name == "Pss":
+            out[name] = int(value.split()[0]) * 1024
     return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of ``pid`` so far (``/proc/PID/stat`` utime + stime), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_timed(argv: list[str]) -> tuple[float, float, str]:
+    """Run ``argv`` to its end: its seconds, its CPU seconds (user + system) and its output."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    done = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=900)
+    took = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, done.stdout
+
+
+def time_etcdctl(etcd: EtcdServer) -> tuple[float, float]:
+    """Seconds and CPU seconds `etcdctl get --prefix` takes to read every key of the fill (its output
+    read and dropped)."""
+    took, cpu, _ = run_timed(["etcdctl", "--endpoints", etcd.url, "--command-timeout", "600s", "get", "--prefix",
+                              f"/{FEDERATION}/"])
+    return took, cpu
+
+
+def time_bare_read(etcd: EtcdServer, expected: int) -> tuple[float, float]:
+    """Seconds and CPU seconds bench/etcd_read.py takes, from its start, to page through every key of the fill."""
+    took, cpu, out = run_timed([sys.executable, str(Path(__file__).with_name("etcd_read.py")), etcd.url,
+                                f"/{FEDERATION}/"])
+    assert int(out) == expected, (out, expected)
+    return took, cpu
+
+
+def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[float, float, list[dict[str, int]]]:
+    """Seconds from starting `feddns serve` until ``/ready`` says 200 (with ``--workers N``: every
+    worker has loaded) and the last service written is answered, the CPU seconds its processes had
+    used by then, and the memory of each of them then."""
+    last = f"svc{services - 1}.ns{(services - 1) % 100}.{FEDERATION}.svc.federation."
+    query = dns.message.make_query(last, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"c0")])
+    started = time.monotonic()
+    with ServeProcess(etcd_url=etcd.url, extra_args=[*serve_args, "--metrics", "127.0.0.1:0"]) as server:
+        while not (ready(server) and answered(server, query)):
+            if time.monotonic() - started > 600:
+                raise TimeoutError("not ready within 600 s")
+            time.sleep(0.05)
+        loaded = time.monotonic() - started
+        assert server.proc is not None
+        # With --workers N (in --serve-args) the records are in each worker, not the parent.
+        pids = [server.proc.pid, *server.worker_pids()]
+        return loaded, sum(cpu_seconds(pid) for pid in pids), [memory(pid) for pid in pids]
+
+
+def ready(server: ServeProcess) -> bool:
+    """True once the server's ``/ready`` answers 200."""
+    try:
+        with urllib.request.urlopen(f"{server.metrics_url}/ready", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except (OSError, urllib.error.HTTPError):
+        return False
+
+
+def answered(server: ServeProcess, query: dns.message.Message) -> bool:
+    """True when ``query`` gets an answer with records."""
+    try:
+        return bool(dns.query.udp(query, "127.0.0.1", port=server.port, timeout=0.5).answer)
+    except dns.exception.Timeout:
+        return False
+
+
+def load_average() -> str:
+    return Path("/proc/loadavg").read_text().split()[0]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--services", type=int, default=100_000)
     parser.add_argument("--clusters", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--data", help="keep the filled etcd data directory here and reuse it")
     parser.add_argument("--serve-args", default="", help="extra flags for feddns serve")
     args = parser.parse_args()
     etcd = filled_etcd(args.services, args.clusters, args.data)
+    records = args.services * args.clusters
     try:
-        last = f"svc{args.services - 1}.ns{(args.services - 1) % 100}.{FEDERATION}.svc.federation."
-        query = dns.message.make_query(last, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"c0")])
-        started = time.monotonic()
-        with ServeProcess(etcd_url=etcd.url, extra_args=args.serve_args.split()) as server:
-            while True:
-                try:
-                    reply = dns.query.udp(query, "127.0.0.1", port=server.port, timeout=0.5)
-                    if reply.answer:
-                        break
-                except dns.exception.Timeout:
-                    pass
-                if time.monotonic() - started > 600:
-                    raise TimeoutError("no answer within 600 s")
-                time.sleep(0.05)
-            loaded = time.monotonic() - started
-            assert server.proc is not None
-            # With --workers N (in --serve-args) the records are in each worker, not the parent.
-            pids = [server.proc.pid, *server.worker_pids()]
-            memories = [status(pid) for pid in pids]
+        for number in range(1, args.rounds + 1):
+            print(f"round {number} (load average {load_average()})", flush=True)
+            etcdctl, etcdctl_cpu = time_etcdctl(etcd)
+            bare, bare_cpu = time_bare_read(etcd, records + args.clusters)
+            loaded, cpu, memories = time_serve(etcd, args.services, args.serve_args.split())
+            print(f"  etcdctl get --prefix        {etcdctl:6.1f} s   (its CPU {etcdctl_cpu:.1f} s)")
+            print(f"  aetcd paged read            {bare:6.1f} s   (its CPU {bare_cpu:.1f} s)")
+            print(f"  feddns serve, /ready        {loaded:6.1f} s   serve / aetcd {loaded / bare:.2f}   "
+                  f"serve / etcdctl {loaded / etcdctl:.2f}   (its CPU {cpu:.1f} s)")
+            each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in memories)
+            rss, pss = (sum(m[name] for m in memories) / 1e6 for name in ("VmRSS", "Pss"))
+            print(f"  {records:,} shard records, {len(memories)} processes: RSS {rss:.0f} MB ({each}), "
+                  f"PSS {pss:.0f} MB, peak RSS of one {max(m['VmHWM'] for m in memories) / 1e6:.0f} MB", flush=True)
     finally:
         done_with(etcd, args.data)
-    records = args.services * args.clusters
-    each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in memories)
-    print(f"{records:,} shard records: first answer after {loaded:.1f} s; "
-          f"RSS {sum(m['VmRSS'] for m in memories) / 1e6:.0f} MB once loaded ({len(pids)} processes: {each} MB), "
-          f"peak of one {max(m['VmHWM'] for m in memories) / 1e6:.0f} MB")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ With an empty prefix keys start at ``/`` exactly as in the design document
 """
 
 import re
+import sys
 from dataclasses import dataclass
 
 from feddns import names
@@ -136,3 +137,50 @@ class Layout:
         raise RecordError(
             "key is neither P/F/<ns>/<svc>/<cluster> nor P/F/_clusters/<cluster>", key
         )
+
+
+class RangeSplitter:
+    """Splits the keys of a range read in key order, as :meth:`Layout.split` does, at the cost
+    of one ``str.rpartition`` for most keys.
+
+    A range read gives the shards of one service one after the other (``P/F/<ns>/<svc>/a``,
+    ``.../b``, ...): a key whose part before its last ``/`` is that of the shard key split
+    just before, and whose last part is a cluster name already found valid, is that service's
+    shard in that cluster; any other key gets the whole :meth:`Layout.split` (which raises
+    :class:`RecordError` for a key outside the layout). The federation, namespace and cluster
+    names it returns are interned (a million shards name a few of each), and the service's
+    parts are one tuple shared by its shards.
+    """
+
+    CLUSTER_NAMES_MAX = 4096
+    """Valid cluster names remembered; beyond these, a new name costs a whole split."""
+
+    __slots__ = ("_clusters", "_head", "_service", "layout")
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self._head: str | None = None
+        self._service: tuple[str, str, str] = ("", "", "")
+        self._clusters: dict[str, str] = {}
+
+    def split(self, key: str) -> tuple[tuple[str, str, str], str] | tuple[str, str]:
+        """``((F, ns, svc), C)`` for a shard key, ``(F, C)`` for a cluster key; raises
+        :class:`RecordError` as :meth:`Layout.split` does."""
+        head, _, last = key.rpartition("/")
+        if head == self._head:
+            cluster = self._clusters.get(last)
+            if cluster is not None:
+                return self._service, cluster
+        match self.layout.split(key):
+            case (federation, namespace, service, cluster):
+                pass
+            case cluster_key:
+                return cluster_key
+        self._head = head
+        self._service = (sys.intern(federation), sys.intern(namespace), service)
+        known = self._clusters.get(cluster)
+        if known is None:
+            known = sys.intern(cluster)
+            if len(self._clusters) < self.CLUSTER_NAMES_MAX:
+                self._clusters[known] = known
+        return self._service, known

@@ -266,6 +266,13 @@ def decode_json(raw: bytes | str) -> Any:
         raise RecordError(f"value is not JSON: {exc}") from exc
 
 
+load_json = orjson.loads
+"""The decoder :func:`decode_json` wraps, for a loop over many values that catches
+:data:`NotJSON` itself (a frame less a value: ``Index.put_page``)."""
+NotJSON = orjson.JSONDecodeError
+"""What :data:`load_json` raises for bytes that are not JSON (a ``ValueError``)."""
+
+
 PackedEndpoints = tuple[tuple[bytes, str | None], ...]
 """Endpoints with their address packed (4 or 16 bytes) and their hostname."""
 
@@ -303,7 +310,7 @@ def read_shard(value: Any) -> ShardFields:
     policy, problem = DEFAULT_POLICY, None
     if "policy" in value or "weight" in value or "failoverOrder" in value:
         policy, problem = read_policy(value.get("policy"), value.get("failoverOrder"), value.get("weight"))
-    return ShardFields(
+    return _new_fields(ShardFields, (  # tuple.__new__: NamedTuple's own __new__ is a Python frame more a record
         _addresses(value, "clusterIPs", "clusterIP"),
         _addresses(value, "externalIPs", "externalIP"),
         _ports(ports) if ports is not None else (),
@@ -311,7 +318,10 @@ def read_shard(value: Any) -> ShardFields:
         policy,
         _endpoints(endpoints) if endpoints is not None else None,
         problem,
-    )
+    ))
+
+
+_new_fields = tuple.__new__
 
 
 _POLICIES: dict[Policy, Policy] = {}

@@ -41,3 +41,13 @@ def test_feeds_freeze_only_when_asked() -> None:
     index = Index(Layout())
     Feed(index, Responder(AnswerSettings())).replace([RECORD], revision=1)
     assert gc.get_freeze_count() == 0
+
+
+def test_free_memory_is_given_back_where_glibc_can() -> None:
+    import platform
+
+    from feddns import store
+
+    if platform.libc_ver()[0] == "glibc":
+        assert store._malloc_trim is not None
+    store.release_free_memory()  # never raises, with or without malloc_trim

@@ -5,7 +5,8 @@ from its etcd" on every lookup; we read once and watch instead (CoreDNS's
 etcd plugin reads per query, which users report as slow). The first read is
 paged (:data:`PAGE_KEYS` keys a request, every page at the same revision), and
 each page is parsed into a new index in a worker thread while the loop goes on
-answering from the old one; the new index replaces the old one when complete.
+answering from the old one and etcd reads the next page; the new index replaces the
+old one when complete.
 
 When the watch breaks, it resumes from the last revision seen; when that
 revision has been compacted, it lists again. When the client certificate or
@@ -49,7 +50,7 @@ from feddns.etcd.client import EtcdClient, close_quietly, prefix_range_end
 from feddns.etcd.endpoints import EtcdEndpoints, unless_changed
 from feddns.etcd.failures import describe
 from feddns.keys import Layout
-from feddns.store import Feed
+from feddns.store import Feed, collections_paused
 
 log = logging.getLogger(__name__)
 
@@ -159,12 +160,14 @@ class EtcdSource:
             self.lost_why = ""
 
     async def _load(self, client: aetcd.Client) -> None:
-        """Read every key under the prefix, page by page at one revision."""
+        """Read every key under the prefix, page by page at one revision (:func:`read_pages`,
+        which asks for the next page while this one is parsed), with the collector paused."""
         fresh = Index(self.feed.index.layout)
         revision = 0
-        async for kvs, read_at in read_pages(client, self.root):
-            await asyncio.to_thread(_add_page, fresh, kvs)
-            revision = read_at
+        with collections_paused():
+            async for kvs, read_at in read_pages(client, self.root):
+                await asyncio.to_thread(_add_page, fresh, kvs)
+                revision = read_at
         fresh.revision = revision
         self.feed.install(fresh)
         self.revision = revision
@@ -211,33 +214,48 @@ async def read_pages(client: aetcd.Client, root: bytes) -> AsyncIterator[tuple[A
     revision: yields ``(kvs, revision)``, the page's etcd ``KeyValue`` messages (key,
     value, ``mod_revision``) and the revision read at. Connects ``client`` first.
 
+    The next page is asked for before a page is yielded, so that etcd reads and sends it
+    while the caller parses this one: a load takes about the longer of the two, not their
+    sum (docs/performance.md, "Cold load"). At most two pages are held at once.
+
     Raises :class:`EtcdCompacted` when that revision is compacted between two pages, and
     what the client raises when etcd cannot be reached (``_ETCD_FAILURES``).
     """
     await client.connect()
     start, end = root, prefix_range_end(root)
-    revision = 0
-    while True:
-        request = rpc.RangeRequest(key=start, range_end=end, limit=PAGE_KEYS, revision=revision)
-        try:
-            response = await client.kvstub.Range(request, timeout=client._timeout, metadata=client.metadata)
-        except rpc.AioRpcError as exc:
-            if "compacted" in (exc.details() or ""):
-                raise EtcdCompacted(exc.details() or "compacted") from exc
-            raise
-        if revision == 0:
-            revision = response.header.revision
-        kvs = response.kvs
-        yield kvs, revision
-        if not response.more or not kvs:
-            break
-        start = kvs[-1].key + b"\0"
+    response = await _range(client, start, end, 0)
+    revision = response.header.revision
+    following: asyncio.Future[Any] | None = None
+    try:
+        while True:
+            kvs = response.kvs
+            if response.more and kvs:
+                following = asyncio.ensure_future(_range(client, kvs[-1].key + b"\0", end, revision))
+            yield kvs, revision
+            if following is None:
+                break
+            response, following = await following, None
+    finally:
+        if following is not None:  # the reader stopped, or failed, while the next page was asked for
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+
+
+async def _range(client: aetcd.Client, start: bytes, end: bytes, revision: int) -> Any:
+    """One page of a full load: at most :data:`PAGE_KEYS` keys of ``[start, end)`` at ``revision``
+    (0: the latest, whose number the response's header gives); raises :class:`EtcdCompacted` when
+    ``revision`` has been compacted since the first page."""
+    request = rpc.RangeRequest(key=start, range_end=end, limit=PAGE_KEYS, revision=revision)
+    try:
+        return await client.kvstub.Range(request, timeout=client._timeout, metadata=client.metadata)
+    except rpc.AioRpcError as exc:
+        if "compacted" in (exc.details() or ""):
+            raise EtcdCompacted(exc.details() or "compacted") from exc
+        raise
 
 
 def _add_page(index: Index, kvs: Iterable[Any]) -> None:
-    put = index.put
-    for kv in kvs:
-        put(kv.key.decode("utf-8", "replace"), kv.value)
+    index.put_page((kv.key.decode("utf-8", "replace"), kv.value) for kv in kvs)
 
 
 def describe_failure(exc: BaseException) -> str:
