@@ -275,6 +275,9 @@ def test_a_pod_gets_its_own_clusters_shard_first_through_the_cluster_dns(federat
     assert printed[:1] == [federation.cluster_ip], printed
     resolv = node.kubectl("-n", APP_NS, "exec", "asker", "--", "cat", "/etc/resolv.conf").stdout
     assert "nameserver 198.19.0.10" in resolv
+    FIGURES["a pod's /etc/resolv.conf"] = " | ".join(resolv.strip().splitlines())
+    FIGURES[f"a pod's dig +short {QNAME}"] = (" ".join(printed)
+                                              + f" (foo's clusterIP of myns/myservice: {federation.cluster_ip})")
 
 
 def test_the_join_takes_what_kubelet_and_coredns_reload_take(federation: Federation) -> None:
