@@ -60,7 +60,8 @@ def test_test_sh_installs_every_program_the_tests_start() -> None:
                         "unbound": "unbound", "named": "bind9", "curl": "curl", "promtool": "prometheus",
                         "testssl": "testssl.sh", "nsd": "nsd", "dnsperf": "dnsperf",
                         # the e2e tier's node (harness/node.py) and its images (scripts/images.sh)
-                        "containerd": "containerd", "runc": "runc", "/usr/lib/cni/bridge": "containernetworking-plugins",
+                        "containerd": "containerd", "runc": "runc",
+                        "/usr/lib/cni/bridge": "containernetworking-plugins",
                         "iptables": "iptables", "conntrack": "conntrack", "buildah": "buildah",
                         "mmdebstrap": "mmdebstrap"}
     assert text.index("wait \"$peers\"") < text.index("bash scripts/images.sh") < text.index("exec "), \
