@@ -382,10 +382,17 @@ class Node:
                 found += [Path(d) for d, _, _ in os.walk(top)]
         return sorted(found, key=lambda p: len(p.parts), reverse=True)
 
+    def _cgroup_pids(self) -> set[int]:
+        """The processes in the node's cgroups (a cgroup kubelet or runc removes meanwhile is skipped)."""
+        pids: set[int] = set()
+        for d in self._cgroup_dirs():
+            with contextlib.suppress(OSError):
+                pids.update(int(pid) for pid in (d / "cgroup.procs").read_text().split())
+        return pids
+
     def _kill_cgroup_tree(self) -> None:
         for _ in range(50):
-            pids = {int(pid) for d in self._cgroup_dirs() if (d / "cgroup.procs").exists()
-                    for pid in (d / "cgroup.procs").read_text().split()}
+            pids = self._cgroup_pids()
             if not pids:
                 return
             for pid in pids:
