@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dns.message
@@ -89,22 +90,26 @@ class CoreDNS:
     """A real CoreDNS for ``kube``'s cluster on 127.0.0.1:``port`` (UDP and TCP), its stub-zone blocks
     imported from ``imports`` (filled by a :class:`ConfigMapProjector` when ``project`` is true).
 
+    ``corefile``, when given, is another Corefile to run instead (a platform's, a node-local cache's):
+    called with the port chosen, it returns the text, and nothing is projected.
+
     ``reloads()`` counts the reloads CoreDNS logged; ``query()`` asks it over UDP with dnspython.
     """
 
-    def __init__(self, kube: KubeCluster, *, project: bool = True) -> None:
+    def __init__(self, kube: KubeCluster, *, project: bool = True,
+                 corefile: Callable[[int], str] | None = None, name: str = "") -> None:
         self.kube = kube
         self.directory = Path(tempfile.mkdtemp(prefix=f"feddns-coredns-{kube.name}-"))
         self.imports = self.directory / "feddns"
         self.port = free_port()
         self.corefile = self.directory / "Corefile"
-        self.corefile.write_text(COREFILE.format(port=self.port, kubeconfig=kube.kubeconfig, context=kube.name,
-                                                 imports=self.imports))
-        self.projector = ConfigMapProjector(kube, self.imports) if project else None
+        self.corefile.write_text(corefile(self.port) if corefile else COREFILE.format(
+            port=self.port, kubeconfig=kube.kubeconfig, context=kube.name, imports=self.imports))
+        self.projector = ConfigMapProjector(kube, self.imports) if project and not corefile else None
         if self.projector is None:
             self.imports.mkdir()
         self.child = ChildProcess([peers.binary("coredns"), "-conf", str(self.corefile)],
-                                  ready=r"^CoreDNS-\d", name=f"coredns ({kube.name})",
+                                  ready=r"^CoreDNS-\d", name=f"coredns ({name or kube.name})",
                                   log_path=self.directory / "coredns.log")
         self.started_in: float | None = None
 
