@@ -17,12 +17,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.controller import ControllerProcess
 from harness.etcd import EtcdServer
+from harness.kubecluster import KubeCluster
 from harness.ports import free_port, wait_until
 from harness.serve import ServeProcess
 from harness.stubzone import Pki, StubzoneProcess, make_pki, skydns_args
-from tests.controller.harness import cluster_entry, config_raw, write_config
+from tests.controller.harness import config_raw, write_config
 from tests.deploy.manifests import DEPLOY, REPO, all_objects, containers
-from tests.support.fakekube import FakeKube
 
 MONITORING = DEPLOY / "monitoring"
 RULES = MONITORING / "feddns-rules.yaml"
@@ -138,18 +138,17 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 @pytest.fixture(scope="module")
-def running(etcd: EtcdServer, pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[set[str]]:
-    """Every metric name that a running serve, controller (with an external publisher),
-    stub-zone endpoint and etcd export."""
+def running(etcd: EtcdServer, kube_foo: KubeCluster, pki: Pki,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[set[str]]:
+    """Every metric name that a running serve, controller (with an external publisher, watching the real
+    kube-apiserver foo), stub-zone endpoint and etcd export."""
     directory = tmp_path_factory.mktemp("monitoring")
-    fake = FakeKube("foo")
-    fake.start()
     serve = ServeProcess(etcd_url=etcd.url, prefix="/monitoring", extra_args=["--metrics", "127.0.0.1:0"])
     stub_metrics = free_port()
     stubzone = StubzoneProcess(pki, *skydns_args(etcd.url, "/monitoring-skydns"), "--metrics",
                                f"127.0.0.1:{stub_metrics}")
     external = {"provider": "rfc2136", "server": f"127.0.0.1:{free_port()}", "zone": "example.com."}
-    raw = config_raw(etcd.url, "/monitoring", [cluster_entry(fake, directory)], external=external)
+    raw = config_raw(etcd.url, "/monitoring", [{"name": "foo", "kubeconfig": kube_foo.kubeconfig}], external=external)
     controller = ControllerProcess(write_config(directory / "controller.yaml", raw), directory / "controller.log")
     try:
         serve.start()
@@ -164,7 +163,6 @@ def running(etcd: EtcdServer, pki: Pki, tmp_path_factory: pytest.TempPathFactory
         controller.terminate()
         stubzone.stop()
         serve.stop()
-        fake.close()
 
 
 @pytest.mark.parametrize("source", ["rules", "dashboard", "docs/operations.md"])
