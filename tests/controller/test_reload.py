@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from controller.settings import Settings, StubzoneSettings
+from harness.kubecluster import KubeCluster
 from harness.ports import wait_until
-from tests.controller.harness import FAST_SYNC, FAST_WATCH, RunningController, cluster_entry, config_raw, write_config
-from tests.support.fakekube import FakeKube
+from tests.controller.harness import FAST_SYNC, FAST_WATCH, RunningController, config_raw, write_config
 
 RELOAD_WITHIN = 1.0
 """Seconds from the config file's change to the reload applied, logged and counted."""
@@ -76,10 +76,15 @@ def silent() -> Iterator[SilentApiServer]:
     server.close()
 
 
-def on_silent_bar(etcd_url: str, prefix: str, foo: FakeKube, silent: SilentApiServer, tmp_path: Path) -> dict:
-    """The config of clusters foo (a fake API server that answers) and bar (the silent one)."""
+def on_silent_bar(etcd_url: str, prefix: str, foo: KubeCluster, silent: SilentApiServer, tmp_path: Path) -> dict:
+    """The config of clusters foo (the real kube-apiserver foo) and bar (the silent server)."""
     return config_raw(etcd_url, prefix, [
-        cluster_entry(foo, tmp_path), {"name": "bar", "kubeconfig": silent.write_kubeconfig(tmp_path / "bar", "bar")}])
+        entry(foo), {"name": "bar", "kubeconfig": silent.write_kubeconfig(tmp_path / "bar", "bar")}])
+
+
+def entry(kube: KubeCluster) -> dict:
+    """A ``clusters[]`` entry that reaches ``kube`` as its admin."""
+    return {"name": kube.name, "kubeconfig": kube.kubeconfig}
 
 
 @contextmanager
@@ -110,10 +115,10 @@ def reload_to(path: Path, raw: dict, controller: RunningController, caplog: pyte
     return time.monotonic() - started
 
 
-def test_a_cluster_whose_api_server_never_answers_is_removed_within_a_second(etcd, etcd_prefix, foo, silent,
+def test_a_cluster_whose_api_server_never_answers_is_removed_within_a_second(etcd, etcd_prefix, kube_foo, silent,
                                                                               tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="controller.app")
-    raw, path = on_silent_bar(etcd.url, etcd_prefix, foo, silent, tmp_path), tmp_path / "controller.yaml"
+    raw, path = on_silent_bar(etcd.url, etcd_prefix, kube_foo, silent, tmp_path), tmp_path / "controller.yaml"
     with waiting_on_silent_bar(raw, path, silent) as controller:
         without = {**raw, "clusters": raw["clusters"][:1]}
         took = reload_to(path, without, controller, caplog, "config reloaded: 1 clusters (joined: none; left: bar;")
@@ -122,14 +127,14 @@ def test_a_cluster_whose_api_server_never_answers_is_removed_within_a_second(etc
         assert "bar" not in controller.controller.views
 
 
-def test_a_cluster_moved_off_a_silent_api_server_is_watched_anew_within_a_second(etcd, etcd_prefix, foo, bar,
-                                                                                 silent, tmp_path, caplog):
+def test_a_cluster_moved_off_a_silent_api_server_is_watched_anew_within_a_second(etcd, etcd_prefix, kube_foo,
+                                                                                 kube_bar, silent, tmp_path, caplog):
     """The same cluster, its kubeconfig replaced: the old watches are cut, not waited for, and
     whatever their threads would still hand over is dropped; the new ones list the real cluster."""
     caplog.set_level(logging.INFO, logger="controller.app")
-    raw, path = on_silent_bar(etcd.url, etcd_prefix, foo, silent, tmp_path), tmp_path / "controller.yaml"
+    raw, path = on_silent_bar(etcd.url, etcd_prefix, kube_foo, silent, tmp_path), tmp_path / "controller.yaml"
     with waiting_on_silent_bar(raw, path, silent) as controller:
-        moved = {**raw, "clusters": [raw["clusters"][0], cluster_entry(bar, tmp_path)]}
+        moved = {**raw, "clusters": [raw["clusters"][0], entry(kube_bar)]}
         took = reload_to(path, moved, controller, caplog, "left: none; watched anew: bar)")
         print(f"replaced in {took:.2f} s")
         assert took < RELOAD_WITHIN
