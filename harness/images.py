@@ -22,16 +22,23 @@ Each image is a ``docker-archive`` tarball under ``$FEDDNS_PEERS_DIR/images`` th
 peers directory); the Dockerfile's ``pip install`` reaches PyPI through the host's network, with
 the host's CA bundle and pip configuration mounted read-only.
 
-Run as ``python3 -m harness.images pinned`` (scripts/images.sh) or ``python3 -m harness.images
-feddns``; it needs only the standard library, so it runs before the test extras are installed.
+Run as ``python3 -m harness.images local|peers|pinned|feddns`` (scripts/images.sh): ``local`` makes
+every image that needs nothing from scripts/peers.sh (the Debian ones, pause, feddns), so
+scripts/test.sh makes them while the Go builds run; ``peers`` the CoreDNS and etcd images after them.
+It needs only the standard library, so it runs before the test extras are installed. Each image is
+made under a lock file of its own (``flock``), so two runs at once wait for each other's image
+instead of both making it.
 """
 
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,9 +159,22 @@ def _log() -> Path:
     return images_dir() / "logs" / "images.log"
 
 
+@contextmanager
+def _locked(name: str) -> Iterator[None]:
+    """Hold ``images_dir()/name.lock`` exclusively: one process makes image ``name`` at a time."""
+    images_dir().mkdir(parents=True, exist_ok=True)
+    with open(images_dir() / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def debian_image(buildah: Buildah, ref: str, packages: tuple[str, ...], name: str) -> Image:
     """Debian 12 (minbase) with ``packages``, by mmdebstrap (about 100 s and 200 MB once)."""
-    archive = images_dir() / f"{name}-{DEBIAN_SUITE}.tar"
+    with _locked(name):
+        return _debian_image(buildah, ref, packages, images_dir() / f"{name}-{DEBIAN_SUITE}.tar")
+
+
+def _debian_image(buildah: Buildah, ref: str, packages: tuple[str, ...], archive: Path) -> Image:
     if archive.exists() and buildah.has(ref):
         return Image(ref, archive)
     _step(f"image {ref}: mmdebstrap {DEBIAN_SUITE} with {', '.join(packages)} (about 2 minutes)")
@@ -187,9 +207,14 @@ def dnsutils_image(buildah: Buildah) -> Image:
 def pause_image(buildah: Buildah) -> Image:
     """The pod sandbox's image: nodefiles/pause.c compiled static."""
     archive = images_dir() / "pause.tar"
-    if archive.exists():
-        return Image(PAUSE, archive)
-    _step(f"image {PAUSE}: cc -static nodefiles/pause.c")
+    with _locked("pause"):
+        if archive.exists():
+            return Image(PAUSE, archive)
+        _step(f"image {PAUSE}: cc -static nodefiles/pause.c")
+        return _pause_image(buildah, archive)
+
+
+def _pause_image(buildah: Buildah, archive: Path) -> Image:
     with tempfile.TemporaryDirectory(prefix="feddns-pause-") as scratch:
         binary = Path(scratch) / "pause"
         _run(PAUSE, ["cc", "-static", "-O2", "-o", str(binary), str(NODEFILES / "pause.c")], log=_log())
@@ -200,26 +225,35 @@ def pause_image(buildah: Buildah) -> Image:
 def binary_image(buildah: Buildah, ref: str, binary: str, target: str, name: str) -> Image:
     """A peer's static Go binary at ``target`` on scratch, its entrypoint."""
     archive = images_dir() / f"{name}.tar"
-    if archive.exists():
-        return Image(ref, archive)
-    _step(f"image {ref}: {binary} on scratch")
-    buildah.from_files(ref, {target: Path(binary)}, [target], {"PATH": str(Path(target).parent)})
-    return buildah.export(ref, archive)
+    with _locked(name):
+        if archive.exists():
+            return Image(ref, archive)
+        _step(f"image {ref}: {binary} on scratch")
+        buildah.from_files(ref, {target: Path(binary)}, [target], {"PATH": str(Path(target).parent)})
+        return buildah.export(ref, archive)
 
 
-def pinned_images() -> list[Image]:
-    """The images whose parts are pinned (base, pause, CoreDNS, etcd), made once per machine."""
+def local_images() -> list[Image]:
+    """The pinned images made from Debian's packages and this repository (base, dnsutils, pause)."""
+    buildah = Buildah(_log())
+    return [base_image(buildah), dnsutils_image(buildah), pause_image(buildah)]
+
+
+def peer_images() -> list[Image]:
+    """The pinned images of peer binaries (CoreDNS, etcd): they need scripts/peers.sh's builds."""
     buildah = Buildah(_log())
     versions = peers.versions()
     return [
-        base_image(buildah),
-        dnsutils_image(buildah),
-        pause_image(buildah),
         binary_image(buildah, coredns_ref(), peers.binary("coredns"), "/coredns",
                      f"coredns-{versions['COREDNS_VERSION']}"),
         binary_image(buildah, etcd_ref(), peers.binary("etcd"), "/usr/local/bin/etcd",
                      f"etcd-{versions['ETCD_VERSION']}"),
     ]
+
+
+def pinned_images() -> list[Image]:
+    """The images whose parts are pinned (base, pause, CoreDNS, etcd), made once per machine."""
+    return local_images() + peer_images()
 
 
 def source_hash() -> str:
@@ -243,6 +277,11 @@ def feddns_image() -> Image:
     base_image(buildah)
     ref = feddns_ref()
     archive = images_dir() / f"feddns-{source_hash()}.tar"
+    with _locked("feddns"):
+        return _feddns_image(buildah, ref, archive)
+
+
+def _feddns_image(buildah: Buildah, ref: str, archive: Path) -> Image:
     if archive.exists():
         return Image(ref, archive)
     _step(f"image {ref}: buildah bud of the Dockerfile (a few minutes; log {_log()})")
@@ -263,15 +302,28 @@ def image_size(image: Image) -> int:
     return image.archive.stat().st_size
 
 
+def _local_and_feddns() -> list[Image]:
+    return [*local_images(), feddns_image()]
+
+
+def _feddns_only() -> list[Image]:
+    return [feddns_image()]
+
+
+MAKERS: dict[str, Callable[[], list[Image]]] = {
+    "local": _local_and_feddns, "peers": peer_images, "pinned": pinned_images, "feddns": _feddns_only}
+"""What each command-line argument makes."""
+
+
 def main(argv: list[str]) -> int:
-    if argv not in (["pinned"], ["feddns"]):
-        print("usage: python3 -m harness.images pinned|feddns", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in MAKERS:
+        print(f"usage: python3 -m harness.images {'|'.join(MAKERS)}", file=sys.stderr)
         return 2
     if shutil.which("buildah") is None:
         print("harness.images: buildah is not installed (scripts/test.sh installs it)", file=sys.stderr)
         return 1
     try:
-        made = pinned_images() if argv == ["pinned"] else [feddns_image()]
+        made = MAKERS[argv[0]]()
     except (ImageError, FileNotFoundError) as exc:
         print(f"harness.images: {exc}", file=sys.stderr)
         return 1

@@ -17,13 +17,24 @@ install_debian etcd=etcd-server etcdctl=etcd-client dig=bind9-dnsutils unbound=u
 # The node of the e2e tier (harness/node.py): its container runtime, CNI plugins, iptables for
 # kube-proxy, and what makes its images (scripts/images.sh).
 install_debian containerd=containerd runc=runc /usr/lib/cni/bridge=containernetworking-plugins \
-  iptables=iptables conntrack=conntrack buildah=buildah mmdebstrap=mmdebstrap
+  iptables=iptables conntrack=conntrack buildah=buildah mmdebstrap=mmdebstrap cc=gcc
+# The images that need no peer (Debian bases, pause, feddns) are made meanwhile too; their lines
+# come after the code checks, from a log.
+images_log="$(mktemp)"
+bash scripts/images.sh local >"$images_log" 2>&1 &
+images=$!
 install_venv "[test]"
 if ! wait "$peers"; then
   echo "scripts/test.sh: the real peers did not build (scripts/peers.sh said why above)" >&2
   exit 1
 fi
-bash scripts/images.sh
+bash scripts/images.sh peers
 bash scripts/check.sh
+if ! wait "$images"; then
+  cat "$images_log"
+  echo "scripts/test.sh: the node's images were not made (scripts/images.sh local said why above)" >&2
+  exit 1
+fi
+cat "$images_log"
 step "pytest $*"
 exec .venv/bin/python -m pytest "$@"

@@ -63,9 +63,10 @@ def test_test_sh_installs_every_program_the_tests_start() -> None:
                         "containerd": "containerd", "runc": "runc",
                         "/usr/lib/cni/bridge": "containernetworking-plugins",
                         "iptables": "iptables", "conntrack": "conntrack", "buildah": "buildah",
-                        "mmdebstrap": "mmdebstrap"}
-    assert text.index("wait \"$peers\"") < text.index("bash scripts/images.sh") < text.index("exec "), \
-        "the node's images are made after the peers (CoreDNS and etcd go into them) and before the tests"
+                        "mmdebstrap": "mmdebstrap", "cc": "gcc"}
+    assert text.index("bash scripts/images.sh local") < text.index("wait \"$peers\"") \
+        < text.index("bash scripts/images.sh peers") < text.index("wait \"$images\"") < text.index("exec "), \
+        "the images that need no peer are made while the peers build, CoreDNS's and etcd's after them, all before the tests"
     assert re.search(r"^\.ci/run|exec bash scripts/test.sh", (REPO / ".ci" / "run").read_text(), re.MULTILINE)
     assert re.search(r"^bash scripts/peers\.sh", text, re.MULTILINE), "the real peers are built before the tests"
     assert text.index("bash scripts/peers.sh") < text.index("wait \"$peers\"") < text.index("exec ")
