@@ -283,6 +283,26 @@ def test_the_probe_server_is_the_value_and_its_interval_comes_with_it(renders: d
     assert (flag(gke, "probe-server"), flag(gke, "probe-interval")) == (["10.0.0.10:53"], ["60"])
 
 
+def test_the_probe_server_is_the_platforms_dns_service_found_at_install(kube_foo: KubeCluster) -> None:
+    """helm's lookup against the real API server (``--dry-run=server``, as install reads it): OpenShift's
+    Service openshift-dns/dns-default, made here with its clusterIP, becomes ``--probe-server IP:53``."""
+    kube_foo.ensure_namespace("openshift-dns")
+    service = kube_foo.apply({"apiVersion": "v1", "kind": "Service",
+                              "metadata": {"name": "dns-default", "namespace": "openshift-dns"},
+                              "spec": {"selector": {"dns.operator.openshift.io/daemonset-dns": "default"},
+                                       "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]}})
+    try:
+        done = subprocess.run([peers.binary("helm"), "template", "feddns-member", str(MEMBER), "--namespace",
+                               "feddns-system", "--dry-run=server", "--values", str(MEMBER / "samples/openshift.yaml")],
+                              capture_output=True, text=True, timeout=120, check=False, env=script_env(kube_foo))
+        assert done.returncode == 0, done.stderr
+        args = stubzone_args([o for o in yaml.safe_load_all(done.stdout) if o])
+        assert flag(args, "probe-server") == [f"{service['spec']['clusterIP']}:53"]
+        assert flag(args, "probe-interval") == ["30"]
+    finally:
+        kube_foo.delete("Service", "openshift-dns", "dns-default")
+
+
 # -- uninstall, against the real API server -------------------------------------------------------
 
 @pytest.fixture
