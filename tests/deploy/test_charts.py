@@ -325,6 +325,8 @@ BAD_VALUES = [
     ("unknown-platform", MEMBER, {"cluster": "foo", "clusterDNS": {"platform": "microk8s"}},
      "at '/clusterDNS/platform': value must be one of 'kubeadm', 'eks', 'aks', 'k3s', 'rke2', 'gke', 'openshift', "
      "'forwarder'"),
+    ("probe-server-without-port", MEMBER, {"cluster": "foo", "clusterDNS": {"probeServer": "10.96.0.10"}},
+     "at '/clusterDNS/probeServer': '10.96.0.10' does not match pattern"),
     ("member-name-read-as-hex", MEMBER, {"cluster": "0xfedd"}, "at '/cluster': 'not' failed"),
     ("stubzone-open-to-all", MEMBER, {"cluster": "foo", "stubzone": {"service": {
         "loadBalancerSourceRanges": ["198.51.100.0/24", "0.0.0.0/0"]}}},

@@ -88,7 +88,7 @@ DNS Service read from the API server at install (helm's lookup; nothing with hel
 - --configmap={{ . }}
 {{- end }}
 {{- if $dns.forwarder }}
-- --coredns-port=1053                                 # the port feddns-forwarder serves on (its Service: 53)
+- --coredns-port=1053                 # where feddns-forwarder serves (its Service: 53)
 {{- end }}
 - --cluster-domain={{ $sz.clusterDomain }}
 - --federation-zone={{ $sz.federationZone }}
