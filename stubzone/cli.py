@@ -5,6 +5,10 @@ checked before a socket is opened; a bad one exits 2 with one line. Then the
 server listens, logs ``listening on https://HOST:PORT`` (the bound port, so
 ``--listen 127.0.0.1:0`` works), and serves until SIGTERM or SIGINT. Only the
 chosen backend's module is imported (:mod:`stubzone.backends`).
+
+``--remove-all`` starts no server: it deletes every federation the backend
+holds and exits, which is what the member chart's pre-delete hook runs so that
+an uninstall leaves no stub domain in the cluster's DNS (docs/operations.md).
 """
 
 import argparse
@@ -30,7 +34,7 @@ from feddns.listen import (
 from feddns.observe import ObserveServer
 from stubzone import tls
 from stubzone.auth import AllowList, authorizer
-from stubzone.backends import BACKENDS, Backend, load
+from stubzone.backends import BACKENDS, Backend, BackendUnavailable, load
 from stubzone.metrics import NAMESPACE, StubzoneMetrics
 from stubzone.model import StubDomains, check_cluster
 
@@ -101,6 +105,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-reload-interval", type=float, default=tls.RELOAD_INTERVAL, metavar="SECONDS",
                         help="how often --cert, --key and --client-ca are read again; a change applies to new "
                              f"connections (default {tls.RELOAD_INTERVAL:g})")
+    parser.add_argument("--remove-all", action="store_true",
+                        help="start no server: delete every federation this backend holds (only the entries the "
+                             "endpoint wrote; every other key or entry stays), print each, exit 0 (1 when the "
+                             "store cannot be reached); the member chart's pre-delete hook")
 
 
 @dataclass(frozen=True)
@@ -161,8 +169,34 @@ def settings_from(args: argparse.Namespace) -> StubzoneSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check the flags, then serve until SIGTERM or SIGINT; returns the exit status."""
+    """Check the flags, then serve until SIGTERM or SIGINT (or, with ``--remove-all``, remove and exit);
+    returns the exit status."""
+    if args.remove_all:
+        return asyncio.run(remove_all(load(args, check_flags(args))))
     return asyncio.run(serve(settings_from(args)))
+
+
+async def remove_all(backend: Backend) -> int:
+    """Delete every federation ``backend`` holds (:meth:`Backend.list`: only the entries the endpoint
+    wrote), printing ``removed F: stub domain S, nameservers N,...`` for each; returns 0, or 1 when the
+    store cannot be reached or refuses (logged, naming the store; the rest is not tried).
+
+    The member chart's ``helm.sh/hook: pre-delete`` Job runs it, so an uninstall takes the stub domains
+    out of a cluster DNS object the chart does not own (docs/operations.md, "Join a cluster").
+    """
+    try:
+        for zone in await backend.list():
+            removed = await backend.delete(zone.federation)
+            if removed is not None:
+                nameservers = ",".join(str(ns) for ns in removed.nameservers) or "-"
+                print(f"removed {removed.federation}: stub domain {removed.stub_domain}, nameservers {nameservers}",
+                      flush=True)
+    except BackendUnavailable as exc:
+        log.error("--remove-all stopped: %s", exc)
+        return 1
+    finally:
+        await backend.close()
+    return 0
 
 
 async def serve(settings: StubzoneSettings) -> int:

@@ -18,7 +18,7 @@ import yaml
 REPO = Path(__file__).parents[2]
 DEPLOY = REPO / "deploy"
 FEDDNS_IMAGE = "ghcr.io/feddns/feddns"
-WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
 
 Obj = dict[str, Any]
 

@@ -197,3 +197,20 @@ def test_the_backend_alone_is_imported(pki, tmp_path):
             assert result.stdout.strip() == imported, name
     finally:
         fake.close()
+
+
+def test_remove_all_that_cannot_reach_the_store_exits_1_naming_it(pki, tmp_path):
+    """``--remove-all`` (the member chart's pre-delete hook) against an API server address nothing
+    listens on: exit 1 and the ConfigMap named, so the hook Job, and with it the uninstall, fails."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{free_port()}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n")
+    args = flags(pki, backend="coredns", etcd=None, cluster="foo", kubeconfig=str(kubeconfig))
+    result = subprocess.run([sys.executable, "-m", "feddns", *args, "--remove-all"], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    assert "--remove-all stopped: the API server cannot be reached for ConfigMap kube-system/coredns-feddns" in \
+        result.stderr

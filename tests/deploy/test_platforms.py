@@ -1,0 +1,365 @@
+"""The member chart on each platform (``clusterDNS.platform``), with the real helm and a real kube-apiserver.
+
+tests/deploy/test_charts.py lints, renders and dry-runs every sample, samples/<platform>.yaml included;
+this module holds each platform's render to what docs/operations.md ("Join a cluster") promises:
+
+* the endpoint's backend and its flags (:data:`PLATFORMS`);
+* RBAC on exactly the objects that backend writes (``resourceNames``), get and update only;
+* no object the platform owns: not its CoreDNS, not ``coredns-custom``, not ``kube-dns``, not the DNS
+  operator's ``DNS default``;
+* OpenShift's pods ask for no user or group (its restricted SCC assigns them), the others run as 65532;
+* eks, rke2 and forwarder: the chart's own CoreDNS, feddns-forwarder, serving only the imported blocks
+  on 1053 behind a Service on 53, where the endpoint writes its blocks;
+* the forwarder's Corefile, run by the real CoreDNS with a block the coredns backend renders for its
+  port, forwards the federation's stub domain tagged with the cluster's name and refuses the rest;
+* the pre-delete hook runs the endpoint's own arguments with ``--remove-all``; and ``feddns stubzone
+  --remove-all`` itself, run with the installed release's hook arguments as the chart's ServiceAccount
+  against the real API server, deletes the federations and keeps every other key.
+"""
+
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dns.edns
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rrset
+import pytest
+import yaml
+
+from harness import peers
+from harness.kubecluster import KubeCluster
+from harness.ports import free_port
+from harness.process import ChildProcess
+from stubzone.backends.corefile import parse, render
+from stubzone.model import Nameserver
+from tests.deploy.manifests import REPO, containers, find, flag
+from tests.deploy.test_charts import MEMBER, PLATFORMS, Obj, helm, script_env
+
+CHART_NAMESPACE = "kube-system"
+"""``stubzone.namespace`` of the samples but openshift's."""
+OWNED_BY_PLATFORMS = {("ConfigMap", "coredns"), ("ConfigMap", "coredns-custom"), ("ConfigMap", "kube-dns"),
+                      ("Deployment", "coredns"), ("DNS", "default"), ("HelmChartConfig", "rke2-coredns")}
+"""What the platforms' own reconcilers keep as they ship it; the chart renders none of them."""
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What the chart renders for one ``clusterDNS.platform``."""
+
+    backend: str
+    flags: dict[str, list[str]]
+    """Flags of the endpoint's backend, as ``flag()`` reads them (``--configmap``, ``--coredns-port``)."""
+    rules: tuple[str, str, tuple[Obj, ...]]
+    """(kind, namespace, rules) of the endpoint's one Role or ClusterRole (namespace "" for a ClusterRole)."""
+    forwarder: bool = False
+
+
+def _configmap_rule(name: str) -> Obj:
+    return {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get", "update"]}
+
+
+FORWARDER = Platform("coredns", {"configmap": ["kube-system/feddns-forwarder-zones"], "coredns-port": ["1053"]},
+                     ("Role", "kube-system", (_configmap_rule("feddns-forwarder-zones"),)), forwarder=True)
+CUSTOM = Platform("coredns-custom", {"configmap": ["kube-system/coredns-custom"], "coredns-port": []},
+                  ("Role", "kube-system", (_configmap_rule("coredns-custom"),)))
+PLATFORMS_RENDER = {
+    "kubeadm": Platform("coredns", {"configmap": ["kube-system/coredns-feddns"], "coredns-port": []},
+                        ("Role", "kube-system", (_configmap_rule("coredns-feddns"),))),
+    "aks": CUSTOM,
+    "k3s": CUSTOM,
+    "gke": Platform("kube-dns", {"configmap": ["kube-system/kube-dns"], "coredns-port": []},
+                    ("Role", "kube-system", (_configmap_rule("kube-dns"),))),
+    "openshift": Platform("openshift", {"configmap": [], "coredns-port": []},
+                          ("ClusterRole", "", ({"apiGroups": ["operator.openshift.io"], "resources": ["dnses"],
+                                                "resourceNames": ["default"], "verbs": ["get", "update"]},))),
+    "eks": FORWARDER,
+    "rke2": FORWARDER,
+    "forwarder": FORWARDER,
+}
+assert set(PLATFORMS_RENDER) == set(PLATFORMS)
+
+
+def template(platform: str, *values: str) -> list[Obj]:
+    """``helm template`` of the member chart with samples/<platform>.yaml (and ``--set`` ``values``)."""
+    sets = [arg for value in values for arg in ("--set", value)]
+    done = helm("template", "feddns-member", str(MEMBER), "--namespace", "feddns-system",
+                "--values", str(MEMBER / "samples" / f"{platform}.yaml"), *sets)
+    assert done.returncode == 0, done.stderr
+    return [obj for obj in yaml.safe_load_all(done.stdout) if obj]
+
+
+@pytest.fixture(scope="module")
+def renders() -> dict[str, list[Obj]]:
+    return {platform: template(platform) for platform in PLATFORMS}
+
+
+def stubzone_args(objects: list[Obj], kind: str = "Deployment") -> list[str]:
+    (container,) = [c for c in containers(objects) if c.is_feddns and c.workload["kind"] == kind
+                    and c.spec["args"][0] == "stubzone"]
+    return list(container.spec["args"])
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_endpoint_runs_the_platforms_backend(renders: dict[str, list[Obj]], platform: str) -> None:
+    args = stubzone_args(renders[platform])
+    expected = PLATFORMS_RENDER[platform]
+    assert flag(args, "backend") == [expected.backend]
+    assert flag(args, "cluster") == ["foo"]
+    for name, values in expected.flags.items():
+        assert flag(args, name) == values, name
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_endpoints_rights_name_only_what_its_backend_writes(renders: dict[str, list[Obj]], platform: str) -> None:
+    kind, namespace, rules = PLATFORMS_RENDER[platform].rules
+    roles = [o for o in renders[platform] if o["kind"] in ("Role", "ClusterRole")
+             and o["metadata"]["name"] == "feddns-stubzone"]
+    assert [(r["kind"], r["metadata"].get("namespace", "")) for r in roles] == [(kind, namespace)]
+    assert roles[0]["rules"] == list(rules)
+    (binding,) = [o for o in renders[platform] if o["kind"] == kind + "Binding"
+                  and o["metadata"]["name"] == "feddns-stubzone"]
+    assert binding["roleRef"]["kind"] == kind
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "feddns-stubzone",
+                                    "namespace": "feddns-system" if platform == "openshift" else CHART_NAMESPACE}]
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_no_object_the_platform_owns_is_rendered(renders: dict[str, list[Obj]], platform: str) -> None:
+    rendered = {(o["kind"], o["metadata"]["name"]) for o in renders[platform]}
+    assert not rendered & OWNED_BY_PLATFORMS
+    chart_configmaps = {name for kind, name in rendered if kind == "ConfigMap"}
+    assert chart_configmaps == {"kubeadm": {"coredns-feddns"}, "eks": {"feddns-forwarder", "feddns-forwarder-zones"},
+                                "rke2": {"feddns-forwarder", "feddns-forwarder-zones"},
+                                "forwarder": {"feddns-forwarder", "feddns-forwarder-zones"}}.get(platform, set())
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_openshift_pods_ask_for_no_user_and_the_others_run_as_65532(
+        renders: dict[str, list[Obj]], platform: str) -> None:
+    pods = [c.workload["spec"]["template"]["spec"]["securityContext"] for c in containers(renders[platform])]
+    assert len(pods) == (3 if PLATFORMS_RENDER[platform].forwarder else 2)  # the endpoint, its hook (, forwarder)
+    for pod in pods:
+        assert pod["runAsNonRoot"] is True and pod["seccompProfile"] == {"type": "RuntimeDefault"}
+        if platform == "openshift":
+            assert "runAsUser" not in pod and "runAsGroup" not in pod, pod
+        else:
+            assert (pod["runAsUser"], pod["runAsGroup"]) == (65532, 65532), pod
+
+
+@pytest.mark.parametrize("platform", [p for p in PLATFORMS if PLATFORMS_RENDER[p].forwarder])
+def test_the_forwarder_serves_the_endpoints_blocks_and_nothing_else(
+        renders: dict[str, list[Obj]], platform: str) -> None:
+    objects = renders[platform]
+    corefile = parse(find(objects, "ConfigMap", CHART_NAMESPACE, "feddns-forwarder")["data"]["Corefile"])
+    assert corefile.imports == ("/etc/coredns/feddns/*.server",)
+    (block,) = corefile.blocks
+    assert block.keys == ("federation.:1053",)  # no catch-all ".:1053": nothing else is resolved
+    assert [d.name for d in block.directives] == ["health", "ready", "reload"]
+    (container,) = [c for c in containers(objects) if c.workload["metadata"]["name"] == "feddns-forwarder"]
+    mounts = container.spec["volumeMounts"]
+    assert {"name": "stub-zones", "mountPath": "/etc/coredns/feddns", "readOnly": True} in mounts
+    volume = next(v for v in container.workload["spec"]["template"]["spec"]["volumes"] if v["name"] == "stub-zones")
+    assert volume["configMap"]["name"] == "feddns-forwarder-zones"
+    assert {(p["containerPort"], p["protocol"]) for p in container.spec["ports"]} >= {(1053, "UDP"), (1053, "TCP")}
+    service = find(objects, "Service", CHART_NAMESPACE, "feddns-forwarder")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert {(p["port"], p["targetPort"], p["protocol"]) for p in service["spec"]["ports"]} == {
+        (53, "dns", "UDP"), (53, "dns-tcp", "TCP")}
+    # The endpoint writes its blocks on the port the forwarder serves.
+    (port,) = flag(stubzone_args(objects), "coredns-port")
+    written = parse(render("f", "f.svc.federation.", "foo", (Nameserver.parse("203.0.113.53"),), int(port)))
+    assert written.blocks[0].keys == ("f.svc.federation.:1053",)
+    assert find(objects, "PodDisruptionBudget", CHART_NAMESPACE, "feddns-forwarder")["spec"]["minAvailable"] == 1
+
+
+class Upstream:
+    """A DNS server on a UDP port of 127.0.0.1 standing in for Federated-DNS: answers every A query with
+    192.0.2.7 and keeps the EDNS0 options of each query it got."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)  # how soon close() is seen
+        self.port = self.sock.getsockname()[1]
+        self.options: list[list[dns.edns.Option]] = []
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="upstream DNS", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._closing.is_set():
+            try:
+                wire, peer = self.sock.recvfrom(4096)
+            except TimeoutError:
+                continue
+            query = dns.message.from_wire(wire)
+            self.options.append(list(query.options))
+            reply = dns.message.make_response(query)
+            reply.answer.append(dns.rrset.from_text(query.question[0].name, 30, "IN", "A", "192.0.2.7"))
+            self.sock.sendto(reply.to_wire(), peer)
+
+    def close(self) -> None:
+        self._closing.set()
+        self._thread.join()
+        self.sock.close()
+
+
+def test_the_real_coredns_runs_the_forwarders_corefile_and_tags_what_it_forwards(
+        renders: dict[str, list[Obj]], tmp_path: Path) -> None:
+    """The chart's Corefile with its ports moved to free ones and its import directory to ``tmp_path``;
+    the block the endpoint would write, rendered for the endpoint's ``--coredns-port``."""
+    objects = renders["eks"]
+    corefile = find(objects, "ConfigMap", CHART_NAMESPACE, "feddns-forwarder")["data"]["Corefile"]
+    (port,) = flag(stubzone_args(objects), "coredns-port")
+    dns_port, health, ready = free_port(), free_port(), free_port()
+    imports = tmp_path / "feddns"
+    imports.mkdir()
+    (tmp_path / "Corefile").write_text(corefile.replace(f":{port}", f":{dns_port}").replace(
+        ":8080", f":{health}").replace(":8181", f":{ready}").replace("/etc/coredns/feddns", str(imports)))
+    upstream = Upstream()
+    block = render("f", "f.svc.federation.", "foo", (Nameserver.parse(f"127.0.0.1:{upstream.port}"),), int(port))
+    (imports / "f.server").write_text(block.replace(f":{port} {{", f":{dns_port} {{"))
+    coredns = ChildProcess([peers.binary("coredns"), "-conf", str(tmp_path / "Corefile")], ready=r"^CoreDNS-\d",
+                           name="coredns (feddns-forwarder)", log_path=tmp_path / "coredns.log")
+    coredns.start(timeout=30)
+    try:
+        def ask(qname: str) -> dns.message.Message:
+            return dns.query.udp(dns.message.make_query(qname, "A"), "127.0.0.1", port=dns_port, timeout=5)
+
+        answer = ask("myservice.myns.f.svc.federation.")
+        assert [str(rr) for rrset in answer.answer for rr in rrset] == ["192.0.2.7"]
+        assert [(o.otype, o.to_wire()) for o in upstream.options[-1]] == [(0xFEDD, b"foo")]
+        assert ask("myservice.myns.g.svc.federation.").rcode() == dns.rcode.REFUSED  # no federation g here
+        assert ask("example.com.").rcode() == dns.rcode.REFUSED  # no catch-all: nothing else is resolved
+        with urllib.request.urlopen(f"http://127.0.0.1:{ready}/ready", timeout=5) as response:
+            assert response.status == 200
+    finally:
+        coredns.stop()
+        upstream.close()
+
+
+def test_the_forwarders_image_and_address_are_values(renders: dict[str, list[Obj]]) -> None:
+    def forwarder(objects: list[Obj]) -> tuple[str, Any]:
+        (container,) = [c for c in containers(objects) if c.workload["metadata"]["name"] == "feddns-forwarder"]
+        return container.spec["image"], find(objects, "Service", CHART_NAMESPACE, "feddns-forwarder")["spec"].get(
+            "clusterIP")
+
+    assert forwarder(renders["eks"]) == ("registry.k8s.io/coredns/coredns:v1.12.1", None)
+    assert forwarder(renders["forwarder"]) == ("registry.example.net/coredns/coredns:v1.12.1", "10.0.0.53")
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_uninstall_hook_runs_the_endpoints_arguments_with_remove_all(
+        renders: dict[str, list[Obj]], platform: str) -> None:
+    objects = renders[platform]
+    job = find(objects, "Job", "feddns-system" if platform == "openshift" else CHART_NAMESPACE,
+               "feddns-stubzone-remove-all")
+    assert job["metadata"]["annotations"] == {"helm.sh/hook": "pre-delete",
+                                              "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"}
+    assert stubzone_args(objects, "Job") == [*stubzone_args(objects), "--remove-all"]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "feddns-stubzone"]
+    pod, hook = deployment["spec"]["template"]["spec"], job["spec"]["template"]["spec"]
+    assert hook["serviceAccountName"] == pod["serviceAccountName"]
+    assert hook["securityContext"] == pod["securityContext"]
+    assert hook["containers"][0]["image"] == pod["containers"][0]["image"]
+    assert hook["containers"][0]["securityContext"] == pod["containers"][0]["securityContext"]
+
+
+def test_the_probe_server_is_the_value_and_its_interval_comes_with_it(renders: dict[str, list[Obj]]) -> None:
+    """With no value and no API server (helm template), no probe; a value gives both flags."""
+    assert flag(stubzone_args(renders["kubeadm"]), "probe-server") == []
+    assert flag(stubzone_args(renders["kubeadm"]), "probe-interval") == []
+    gke = stubzone_args(renders["gke"])
+    assert (flag(gke, "probe-server"), flag(gke, "probe-interval")) == (["10.0.0.10:53"], ["60"])
+
+
+def test_the_probe_server_is_the_platforms_dns_service_found_at_install(kube_foo: KubeCluster) -> None:
+    """helm's lookup against the real API server (``--dry-run=server``, as install reads it): OpenShift's
+    Service openshift-dns/dns-default, made here with its clusterIP, becomes ``--probe-server IP:53``."""
+    kube_foo.ensure_namespace("openshift-dns")
+    service = kube_foo.apply({"apiVersion": "v1", "kind": "Service",
+                              "metadata": {"name": "dns-default", "namespace": "openshift-dns"},
+                              "spec": {"selector": {"dns.operator.openshift.io/daemonset-dns": "default"},
+                                       "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]}})
+    try:
+        done = subprocess.run([peers.binary("helm"), "template", "feddns-member", str(MEMBER), "--namespace",
+                               "feddns-system", "--dry-run=server", "--values", str(MEMBER / "samples/openshift.yaml")],
+                              capture_output=True, text=True, timeout=120, check=False, env=script_env(kube_foo))
+        assert done.returncode == 0, done.stderr
+        args = stubzone_args([o for o in yaml.safe_load_all(done.stdout) if o])
+        assert flag(args, "probe-server") == [f"{service['spec']['clusterIP']}:53"]
+        assert flag(args, "probe-interval") == ["30"]
+    finally:
+        kube_foo.delete("Service", "openshift-dns", "dns-default")
+
+
+# -- uninstall, against the real API server -------------------------------------------------------
+
+@pytest.fixture
+def installed(kube_foo: KubeCluster, tmp_path: Path) -> Iterator[tuple[KubeCluster, str]]:
+    """The member chart installed for real (platform kubeadm) by helm, its endpoint in a namespace of
+    its own: (cluster, namespace). Uninstalled with --no-hooks: the hook Job needs a pod, which a bare
+    API server never runs, so the tests run its arguments themselves."""
+    ns = f"feddns-uninstall-{uuid.uuid4().hex[:8]}"
+    env = script_env(kube_foo)
+    values = {"cluster": "foo", "clusterDNS": {"platform": "kubeadm"}, "stubzone": {"namespace": ns},
+              "controllerAccess": {"enabled": False}}
+
+    def helm_against(*args: str) -> None:
+        done = subprocess.run([peers.binary("helm"), *args, "--namespace", ns], capture_output=True, text=True,
+                              input=yaml.safe_dump(values), timeout=120, check=False, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    helm_against("install", "feddns-member", str(MEMBER), "--create-namespace", "--values", "-")
+    try:
+        yield kube_foo, ns
+    finally:
+        helm_against("uninstall", "feddns-member", "--no-hooks")
+        kube_foo.request("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+def hook_args(cluster: KubeCluster, namespace: str) -> list[str]:
+    """The arguments of the pre-delete hook Job helm stored with the release (``helm get hooks``)."""
+    done = subprocess.run([peers.binary("helm"), "get", "hooks", "feddns-member", "--namespace", namespace],
+                          capture_output=True, text=True, timeout=60, check=False, env=script_env(cluster))
+    assert done.returncode == 0, done.stderr
+    (job,) = [o for o in yaml.safe_load_all(done.stdout) if o and o["kind"] == "Job"]
+    return list(job["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def test_remove_all_takes_out_the_federations_and_keeps_every_other_key(
+        installed: tuple[KubeCluster, str], tmp_path: Path) -> None:
+    """The hook's own command, as the chart's ServiceAccount (its Role: get and update of one ConfigMap),
+    on the ConfigMap the chart made: the endpoint's blocks go, a key someone else wrote stays as it was."""
+    cluster, ns = installed
+    path = f"/api/v1/namespaces/{ns}/configmaps/coredns-feddns"
+    block = render("myfederation", "myfederation.svc.federation.", "foo", (Nameserver.parse("203.0.113.53"),))
+    other = "# a key the endpoint did not write\n"
+    cluster.request("PATCH", path, {"data": {"myfederation.server": block, "notes.override": other}},
+                    "application/merge-patch+json")
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "stubzone.kubeconfig",
+                                          token=cluster.service_account_token(ns, "feddns-stubzone"))
+    args = hook_args(cluster, ns)
+    assert args[-1] == "--remove-all" and f"--configmap={ns}/coredns-feddns" in args
+
+    def remove_all() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "feddns", *args, "--kubeconfig", kubeconfig],
+                              capture_output=True, text=True, timeout=120, check=False, cwd=REPO)
+
+    done = remove_all()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == ("removed myfederation: stub domain myfederation.svc.federation., "
+                           "nameservers 203.0.113.53\n")
+    assert cluster.request("GET", path)["data"] == {"notes.override": other}
+    again = remove_all()
+    assert (again.returncode, again.stdout) == (0, ""), again.stderr
