@@ -8,7 +8,8 @@ this module holds each platform's render to what docs/operations.md ("Join a clu
 * no object the platform owns: not its CoreDNS, not ``coredns-custom``, not ``kube-dns``, not the DNS
   operator's ``DNS default``;
 * OpenShift's pods ask for no user or group (its restricted SCC assigns them), the others run as 65532;
-* eks, rke2 and forwarder: the chart's own CoreDNS, feddns-forwarder, serving only the imported blocks
+* rke2: kubeadm's ConfigMap, which a HelmChartConfig (deploy/cluster-dns/rke2/) has RKE2's CoreDNS import;
+* eks and forwarder: the chart's own CoreDNS, feddns-forwarder, serving only the imported blocks
   on 1053 behind a Service on 53, where the endpoint writes its blocks;
 * the forwarder's Corefile, run by the real CoreDNS with a block the coredns backend renders for its
   port, forwards the federation's stub domain tagged with the cluster's name and refuses the rest;
@@ -72,9 +73,10 @@ FORWARDER = Platform("coredns", {"configmap": ["kube-system/feddns-forwarder-zon
                      ("Role", "kube-system", (_configmap_rule("feddns-forwarder-zones"),)), forwarder=True)
 CUSTOM = Platform("coredns-custom", {"configmap": ["kube-system/coredns-custom"], "coredns-port": []},
                   ("Role", "kube-system", (_configmap_rule("coredns-custom"),)))
+CHART_CONFIGMAP = Platform("coredns", {"configmap": ["kube-system/coredns-feddns"], "coredns-port": []},
+                           ("Role", "kube-system", (_configmap_rule("coredns-feddns"),)))
 PLATFORMS_RENDER = {
-    "kubeadm": Platform("coredns", {"configmap": ["kube-system/coredns-feddns"], "coredns-port": []},
-                        ("Role", "kube-system", (_configmap_rule("coredns-feddns"),))),
+    "kubeadm": CHART_CONFIGMAP,
     "aks": CUSTOM,
     "k3s": CUSTOM,
     "gke": Platform("kube-dns", {"configmap": ["kube-system/kube-dns"], "coredns-port": []},
@@ -83,7 +85,7 @@ PLATFORMS_RENDER = {
                           ("ClusterRole", "", ({"apiGroups": ["operator.openshift.io"], "resources": ["dnses"],
                                                 "resourceNames": ["default"], "verbs": ["get", "update"]},))),
     "eks": FORWARDER,
-    "rke2": FORWARDER,
+    "rke2": CHART_CONFIGMAP,
     "forwarder": FORWARDER,
 }
 assert set(PLATFORMS_RENDER) == set(PLATFORMS)
@@ -139,7 +141,7 @@ def test_no_object_the_platform_owns_is_rendered(renders: dict[str, list[Obj]], 
     assert not rendered & OWNED_BY_PLATFORMS
     chart_configmaps = {name for kind, name in rendered if kind == "ConfigMap"}
     assert chart_configmaps == {"kubeadm": {"coredns-feddns"}, "eks": {"feddns-forwarder", "feddns-forwarder-zones"},
-                                "rke2": {"feddns-forwarder", "feddns-forwarder-zones"},
+                                "rke2": {"coredns-feddns"},
                                 "forwarder": {"feddns-forwarder", "feddns-forwarder-zones"}}.get(platform, set())
 
 

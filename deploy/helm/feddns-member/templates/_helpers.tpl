@@ -51,12 +51,11 @@ capabilities: {drop: [ALL]}
 {{- $_ = set $dns "configMap" "" -}}
 {{- $_ = set $dns "chartOwned" false -}}
 {{- $_ = set $dns "probeService" "openshift-dns/dns-default" -}}
-{{- else if has $platform (list "eks" "rke2" "forwarder") -}}
+{{- else if eq $platform "rke2" -}}
+{{- $_ := set $dns "probeService" "kube-system/rke2-coredns-rke2-coredns" -}}
+{{- else if has $platform (list "eks" "forwarder") -}}
 {{- $_ := set $dns "configMap" (printf "%s/feddns-forwarder-zones" $ns) -}}
 {{- $_ = set $dns "forwarder" true -}}
-{{- if eq $platform "rke2" -}}
-{{- $_ = set $dns "probeService" "kube-system/rke2-coredns-rke2-coredns" -}}
-{{- end -}}
 {{- end -}}
 {{- toYaml $dns -}}
 {{- end }}
