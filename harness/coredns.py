@@ -148,23 +148,22 @@ class CoreDNS:
         return [rr.address for rrset in reply.answer for rr in rrset if rrset.rdtype in (1, 28)]
 
 
-def on_loopback(corefile: str, port: int, kube: KubeCluster, mounts: dict[str, Path], upstream: int) -> str:
+def on_loopback(corefile: str, port: int, kube: KubeCluster, mounts: dict[str, Path], upstream: int,
+                listen: int = 53) -> str:
     """A platform's Corefile (as its ConfigMap holds it) made runnable here, changing only what a node gives.
 
-    Every server block listens on 127.0.0.1:``port`` instead of :53; the ``kubernetes`` plugin reaches
-    ``kube`` with its admin kubeconfig, as it would the in-cluster API; ``forward . /etc/resolv.conf``
-    goes to 127.0.0.1:``upstream`` (the node's resolvers: nothing there knows the federation);
-    ``health``, ``ready`` and ``prometheus`` are dropped (fixed ports every process would share); and
-    each ``mounts`` path (a ConfigMap volume's mount path, e.g. ``/etc/coredns/feddns``) is the
-    directory given. Raises ValueError when the Corefile has no ``kubernetes`` plugin.
+    Every server block listens on 127.0.0.1:``port`` instead of :``listen``; the ``kubernetes`` plugin, if
+    there is one, reaches ``kube`` with its admin kubeconfig, as it would the in-cluster API;
+    ``forward . /etc/resolv.conf`` goes to 127.0.0.1:``upstream`` (the node's resolvers: nothing there
+    knows the federation); ``health``, ``ready`` and ``prometheus`` are dropped (fixed ports every process
+    would share); and each ``mounts`` path (a ConfigMap volume's mount path, e.g.
+    ``/etc/coredns/feddns``) is the directory given.
     """
-    text = re.sub(r"^(\s*\S+):53(\s*\{)", rf"\1:{port}\2", corefile, flags=re.MULTILINE)
+    text = re.sub(rf"^(\s*\S+):{listen}(\s*\{{)", rf"\1:{port}\2", corefile, flags=re.MULTILINE)
     text = re.sub(r"^(\s*\.)(\s*\{)", rf"\1:{port}\2", text, flags=re.MULTILINE)
     text = re.sub(r"^\s*health\s*\{[^}]*\}\s*$|^\s*(health|ready|prometheus)\b.*$", "", text, flags=re.MULTILINE)
-    text, found = re.subn(r"^(\s*kubernetes\s[^{\n]*\{)", rf"\1\n        kubeconfig {kube.kubeconfig} {kube.name}",
-                          text, flags=re.MULTILINE)
-    if not found:
-        raise ValueError("the Corefile has no kubernetes plugin with a block")
+    text = re.sub(r"^(\s*kubernetes\s[^{\n]*\{)", rf"\1\n        kubeconfig {kube.kubeconfig} {kube.name}",
+                  text, flags=re.MULTILINE)
     text = text.replace("/etc/resolv.conf", f"127.0.0.1:{upstream}")
     for mount, directory in mounts.items():
         text = text.replace(mount, str(directory))
