@@ -13,10 +13,9 @@
 * The NetworkPolicy lets port 8443 in only from the source ranges (whatever the Service's type:
   a NodePort bypasses the load balancer's ranges) and the metrics port from ``metricsFrom``.
 * NOTES print a command that prints the load balancer's hostname (AWS) or IP address.
-* Bad values are refused with the value's path; every render passes the API server's dry run.
-
-The cert-manager CRD is not among the real peers (harness/peers.py): the Certificate is checked
-as rendered (fields, names) and by the schema, not by an API server.
+* Bad values are refused with the value's path; every render passes the API server's dry run, the
+  Certificate against cert-manager's own CRD (its OpenAPI schema; cert-manager's webhook, which
+  checks more, does not run here).
 """
 
 import base64
@@ -224,7 +223,9 @@ def test_bad_values_are_refused_naming_the_value(stubzone: Obj, message: str) ->
 
 @pytest.fixture(scope="module")
 def cluster(kube_foo: KubeCluster) -> Iterator[KubeCluster]:
-    """kube_foo with kube-system labelled :data:`POD_SECURITY` while the module runs."""
+    """kube_foo with cert-manager's Certificate CRD, and kube-system labelled :data:`POD_SECURITY` while
+    the module runs."""
+    kube_foo.install_crds(peers.crd("certificates.yaml"))
     label_namespace(kube_foo, NS, POD_SECURITY)
     yield kube_foo
     label_namespace(kube_foo, NS, {})
@@ -240,6 +241,8 @@ DRY_RUNS = {
         networkPolicy={"extraSources": ["10.20.0.0/16"]}),
     "files-and-client-ca": member_values(tls={"cert": "C", "key": "K", "clientCA": PEM},
                                          service={"type": "NodePort"}),
+    "cert-manager": member_values(tls={"certManager": {**CERT_MANAGER, "ipAddresses": ["198.51.100.7"]},
+                                       "clientCAConfigMap": {"name": "controller-ca"}}),
 }
 
 
