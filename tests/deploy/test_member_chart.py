@@ -164,12 +164,14 @@ def _admits(policy: Obj, pod_labels: dict[str, str], port: int) -> list[Obj]:
 @pytest.mark.parametrize("service_type", ["LoadBalancer", "NodePort"])
 def test_the_endpoint_is_reached_only_from_the_source_ranges_whatever_the_service_type(service_type: str) -> None:
     ranges = ["198.51.100.16/28", "2001:db8:100::/56"]
+    controller = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "feddns-myfederation"}}}
     objects = render(member_values(service={"type": service_type, "loadBalancerSourceRanges": ranges},
-                                   networkPolicy={"extraSources": ["10.20.0.0/16"]}))
+                                   networkPolicy={"extraSources": ["10.20.0.0/16"], "extraPeers": [controller]}))
     pod = find(objects, "Deployment", NS, "feddns-stubzone")["spec"]["template"]
     (policy,) = kinds(objects, "NetworkPolicy")
     labels = pod["metadata"]["labels"]
-    assert _admits(policy, labels, 8443) == [{"ipBlock": {"cidr": c}} for c in [*ranges, "10.20.0.0/16"]]
+    assert _admits(policy, labels, 8443) == [
+        *({"ipBlock": {"cidr": c}} for c in [*ranges, "10.20.0.0/16"]), controller]
     assert _admits(policy, labels, 9155) == [{"namespaceSelector": {}}]
     ports = {p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"]}
     assert ports == {8443, 9155}, "a port the policy does not name would be closed to all"
@@ -306,6 +308,16 @@ def test_an_upgrade_without_the_files_keeps_the_secret_the_chart_made(release: R
     assert release.secret() == {"tls.crt": "CERT 2", "tls.key": "KEY 2", "ca.crt": "CA 1"}
     release.helm("uninstall", "feddns-member")
     assert release.secret() is None, "the keys leave with the release"
+
+
+def test_naming_the_releases_own_secret_as_existing_is_refused_before_helm_deletes_it(release: Release) -> None:
+    chart = ["feddns-member", str(MEMBER)]
+    release.helm("install", *chart, *release.values(), *release.files(cert="CERT", key="KEY", ca="CA"))
+    refused = release.helm("upgrade", *chart, *release.values(), "--set",
+                           "stubzone.tls.existingSecret=feddns-stubzone-tls", check=False)
+    assert refused.returncode != 0
+    assert "stubzone.tls.existingSecret: Secret" in refused.stderr and "copy it under another name" in refused.stderr
+    assert release.secret() == {"tls.crt": "CERT", "tls.key": "KEY", "ca.crt": "CA"}
 
 
 def test_a_secret_of_someone_elses_is_left_alone(release: Release) -> None:

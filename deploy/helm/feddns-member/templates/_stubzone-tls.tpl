@@ -61,6 +61,12 @@ secret:
 {{- if and .cert (not .ca) (not $sources) }}
 {{- fail "stubzone.tls.ca: needed with stubzone.tls.cert (the CA of the client certificates), unless clientCA, clientCASecret or clientCAConfigMap gives it" }}
 {{- end }}
+{{- if .existingSecret }}
+{{- $found := lookup "v1" "Secret" $.Values.stubzone.namespace .existingSecret }}
+{{- if eq (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $found) $.Release.Name }}
+{{- fail (printf "stubzone.tls.existingSecret: Secret %s/%s is this release's own (made from --set-file), which this upgrade would delete: copy it under another name and name that one" $.Values.stubzone.namespace .existingSecret) }}
+{{- end }}
+{{- end }}
 {{- if and .certManager.enabled (not $sources) }}
 {{- fail "stubzone.tls.certManager.enabled: needs stubzone.tls.clientCA, clientCASecret or clientCAConfigMap: the CA of the controller's client certificate, never the ca.crt cert-manager writes (the issuer's)" }}
 {{- end }}
