@@ -58,8 +58,10 @@ def binary(name: str) -> str:
 
 def crd(name: str) -> Path:
     """A CRD file as its project publishes it: ``dnsendpoints.yaml`` (ExternalDNS), ``serviceexports.yaml``
-    (MCS API), ``podmonitors.yaml`` or ``prometheusrules.yaml`` (prometheus-operator)."""
-    directory = _directory("crds", ("EXTERNAL_DNS_VERSION", "MCS_API_VERSION", "PROMETHEUS_OPERATOR_VERSION"))
+    (MCS API), ``podmonitors.yaml`` or ``prometheusrules.yaml`` (prometheus-operator), ``certificates.yaml``
+    (cert-manager)."""
+    directory = _directory("crds", ("EXTERNAL_DNS_VERSION", "MCS_API_VERSION", "PROMETHEUS_OPERATOR_VERSION",
+                                    "CERT_MANAGER_VERSION"))
     return directory / name
 
 

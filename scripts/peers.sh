@@ -11,7 +11,8 @@
 # The images the node tests run are made from these by scripts/images.sh.
 #   helm                       go install helm.sh/helm/v3/cmd/helm@HELM_VERSION
 #   CRDs                       ExternalDNS's DNSEndpoint, the MCS API's ServiceExport, the
-#                              prometheus-operator's PodMonitor and PrometheusRule, as those
+#                              prometheus-operator's PodMonitor and PrometheusRule,
+#                              cert-manager's Certificate, as those
 #                              projects publish them in their modules
 # into FEDDNS_PEERS_DIR (default ~/.cache/feddns-peers), outside the clone, one directory per
 # peer and version; a build that is there already is reused. Each step prints one line
@@ -96,7 +97,8 @@ crds() {
     "sigs.k8s.io/external-dns@$EXTERNAL_DNS_VERSION config/crd/standard/dnsendpoints.externaldns.k8s.io.yaml dnsendpoints.yaml" \
     "sigs.k8s.io/mcs-api@$MCS_API_VERSION config/crd/multicluster.x-k8s.io_serviceexports.yaml serviceexports.yaml" \
     "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml podmonitors.yaml" \
-    "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml prometheusrules.yaml"; do
+    "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml prometheusrules.yaml" \
+    "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION deploy/crds/cert-manager.io_certificates.yaml certificates.yaml"; do
     # shellcheck disable=SC2086 # three words: module@version, path in the module, file name here
     set -- $spec
     go mod download -json "$1" >"$OUT/download.json" || true
@@ -120,8 +122,8 @@ build kubernetes "k8s.io/kubernetes@$KUBERNETES_VERSION (kube-apiserver, kubectl
   k8s_control
 build helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$PEERS_DIR/helm-$HELM_VERSION" \
   go_install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-build crds "external-dns@$EXTERNAL_DNS_VERSION mcs-api@$MCS_API_VERSION prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
-  "$PEERS_DIR/crds-$EXTERNAL_DNS_VERSION-$MCS_API_VERSION-$PROMETHEUS_OPERATOR_VERSION" crds
+build crds "external-dns@$EXTERNAL_DNS_VERSION mcs-api@$MCS_API_VERSION prometheus-operator@$PROMETHEUS_OPERATOR_VERSION cert-manager@$CERT_MANAGER_VERSION" \
+  "$PEERS_DIR/crds-$EXTERNAL_DNS_VERSION-$MCS_API_VERSION-$PROMETHEUS_OPERATOR_VERSION-$CERT_MANAGER_VERSION" crds
 build node "k8s.io/kubernetes@$KUBERNETES_VERSION (kubelet, kube-proxy, kube-controller-manager, kube-scheduler)" \
   "$PEERS_DIR/node-$KUBERNETES_VERSION" k8s_node
 build etcd "go.etcd.io/etcd/server/v3@$ETCD_VERSION" "$PEERS_DIR/etcd-$ETCD_VERSION" etcd_build

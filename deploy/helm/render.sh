@@ -40,7 +40,7 @@ render "${federation[@]}" config.yaml serve.yaml controller.yaml etcd.yaml |
   write deploy/myfederation/federated-dns.yaml \
     'Federated-DNS for federation "myfederation" (member clusters foo and bar), in the cluster that hosts it.' \
     feddns-federation myfederation.yaml
-render "${member[@]}" stubzone.yaml |
+render "${member[@]}" stubzone.yaml stubzone-pdb.yaml networkpolicy.yaml |
   write deploy/cluster-dns/coredns/stubzone.yaml \
     'feddns stubzone for member cluster foo, which runs CoreDNS; then coredns-import.sh wires CoreDNS to it.' \
     feddns-member foo.yaml
