@@ -59,9 +59,9 @@ def binary(name: str) -> str:
 def crd(name: str) -> Path:
     """A CRD file as its project publishes it: ``dnsendpoints.yaml`` (ExternalDNS), ``serviceexports.yaml``
     (MCS API), ``podmonitors.yaml`` or ``prometheusrules.yaml`` (prometheus-operator), ``certificates.yaml``
-    (cert-manager)."""
+    (cert-manager), ``helmchartconfigs.yaml`` (k3s's helm-controller, which RKE2 runs)."""
     directory = _directory("crds", ("EXTERNAL_DNS_VERSION", "MCS_API_VERSION", "PROMETHEUS_OPERATOR_VERSION",
-                                    "CERT_MANAGER_VERSION"))
+                                    "CERT_MANAGER_VERSION", "HELM_CONTROLLER_VERSION"))
     return directory / name
 
 

@@ -98,7 +98,8 @@ crds() {
     "sigs.k8s.io/mcs-api@$MCS_API_VERSION config/crd/multicluster.x-k8s.io_serviceexports.yaml serviceexports.yaml" \
     "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml podmonitors.yaml" \
     "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml prometheusrules.yaml" \
-    "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION deploy/crds/cert-manager.io_certificates.yaml certificates.yaml"; do
+    "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION deploy/crds/cert-manager.io_certificates.yaml certificates.yaml" \
+    "github.com/k3s-io/helm-controller@$HELM_CONTROLLER_VERSION pkg/crds/yaml/generated/helm.cattle.io_helmchartconfigs.yaml helmchartconfigs.yaml"; do
     # shellcheck disable=SC2086 # three words: module@version, path in the module, file name here
     set -- $spec
     go mod download -json "$1" >"$OUT/download.json" || true
@@ -122,8 +123,8 @@ build kubernetes "k8s.io/kubernetes@$KUBERNETES_VERSION (kube-apiserver, kubectl
   k8s_control
 build helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$PEERS_DIR/helm-$HELM_VERSION" \
   go_install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-build crds "external-dns@$EXTERNAL_DNS_VERSION mcs-api@$MCS_API_VERSION prometheus-operator@$PROMETHEUS_OPERATOR_VERSION cert-manager@$CERT_MANAGER_VERSION" \
-  "$PEERS_DIR/crds-$EXTERNAL_DNS_VERSION-$MCS_API_VERSION-$PROMETHEUS_OPERATOR_VERSION-$CERT_MANAGER_VERSION" crds
+build crds "external-dns@$EXTERNAL_DNS_VERSION mcs-api@$MCS_API_VERSION prometheus-operator@$PROMETHEUS_OPERATOR_VERSION cert-manager@$CERT_MANAGER_VERSION helm-controller@$HELM_CONTROLLER_VERSION" \
+  "$PEERS_DIR/crds-$EXTERNAL_DNS_VERSION-$MCS_API_VERSION-$PROMETHEUS_OPERATOR_VERSION-$CERT_MANAGER_VERSION-$HELM_CONTROLLER_VERSION" crds
 build node "k8s.io/kubernetes@$KUBERNETES_VERSION (kubelet, kube-proxy, kube-controller-manager, kube-scheduler)" \
   "$PEERS_DIR/node-$KUBERNETES_VERSION" k8s_node
 build etcd "go.etcd.io/etcd/server/v3@$ETCD_VERSION" "$PEERS_DIR/etcd-$ETCD_VERSION" etcd_build

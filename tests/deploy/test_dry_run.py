@@ -51,7 +51,7 @@ from tests.deploy.manifests import (
     strategic_merge,
 )
 
-CRDS = ("podmonitors.yaml", "prometheusrules.yaml", "dnsendpoints.yaml", "serviceexports.yaml")
+CRDS = ("podmonitors.yaml", "prometheusrules.yaml", "dnsendpoints.yaml", "serviceexports.yaml", "helmchartconfigs.yaml")
 MANIFESTS = [*manifest_files(), *sorted(MONITORING.glob("*.yaml"))]
 FIELD_MANAGER = "feddns-dry-run"
 POD_SECURITY = {"pod-security.kubernetes.io/warn": "restricted"}
