@@ -11,6 +11,7 @@ adds no tag, so Federated-DNS finds cluster foo by the query's source address: C
 """
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -164,3 +165,19 @@ def test_without_dns_default_nothing_is_created(kube: KubeCluster, endpoint: Stu
     with pytest.raises(ApiError) as missing:
         kube.request("GET", DNS_PATH)
     assert missing.value.status == 404
+
+
+def test_two_replicas_writing_at_once_lose_nothing(pki: Pki, kube: KubeCluster, default_dns: dict[str, Any],
+                                                   kubeconfig: str, endpoint: StubzoneProcess) -> None:
+    """Each write replaces the whole object with the resourceVersion it read: the API server answers the
+    slower replica 409, which reads again and writes on top, so every replica's entry is kept."""
+    federations = [f"f{i}" for i in range(8)]
+    with StubzoneProcess(pki, "--backend", "openshift", "--kubeconfig", kubeconfig) as other, \
+            ThreadPoolExecutor(len(federations)) as pool:
+        answers = list(pool.map(lambda i: (endpoint, other)[i % 2].request(
+            "POST", f"/federations/{federations[i]}", {"nameservers": [f"192.0.2.{i + 1}"]}), range(len(federations))))
+        conflicts = sum("reading it again" in line for server in (endpoint, other) for line in server.lines)
+    assert [answer.status for answer in answers] == [200] * len(federations), answers
+    assert servers(kube)[0] == CORP
+    assert sorted(server["name"] for server in servers(kube)[1:]) == [f"feddns-{f}" for f in federations]
+    assert conflicts > 0, "no write was answered 409: the replicas did not overlap"
