@@ -136,16 +136,26 @@ class CoreDNS:
         return sum("Reloading complete" in line for line in self.child.lines)
 
     def query(self, qname: str, qtype: str = "A", timeout: float = 2.0) -> dns.message.Message:
-        request = dns.message.make_query(qname, dns.rdatatype.from_text(qtype))
-        return dns.query.udp(request, "127.0.0.1", port=self.port, timeout=timeout)
+        return query(self.port, qname, qtype, timeout)
 
     def addresses(self, qname: str) -> list[str]:
         """The A and AAAA addresses answered for ``qname``, in order ([] on any failure)."""
-        try:
-            reply = self.query(qname)
-        except (OSError, dns.exception.DNSException):
-            return []
-        return [rr.address for rrset in reply.answer for rr in rrset if rrset.rdtype in (1, 28)]
+        return addresses(self.port, qname)
+
+
+def query(port: int, qname: str, qtype: str = "A", timeout: float = 2.0) -> dns.message.Message:
+    """Ask 127.0.0.1:``port`` over UDP."""
+    request = dns.message.make_query(qname, dns.rdatatype.from_text(qtype))
+    return dns.query.udp(request, "127.0.0.1", port=port, timeout=timeout)
+
+
+def addresses(port: int, qname: str) -> list[str]:
+    """The A and AAAA addresses 127.0.0.1:``port`` answers for ``qname``, in order ([] on any failure)."""
+    try:
+        reply = query(port, qname)
+    except (OSError, dns.exception.DNSException):
+        return []
+    return [rr.address for rrset in reply.answer for rr in rrset if rrset.rdtype in (1, 28)]
 
 
 def on_loopback(corefile: str, port: int, kube: KubeCluster, mounts: dict[str, Path], upstream: int,

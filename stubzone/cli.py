@@ -41,10 +41,10 @@ from stubzone.model import StubDomains, check_cluster
 log = logging.getLogger("stubzone")
 
 BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
-    "configmap": ("coredns", "kube-dns"),
-    "kubeconfig": ("coredns", "kube-dns"),
-    "kube_context": ("coredns", "kube-dns"),
-    "coredns_port": ("coredns",),
+    "configmap": ("coredns", "coredns-custom", "kube-dns"),
+    "kubeconfig": ("coredns", "coredns-custom", "kube-dns", "openshift"),
+    "kube_context": ("coredns", "coredns-custom", "kube-dns", "openshift"),
+    "coredns_port": ("coredns", "coredns-custom"),
     "etcd": ("skydns",),
     "etcd_prefix": ("skydns",),
     "etcd_cacert": ("skydns",),
@@ -73,23 +73,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the cluster DNS to program: " + "; ".join(
                             f"{name}: {kind.summary}" for name, kind in sorted(BACKENDS.items())))
     parser.add_argument("--cluster", metavar="NAME",
-                        help="this cluster's name, sent in EDNS0 option 0xFEDD (required by coredns and unbound)")
+                        help="this cluster's name, sent in EDNS0 option 0xFEDD (required by coredns, coredns-custom "
+                             "and unbound)")
     parser.add_argument("--cluster-domain", "--skydns-domain", dest="cluster_domain", default="cluster.local.",
                         help="the cluster DNS's own domain, SkyDNS's -domain (default cluster.local.)")
     parser.add_argument("--federation-zone", default="federation.",
                         help="zone of the stub domains F.svc.ZONE (default federation.)")
     parser.add_argument("--backend-timeout", "--etcd-timeout", dest="backend_timeout", type=float, default=5.0,
                         metavar="SECONDS", help="deadline of each call to the backend's store (default 5)")
-    kube = parser.add_argument_group("coredns and kube-dns: the Kubernetes API")
+    kube = parser.add_argument_group("coredns, coredns-custom, kube-dns and openshift: the Kubernetes API")
     kube.add_argument("--configmap", metavar="NS/NAME",
-                      help="the ConfigMap written (default kube-system/coredns-feddns; kube-dns: kube-system/kube-dns)")
+                      help="the ConfigMap written (default kube-system/coredns-feddns; coredns-custom: "
+                           "kube-system/coredns-custom; kube-dns: kube-system/kube-dns)")
     kube.add_argument("--kubeconfig", type=Path, metavar="FILE",
                       help="kubeconfig of the API server (default: the pod's service account)")
     kube.add_argument("--context", dest="kube_context", metavar="NAME",
                       help="context of --kubeconfig (default: its current one)")
     kube.add_argument("--kube-context", dest="kube_context", help=argparse.SUPPRESS)  # its first name: still taken
     kube.add_argument("--coredns-port", type=int, metavar="PORT",
-                      help="coredns: port of the server blocks written, where CoreDNS answers the pods (default 53)")
+                      help="coredns, coredns-custom: port of the server blocks written, where CoreDNS answers "
+                           "the pods (default 53)")
     etcd = parser.add_argument_group("skydns: SkyDNS's etcd")
     etcd.add_argument("--etcd", action="append", metavar="URL",
                       help="the cluster's SkyDNS etcd (repeatable; default http://127.0.0.1:2379)")
@@ -148,7 +151,8 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
     for dest, backends in BACKEND_FLAGS.items():
         if getattr(args, dest) is not None and args.backend not in backends:
             flag = FLAG_NAMES.get(dest, "--" + dest.replace("_", "-"))
-            raise ConfigError(f"{flag} is for --backend {' or '.join(backends)}, not {args.backend}")
+            choices = " or ".join(filter(None, (", ".join(backends[:-1]), backends[-1])))
+            raise ConfigError(f"{flag} is for --backend {choices}, not {args.backend}")
     ListenAddresses.from_flags(args.listen, args.metrics)
     AllowList(args.allow)
     return StubDomains(args.federation_zone, args.cluster_domain)

@@ -8,14 +8,16 @@ nothing). :func:`load` imports only the chosen module, so ``--backend skydns``
 never imports ``kubernetes`` (about a second of start-up) and ``--backend
 coredns`` never imports ``aetcd``.
 
-==========  ===========================================  ===========
-backend     where the stub zone is kept                  tags 0xFEDD
-==========  ===========================================  ===========
-coredns     ConfigMap key ``F.server`` (a server block)  yes
-kube-dns    ``stubDomains`` of ConfigMap ``kube-dns``    no
-skydns      SkyDNS's etcd, v2 API (v3 with a flag)       no
-unbound     ``<dir>/feddns/F.conf`` + unbound-control    yes
-==========  ===========================================  ===========
+==============  ==================================================  ===========
+backend         where the stub zone is kept                         tags 0xFEDD
+==============  ==================================================  ===========
+coredns         ConfigMap key ``F.server`` (a server block)         yes
+coredns-custom  key ``feddns.F.server`` of ConfigMap coredns-custom  yes
+kube-dns        ``stubDomains`` of ConfigMap ``kube-dns``           no
+openshift       entry ``feddns-F`` of ``DNS/default`` spec.servers  no
+skydns          SkyDNS's etcd, v2 API (v3 with a flag)              no
+unbound         ``<dir>/feddns/F.conf`` + unbound-control           yes
+==============  ==================================================  ===========
 
 The rules every backend keeps (docs/reference.md section 5): reads go to the
 store every time (nothing is cached), a write is all or nothing, entries the
@@ -143,7 +145,12 @@ class BackendKind:
 BACKENDS: dict[str, BackendKind] = {
     "coredns": BackendKind("stubzone.backends.coredns", True,
                            "a CoreDNS server block per federation in a ConfigMap the Corefile imports"),
+    "coredns-custom": BackendKind("stubzone.backends.corednscustom", True,
+                                  "a CoreDNS server block per federation in the platform's coredns-custom ConfigMap "
+                                  "(AKS, k3s)"),
     "kube-dns": BackendKind("stubzone.backends.kubedns", False, "stubDomains in the kube-dns ConfigMap"),
+    "openshift": BackendKind("stubzone.backends.openshift", False,
+                             "a forwarding entry per federation in the OpenShift DNS operator's DNS/default"),
     "skydns": BackendKind("stubzone.backends.skydns", False, "SkyDNS stub keys in its etcd (v2 API; v3 with a flag)"),
     "unbound": BackendKind("stubzone.backends.unbound", True, "a forward-zone file and unbound-control reload"),
 }

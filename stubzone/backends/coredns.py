@@ -36,36 +36,58 @@ SUFFIX = ".server"
 
 def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
     """The backend of ``--backend coredns``; loads the kubeconfig (or the service account) now."""
-    cluster = str(args.cluster)
-    if cluster.startswith("0x"):
-        raise ConfigError(f"--cluster {cluster!r}: CoreDNS reads a value starting with 0x as hex; rename the cluster")
-    namespace, name = parse_reference(args.configmap or DEFAULT_CONFIGMAP)
-    configuration = client_configuration(args.kubeconfig, args.kube_context)
-    store = ConfigMapStore(namespace, name, configuration, args.backend_timeout)
-    return CoreDNSBackend(store, domains, cluster, args.coredns_port or 53)
+    return CoreDNSBackend.from_flags(args, domains, DEFAULT_CONFIGMAP)
 
 
 class CoreDNSBackend(ConfigMapBackend):
-    """Server blocks ``F.server`` in one ConfigMap, tagged with ``cluster``."""
+    """Server blocks ``<prefix>F.server`` in one ConfigMap, tagged with ``cluster``."""
 
     name = "coredns"
     max_nameservers = MAX_NAMESERVERS
+    prefix = ""
+    """What a key starts with before the federation's name; keys without it are never read or written."""
+    missing: str | None = None
+    """``None``: the first POST creates the ConfigMap; else it is never created (:class:`ObjectStore`)."""
 
     def __init__(self, store: ConfigMapStore, domains: StubDomains, cluster: str, port: int = 53) -> None:
         super().__init__(store, domains)
         self.cluster, self.port = cluster, port
 
+    @classmethod
+    def from_flags(cls, args: argparse.Namespace, domains: StubDomains, default_configmap: str) -> "CoreDNSBackend":
+        """The backend of the flags (``--cluster``, ``--configmap``, ``--kubeconfig``, ``--coredns-port``);
+        raises :class:`ConfigError` for a cluster name CoreDNS would read as hex."""
+        cluster = str(args.cluster)
+        if cluster.startswith("0x"):
+            raise ConfigError(f"--cluster {cluster!r}: CoreDNS reads a value starting with 0x as hex; "
+                              "rename the cluster")
+        namespace, name = parse_reference(args.configmap or default_configmap)
+        configuration = client_configuration(args.kubeconfig, args.kube_context)
+        store = ConfigMapStore(namespace, name, configuration, args.backend_timeout, cls.missing)
+        return cls(store, domains, cluster, args.coredns_port or 53)
+
+    def key(self, federation: str) -> str:
+        """The ConfigMap key of F's block."""
+        return f"{self.prefix}{federation}{SUFFIX}"
+
+    def federation_of(self, key: str) -> str | None:
+        """The federation whose block ``key`` is, ``None`` for a key this backend does not write."""
+        federation = key.removeprefix(self.prefix).removesuffix(SUFFIX)
+        return federation if key == self.key(federation) and names.is_label(federation) else None
+
     async def list(self) -> list[StubZone]:
         data, _ = await self.store.read()
-        return [self._zone(key[: -len(SUFFIX)], text) for key, text in sorted(data.items()) if _federation(key)]
+        found = ((self.federation_of(key), text) for key, text in sorted(data.items()))
+        return sorted((self._zone(federation, text) for federation, text in found if federation is not None),
+                      key=lambda zone: zone.federation)
 
     async def get(self, federation: str) -> StubZone | None:
         data, _ = await self.store.read()
-        text = data.get(federation + SUFFIX)
+        text = data.get(self.key(federation))
         return self._zone(federation, text) if text is not None else None
 
     async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
-        key = federation + SUFFIX
+        key = self.key(federation)
         text = render(federation, self.domains.stub_domain(federation), self.cluster, tuple(nameservers), self.port)
 
         def change(data: Data) -> Data:
@@ -75,7 +97,7 @@ class CoreDNSBackend(ConfigMapBackend):
         return self.domains.zone(federation, tuple(nameservers)), before.get(key) != text
 
     async def delete(self, federation: str) -> StubZone | None:
-        key = federation + SUFFIX
+        key = self.key(federation)
 
         def change(data: Data) -> Data:
             return {k: v for k, v in data.items() if k != key}
@@ -91,10 +113,7 @@ class CoreDNSBackend(ConfigMapBackend):
                 raise ValueError(f"server block keys {' '.join(block.keys)} are not {federation}'s stub domain")
             nameservers = forward_targets(block)
         except (CorefileError, ValueError) as exc:
-            log.warning("%s key %s%s is not a block feddns stubzone writes: %s", self.where, federation, SUFFIX, exc)
+            log.warning("%s key %s is not a block feddns stubzone writes: %s", self.where, self.key(federation), exc)
             nameservers = ()
         return self.domains.zone(federation, nameservers)
 
-
-def _federation(key: str) -> bool:
-    return key.endswith(SUFFIX) and names.is_label(key[: -len(SUFFIX)])

@@ -101,12 +101,3 @@ class KubeDNSBackend(ConfigMapBackend):
             if federation is not None:
                 zones[federation] = self.domains.zone(federation, self._nameservers(domain, servers))
         return zones
-
-    def _nameservers(self, domain: str, servers: Sequence[Any]) -> tuple[Nameserver, ...]:
-        parsed = []
-        for server in servers:
-            try:
-                parsed.append(Nameserver.parse(str(server)))
-            except ValueError as exc:
-                log.warning("%s: %s of %s skipped: %s", self.where, server, domain, exc)
-        return tuple(parsed)

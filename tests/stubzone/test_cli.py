@@ -72,6 +72,15 @@ BAD = {
         lambda pki, tmp: {"backend": "coredns", "etcd": None},
         "--backend coredns tags queries with this cluster's name: --cluster NAME is required"),
     "unbound without --cluster": (lambda pki, tmp: {"backend": "unbound", "etcd": None}, "--cluster NAME is required"),
+    "coredns-custom without --cluster": (
+        lambda pki, tmp: {"backend": "coredns-custom", "etcd": None},
+        "--backend coredns-custom tags queries with this cluster's name: --cluster NAME is required"),
+    "coredns-custom cluster read as hex": (
+        lambda pki, tmp: {"backend": "coredns-custom", "etcd": None, "cluster": "0xfeed"},
+        "CoreDNS reads a value starting with 0x as hex"),
+    "configmap flag with openshift": (
+        lambda pki, tmp: {"backend": "openshift", "etcd": None, "configmap": "kube-system/x"},
+        "--configmap is for --backend coredns, coredns-custom or kube-dns, not openshift"),
     "cluster not a DNS label": (lambda pki, tmp: {"cluster": "Foo_1"},
                                 "--cluster 'Foo_1' is not a lowercase DNS label"),
     "cluster of 64 characters": (lambda pki, tmp: {"cluster": "a" * 64},
@@ -81,7 +90,7 @@ BAD = {
     "etcd flag with coredns": (lambda pki, tmp: {"backend": "coredns", "cluster": "foo"},
                                "--etcd is for --backend skydns, not coredns"),
     "configmap flag with skydns": (lambda pki, tmp: {"configmap": "kube-system/x"},
-                                   "--configmap is for --backend coredns or kube-dns, not skydns"),
+                                   "--configmap is for --backend coredns, coredns-custom or kube-dns, not skydns"),
     "bad --configmap": (lambda pki, tmp: {"backend": "kube-dns", "etcd": None, "configmap": "kube-dns"},
                         "--configmap 'kube-dns' must be NAMESPACE/NAME"),
     "missing kubeconfig": (lambda pki, tmp: {"backend": "kube-dns", "etcd": None, "kubeconfig": str(tmp / "nope")},
@@ -113,7 +122,7 @@ BAD = {
     "coredns port 0": (lambda pki, tmp: {"backend": "coredns", "etcd": None, "cluster": "foo", "coredns_port": "0"},
                        "--coredns-port 0 is not a port (1-65535)"),
     "coredns port with skydns": (lambda pki, tmp: {"coredns_port": "5353"},
-                                 "--coredns-port is for --backend coredns, not skydns"),
+                                 "--coredns-port is for --backend coredns or coredns-custom, not skydns"),
 }
 
 
