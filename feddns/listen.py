@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from feddns.hostport import check_resolves, host_port, parse_hostport
 from feddns.https import ListenerSettings
 from feddns.lifecycle import cannot_listen
-from feddns.observe import Check, ObserveServer
+from feddns.observe import Check, Detail, ObserveServer
 
 
 @dataclass(frozen=True)
@@ -93,12 +93,14 @@ def log_listening(log: logging.Logger, scheme: str, addresses: Iterable[Any]) ->
         log.info("listening on %s://%s", scheme, host_port(address[0], address[1]))
 
 
-def start_observe(metrics: str | None, registry: CollectorRegistry, ready: Check) -> ObserveServer | None:
-    """Serve ``registry`` at ``metrics`` ``/metrics``, ``/health`` (always 200) and ``/ready`` (``ready()``);
-    ``None`` when ``metrics`` is ``None``. Raises :class:`ConfigError` naming ``--metrics`` when it cannot bind."""
+def start_observe(metrics: str | None, registry: CollectorRegistry, ready: Check,
+                  health_detail: Detail | None = None) -> ObserveServer | None:
+    """Serve ``registry`` at ``metrics`` ``/metrics``, ``/health`` (always 200; ``health_detail``'s text
+    after ``ok``) and ``/ready`` (``ready()``); ``None`` when ``metrics`` is ``None``. Raises
+    :class:`ConfigError` naming ``--metrics`` when it cannot bind."""
     if metrics is None:
         return None
-    observe = ObserveServer(metrics, registry, health=lambda: True, ready=ready)
+    observe = ObserveServer(metrics, registry, health=lambda: True, ready=ready, health_detail=health_detail)
     try:
         observe.start()
     except OSError as exc:

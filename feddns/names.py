@@ -98,6 +98,12 @@ NS_HOST = b"\x02ns" + DNS
 """``ns.dns``, relative to the zone: the server's own name (MNAME and NS target, as CoreDNS)."""
 
 
+WHOAMI = b"\x07_whoami"
+"""The label ``_whoami`` in wire form: ``_whoami.<F>.svc`` answers how the asker was
+identified (docs/reference.md section 1); an underscore label is no namespace's or
+service's name (RFC 1123 labels), so it collides with nothing."""
+
+
 def label(text: str) -> bytes:
     """One label in wire form: its length byte, then its ASCII bytes.
 
@@ -111,6 +117,11 @@ def service_name(sid: ServiceId) -> bytes:
     """``<svc>.<ns>.<F>.svc`` in wire form, relative to the zone."""
     federation, namespace, service = sid
     return label(service) + label(namespace) + label(federation) + SVC
+
+
+def whoami_name(federation: str) -> bytes:
+    """``_whoami.<F>.svc`` in wire form, relative to the zone."""
+    return WHOAMI + label(federation) + SVC
 
 
 def mcs_service_name(sid: ServiceId) -> bytes:

@@ -39,9 +39,10 @@ class _ThreadingServer6(_ThreadingServer):
 
 
 def make_app(registry: CollectorRegistry, health: Check, ready: Check,
-             detail: Detail | None = None) -> Callable[..., Iterable[bytes]]:
+             detail: Detail | None = None, health_detail: Detail | None = None) -> Callable[..., Iterable[bytes]]:
     """A WSGI app serving ``/metrics`` from ``registry`` and the two probes; ``detail``
-    adds its text (when not empty) to ``/ready``'s body."""
+    adds its text (when not empty) to ``/ready``'s body, ``health_detail`` to ``/health``'s
+    (the status stays what ``health`` says)."""
     metrics = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -51,7 +52,8 @@ def make_app(registry: CollectorRegistry, health: Check, ready: Check,
             ok = (ready if readiness else health)()
             status = "200 OK" if ok else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain")])
-            more = detail() if readiness and detail is not None else ""
+            told = detail if readiness else health_detail
+            more = told() if told is not None else ""
             return [b"ok\n" if ok else b"not ready\n", f"{more}\n".encode() if more else b""]
         if path == "/metrics":
             body: Iterable[bytes] = metrics(environ, start_response)
@@ -70,11 +72,11 @@ class ObserveServer:
     """
 
     def __init__(self, listen: str, registry: CollectorRegistry, health: Check, ready: Check,
-                 detail: Detail | None = None) -> None:
+                 detail: Detail | None = None, health_detail: Detail | None = None) -> None:
         self.listen = listen
         """The ``HOST:PORT`` given (for messages)."""
         self._address = parse_hostport(listen)
-        self._app = make_app(registry, health, ready, detail)
+        self._app = make_app(registry, health, ready, detail, health_detail)
         self._server: WSGIServer | None = None
 
     def start(self) -> None:

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 import feddns.etcd.flags
 from feddns.errors import ConfigError
+from feddns.hostport import parse_hostport
 from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
 from feddns.lifecycle import StopSignals
 from feddns.listen import (
@@ -32,6 +33,7 @@ from feddns.listen import (
     start_observe,
 )
 from feddns.observe import ObserveServer
+from stubzone import probe as probe_module
 from stubzone import tls
 from stubzone.auth import AllowList, authorizer
 from stubzone.backends import BACKENDS, Backend, BackendUnavailable, load
@@ -105,6 +107,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                          help="unbound.conf of the running unbound; it includes DIR/feddns/*.conf (DIR: its directory)")
     unbound.add_argument("--unbound-control", metavar="PATH", help="unbound-control program (default: from PATH)")
     unbound.add_argument("--unbound-checkconf", metavar="PATH", help="unbound-checkconf program (default: from PATH)")
+    probe = parser.add_argument_group("the path check (docs/stubzone.md)")
+    probe.add_argument("--probe-server", metavar="HOST:PORT",
+                       help="the cluster DNS Service (e.g. 10.96.0.10:53) to ask _whoami.F.svc.ZONE TXT through, "
+                            "for each federation held: metric feddns_stubzone_path_ok and the /health body "
+                            "(default: no probe; needs --cluster)")
+    probe.add_argument("--probe-interval", type=float, default=probe_module.DEFAULT_INTERVAL, metavar="SECONDS",
+                       help=f"seconds between two probes (default {probe_module.DEFAULT_INTERVAL:g})")
     parser.add_argument("--tls-reload-interval", type=float, default=tls.RELOAD_INTERVAL, metavar="SECONDS",
                         help="how often --cert, --key and --client-ca are read again; a change applies to new "
                              f"connections (default {tls.RELOAD_INTERVAL:g})")
@@ -130,6 +139,8 @@ class StubzoneSettings:
     """The bounds of the HTTPS socket: pools, handshake, request and idle timeouts."""
     reload_interval: float
     """Seconds between two looks at the certificate files (``--tls-reload-interval``)."""
+    probe: probe_module.ProbeSettings | None = None
+    """How the path through the cluster DNS is probed (``--probe-server``, ``--probe-interval``; ``None``: not)."""
 
 
 def check_flags(args: argparse.Namespace) -> StubDomains:
@@ -138,7 +149,8 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
     Returns the stub domains; raises :class:`ConfigError` naming the first bad flag.
     """
     for flag, seconds in (("--backend-timeout", args.backend_timeout),
-                          ("--tls-reload-interval", args.tls_reload_interval)):
+                          ("--tls-reload-interval", args.tls_reload_interval),
+                          ("--probe-interval", args.probe_interval)):
         if not seconds > 0:
             raise ConfigError(f"{flag} must be more than 0 seconds")
     listener_settings(args)
@@ -155,7 +167,21 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
             raise ConfigError(f"{flag} is for --backend {choices}, not {args.backend}")
     ListenAddresses.from_flags(args.listen, args.metrics)
     AllowList(args.allow)
+    probe_settings(args)
     return StubDomains(args.federation_zone, args.cluster_domain)
+
+
+def probe_settings(args: argparse.Namespace) -> probe_module.ProbeSettings | None:
+    """The path check's settings (``None`` without ``--probe-server``); raises :class:`ConfigError`
+    naming ``--probe-server`` when it is not HOST:PORT or ``--cluster`` is missing."""
+    if args.probe_server is None:
+        return None
+    server = parse_hostport(args.probe_server, flag="--probe-server")
+    if not 0 < server[1] < 65536:  # noqa: PLR2004 - the port range
+        raise ConfigError(f"--probe-server {args.probe_server}: port {server[1]} is not 1-65535")
+    if args.cluster is None:
+        raise ConfigError("--probe-server checks that Federated-DNS names this cluster: --cluster NAME is required")
+    return probe_module.ProbeSettings(server, args.probe_interval, args.cluster, BACKENDS[args.backend].tags)
 
 
 def settings_from(args: argparse.Namespace) -> StubzoneSettings:
@@ -169,6 +195,7 @@ def settings_from(args: argparse.Namespace) -> StubzoneSettings:
         backend=load(args, domains),
         listener=listener_settings(args),
         reload_interval=args.tls_reload_interval,
+        probe=probe_settings(args),
     )
 
 
@@ -227,10 +254,13 @@ async def serve(settings: StubzoneSettings) -> int:
     observe: ObserveServer | None = None
     signals = StopSignals()
     reloads = asyncio.create_task(settings.credentials.watch(settings.reload_interval))
+    path = None if settings.probe is None else probe_module.PathProbe(settings.probe, settings.backend, metrics)
+    probes = None if path is None else asyncio.create_task(path.run())
     gc.freeze()  # what start-up made lives for good: later collections (feddns.https.give_back_memory) skip it
     try:
         server = await listener.bind(*settings.addresses.listen)
-        observe = start_observe(settings.addresses.metrics, registry, ready=lambda: True)
+        observe = start_observe(settings.addresses.metrics, registry, ready=lambda: True,
+                                health_detail=None if path is None else path.health_lines)
         log_listening(log, "https", (sock.getsockname() for sock in server.sockets))
         if observe is not None:
             log.info("metrics on %s (/metrics, /health, /ready)", observe.url)
@@ -239,6 +269,8 @@ async def serve(settings: StubzoneSettings) -> int:
     finally:
         signals.close()
         reloads.cancel()
+        if probes is not None:
+            probes.cancel()
         await listener.shut_down(server, observe, runner.cleanup)
     log.info("stopped")
     return 0

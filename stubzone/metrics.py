@@ -16,8 +16,8 @@ class StubzoneMetrics:
         def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
             return Counter(name, doc, labels, namespace=NAMESPACE, registry=registry)
 
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(name, doc, namespace=NAMESPACE, registry=registry)
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(name, doc, labels, namespace=NAMESPACE, registry=registry)
 
         self.requests = counter(
             "requests", "Stub-zone API requests answered, by method, route and HTTP status",
@@ -30,4 +30,12 @@ class StubzoneMetrics:
         )
         self.certificate_expiry = gauge(
             "tls_certificate_expiry_timestamp_seconds", "Unix time at which the server certificate in use expires"
+        )
+        self.path_ok = gauge(
+            "path_ok", "1 when the last --probe-server probe of _whoami.F.svc.ZONE named this cluster "
+            "(by option 0xFEDD for a tagging backend), else 0; by federation (stubzone.probe)", ("federation",),
+        )
+        self.path_cluster = gauge(
+            "path_cluster_info", "1 for the cluster and rule (by: option, ecs, source, none) that Federated-DNS "
+            "named in the last probe of the federation's _whoami name", ("federation", "cluster", "by"),
         )

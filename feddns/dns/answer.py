@@ -40,6 +40,7 @@ from feddns.dns.wire import (
     OPTION_ECS,
     QR,
     TC,
+    TXT,
     UDP_PLAIN_BYTES,
     QType,
     Query,
@@ -117,6 +118,13 @@ def srv_rr(priority: int, weight: int, port: int, target: bytes | str | dnslib.D
     if isinstance(target, bytes):
         target = dnslib.DNSBuffer(target).decode_name()
     return rr(POINTER_TO_QNAME, QType.SRV, ttl, _packed(dnslib.SRV(priority, weight, port, target)))
+
+
+def txt_rr(strings: Sequence[str], ttl: int) -> bytes:
+    """A TXT record (RFC 1035 3.3.14) owned by the qname: one character-string per item
+    of ``strings`` (UTF-8, each cut to 255 bytes, the most a length byte counts)."""
+    rdata = b"".join(bytes((len(raw),)) + raw for raw in (text.encode()[:255] for text in strings))
+    return rr(POINTER_TO_QNAME, TXT, ttl, rdata)
 
 
 def soa_rr(owner: bytes, zone: str, serial: int, minimum: int, ttl: int) -> bytes:

@@ -30,7 +30,7 @@ from typing import Any, Final
 from feddns.dns.wire import IPV4_BYTES, IPV6_BYTES, MAX_LABEL_BYTES
 from feddns.errors import FeddnsError, RecordError
 from feddns.keys import Layout, RangeSplitter
-from feddns.names import DNS, NS_HOST, ServiceId, service_name
+from feddns.names import DNS, NS_HOST, ServiceId, service_name, whoami_name
 from feddns.records import (
     DEFAULT_POLICY,
     ClusterRecord,
@@ -90,6 +90,7 @@ class NodeKind(IntEnum):
     SHARD = 4  # <cluster>.<svc>... : one cluster's shard
     SRV_NAME = 5  # _<port>._<proto>.<svc>...
     ENDPOINT = 6  # <hostname>.<cluster>.<svc>... : one endpoint of a headless shard
+    WHOAMI = 7  # _whoami.<F>.svc: how the asker was identified, while the federation exists
 
 
 class Endpoints:
@@ -313,9 +314,10 @@ class Index:
 
     ``names`` maps every name that one dict lookup can find (wire form relative
     to the zone, lowercased) to its :class:`Node`: each service
-    (``<svc>.<ns>.<F>.svc``, a ``SERVICE`` node), the empty non-terminals above
-    services (``<ns>.<F>.svc``, ``<F>.svc``, ``svc``), the apex, ``dns`` and
-    ``ns.dns``; shard and SRV names are found below their service
+    (``<svc>.<ns>.<F>.svc``, a ``SERVICE`` node), each federation's
+    ``_whoami.<F>.svc`` (a ``WHOAMI`` node, while the federation has a record), the
+    empty non-terminals above those (``<ns>.<F>.svc``, ``<F>.svc``, ``svc``), the
+    apex, ``dns`` and ``ns.dns``; shard and SRV names are found below their service
     (:meth:`lookup`). ``by_id`` maps a :data:`ServiceId` to the same
     ``SERVICE`` node; ``federations``
     maps a federation name to :class:`Federation`; ``invalid`` maps each key
@@ -482,7 +484,26 @@ class Index:
         fed = self.federations.get(name)
         if fed is None:
             fed = self.federations[name] = Federation(name)
+            wire = whoami_name(name)
+            self.names[wire] = Node(NodeKind.WHOAMI, fed)
+            self._add_parents(wire)
         return fed
+
+    def _add_parents(self, wire: bytes) -> None:
+        """Count one more name below each of ``wire``'s parents (up to ``svc``), each
+        an empty non-terminal while a name is below it."""
+        for parent in _parents(wire):
+            count = self._empty_non_terminals[parent] + 1
+            self._empty_non_terminals[parent] = count
+            if count == 1:
+                self.names[parent] = _ENT
+
+    def _remove_parents(self, wire: bytes) -> None:
+        """Count one name less below each of ``wire``'s parents; a parent with none left goes."""
+        for parent in _parents(wire):
+            _decrement(self._empty_non_terminals, parent)
+            if parent not in self._empty_non_terminals:
+                del self.names[parent]
 
     def _put_shard(self, parts: tuple[str, str, str, str], obj: Any) -> Change:
         fields = read_shard(obj)
@@ -534,11 +555,7 @@ class Index:
         node = Node(NodeKind.SERVICE, fed, sid, {})
         self.names[wire] = self.by_id[sid] = node
         fed.namespaces[namespace] += 1
-        for parent in _parents(wire):
-            count = self._empty_non_terminals[parent] + 1
-            self._empty_non_terminals[parent] = count
-            if count == 1:
-                self.names[parent] = _ENT
+        self._add_parents(wire)
         return node
 
     def _delete_shard(self, parts: tuple[str, str, str, str]) -> Change:
@@ -556,10 +573,7 @@ class Index:
             wire = service_name(sid)
             del self.names[wire], self.by_id[sid]
             _decrement(fed.namespaces, namespace)
-            for parent in _parents(wire):
-                _decrement(self._empty_non_terminals, parent)
-                if parent not in self._empty_non_terminals:
-                    del self.names[parent]
+            self._remove_parents(wire)
             self._drop_if_empty(federation)
         # A cluster no longer known: answers cached for it as the asker, in every
         # service of the federation, must go (the query path trusts their keys).
@@ -588,6 +602,9 @@ class Index:
     def _drop_if_empty(self, name: str) -> None:
         if self.federations[name].empty:
             del self.federations[name]
+            wire = whoami_name(name)
+            del self.names[wire]
+            self._remove_parents(wire)
 
     def services_of(self, federation: str) -> list[ServiceId]:
         """The services of one federation."""

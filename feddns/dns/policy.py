@@ -19,7 +19,7 @@ ordering decides the order per query.
 """
 
 import struct
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
 from feddns import names
 from feddns.dns import answer
@@ -121,6 +121,42 @@ def parse_ecs(data: bytes) -> tuple[bytes, int, bytes]:
 def _ecs_reply(subnet: tuple[bytes, int, bytes], scope: int) -> bytes:
     raw = subnet[2]
     return raw[:3] + bytes((scope,)) + raw[4:]
+
+
+class IdentifiedBy(StrEnum):
+    """Which rule of docs/reference.md section 3 decided the source cluster (``none``: no rule did)."""
+
+    OPTION = "option"
+    ECS = "ecs"
+    SOURCE = "source"
+    NONE = "none"
+
+
+def identified_by(fed: Federation, query: Query, cluster: bytes | None) -> IdentifiedBy:
+    """Which rule made ``cluster`` the source cluster that :func:`find_source` found for
+    ``query`` (a name of ``fed``). Read again after the fact, so that the query path of
+    every other name pays nothing for it. Raises :class:`FormError` as
+    :func:`find_source` does (it has checked the ECS option already)."""
+    if cluster is None:
+        return IdentifiedBy.NONE
+    named = query.cluster_option
+    if named is not None and fed.known.get(named.strip().lower()) is not None:
+        return IdentifiedBy.OPTION
+    if query.ecs is not None and fed.cluster_for_address(parse_ecs(query.ecs)[0]) is not None:
+        return IdentifiedBy.ECS
+    return IdentifiedBy.SOURCE
+
+
+def whoami_strings(fed: Federation, query: Query, cluster: bytes | None) -> list[str]:
+    """The strings of the TXT record at ``_whoami.<F>.svc.<zone>`` (docs/reference.md
+    section 1): ``cluster=C`` (empty when none), ``by=`` the rule that found it
+    (:func:`identified_by`), and C's ``zone=`` and ``region=`` from its cluster record
+    (empty when it has none)."""
+    name = "" if cluster is None else cluster.decode()
+    record = fed.clusters.get(name)
+    zone = "" if record is None or record.zone is None else record.zone
+    region = "" if record is None or record.region is None else record.region
+    return [f"cluster={name}", f"by={identified_by(fed, query, cluster)}", f"zone={zone}", f"region={region}"]
 
 
 def tier(fed: Federation, asker: str | None, cluster: str) -> Tier | None:

@@ -23,7 +23,9 @@ A query goes (:meth:`Responder.respond`):
    (``policy.find_source``) and the answer the cache keeps under
    ``(qname lowercased, QTYPE, source cluster)``, else switch on the node kind
    and qtype to build it (``policy``, ``answer``). The reply splices the query's
-   ID, flags, question and OPT around the answer's records.
+   ID, flags, question and OPT around the answer's records. ``_whoami.<F>.svc``
+   is found as any name is, and built per query on the cache's miss, never kept:
+   its answer says how this asker was identified.
 """
 
 import logging
@@ -35,7 +37,7 @@ from feddns.dns import answer, policy, wire
 from feddns.dns.answer import Answer, Sections, Template
 from feddns.dns.cache import Cache, Entry, FirstTier, Labels
 from feddns.dns.index import Index, Node, NodeKind, NotAName
-from feddns.dns.wire import CLASS_IN, FIRST_ROOT, LAST_ROOT, MetaType, QType, Query, Rcode
+from feddns.dns.wire import CLASS_IN, FIRST_ROOT, LAST_ROOT, TXT, MetaType, QType, Query, Rcode
 from feddns.keys import Layout
 from feddns.names import ServiceId
 from feddns.records import IPAddress
@@ -60,6 +62,7 @@ _ADDRESS_KINDS = (NodeKind.SERVICE, NodeKind.SHARD, NodeKind.ENDPOINT)
 _MATRIX_KINDS = (NodeKind.SERVICE, NodeKind.SRV_NAME)
 """The names whose answers the locality matrix counts: a service's, and its SRV names
 (a shard's name asks for one cluster by name, whatever the tiers)."""
+_WHOAMI = NodeKind.WHOAMI  # a module constant: reading an enum member off its class costs more
 
 
 def qtype_label(qtype: int) -> str:
@@ -400,6 +403,8 @@ class Responder:
                 if qtype in _TRANSFERS and node.kind == NodeKind.APEX:  # as NSD and BIND refuse transfers of a zone
                     error = templates.refused
                 return self._template(error, data, query, ecs, tcp, source)
+            if node.kind == _WHOAMI:  # never kept: the answer depends on how the asker was found
+                return self._whoami(node, data, query, tcp, (source, ecs, by_address), zone)
             asker = source.decode() if source is not None else None
             built = self._answer(node, qtype, asker, zone)
             if built is None:
@@ -411,6 +416,21 @@ class Responder:
                 first = (asker or "", "none" if rank is None else policy.TIER_LABELS[rank])
             found = cache.keep_answer(key, built[0], node.service, labels, first)
         return cache.reply(found, data, query, ecs, tcp, by_address)
+
+    def _whoami(self, node: Node, data: bytes, query: Query, tcp: bool, found: policy.Source, zone: Zone) -> bytes:
+        """The reply at ``_whoami.<F>.svc.<zone>`` (docs/reference.md section 1): to TXT
+        and ANY one TXT record of TTL 0 saying how the asker was identified
+        (``policy.whoami_strings``); to other QTYPEs the zone's NODATA. Built per query
+        and never kept: it depends on the asker, not on the name alone. ``found`` is what
+        ``policy.find_source`` found."""
+        source, ecs, _ = found
+        if query.qtype not in (TXT, QType.ANY):
+            return self._template(zone.templates.nodata, data, query, ecs, tcp, source)
+        assert node.federation is not None
+        record = answer.txt_rr(policy.whoami_strings(node.federation, query, source), 0)
+        built = Answer(Rcode.NOERROR, Sections(((record,),)), udp_limit=self.settings.max_udp_size)
+        self._count_as((qtype_label(query.qtype), "NOERROR", "cluster" if source else "none"))
+        return built.reply(data[:2], query, ecs, tcp)
 
     def _refuse(self, data: bytes, query: Query, tcp: bool) -> bytes:
         """A query outside every zone served, or not of class IN: REFUSED, but for

@@ -38,6 +38,12 @@ class QType(IntEnum):
     ANY = 255
 
 
+TXT = 16
+"""The TXT RR type (RFC 1035 3.3.14): the answer at ``_whoami.<F>.svc.<zone>``. Not a
+:class:`QType`, so that the metrics' ``qtype`` label keeps the values docs/serve.md lists
+(a TXT question is counted as ``other``)."""
+
+
 class MetaType(IntEnum):
     """QTYPEs other than those of :class:`QType` that ask for no records of a name
     (RFC 6895 3.1): meta-TYPEs, which carry data of one message, and the mailbox

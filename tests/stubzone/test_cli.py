@@ -123,6 +123,15 @@ BAD = {
                        "--coredns-port 0 is not a port (1-65535)"),
     "coredns port with skydns": (lambda pki, tmp: {"coredns_port": "5353"},
                                  "--coredns-port is for --backend coredns or coredns-custom, not skydns"),
+    "zero probe interval": (lambda pki, tmp: {"probe_interval": "0"}, "--probe-interval must be more than 0"),
+    "probe interval not a number": (lambda pki, tmp: {"probe_interval": "soon"},
+                                    "argument --probe-interval: invalid float value: 'soon'"),
+    "probe server without a port": (lambda pki, tmp: {"probe_server": "10.96.0.10", "cluster": "foo"},
+                                    "--probe-server '10.96.0.10' has no port"),
+    "probe server port 0": (lambda pki, tmp: {"probe_server": "10.96.0.10:0", "cluster": "foo"},
+                            "--probe-server 10.96.0.10:0: port 0 is not 1-65535"),
+    "probe server without --cluster": (lambda pki, tmp: {"probe_server": "10.96.0.10:53"},
+                                       "--probe-server checks that Federated-DNS names this cluster: --cluster NAME"),
 }
 
 
