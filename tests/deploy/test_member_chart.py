@@ -40,6 +40,9 @@ SERVICE_NAMES = ["feddns-stubzone.kube-system", "feddns-stubzone.kube-system.svc
                  "feddns-stubzone.kube-system.svc.cluster.local"]
 CERT_MANAGER = {"enabled": True, "issuerRef": {"name": "feddns-ca", "kind": "ClusterIssuer"},
                 "dnsNames": ["stubzone.foo.example.net"]}
+UNINSTALL = ("uninstall", "feddns-member", "--no-hooks")
+"""The chart's pre-delete hook is a Job, which no kubelet runs here (tests/deploy/test_platforms.py runs its
+arguments itself)."""
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 
@@ -66,7 +69,8 @@ def tls_files(objects: list[Obj]) -> dict[str, tuple[str, str, str]]:
     """Each file of the endpoint's volume "tls", as mounted: path -> (kind of source, its name, its key);
     and the flags naming them point into that volume."""
     pod = stubzone_pod(objects)
-    (container,) = [c for c in containers(objects) if c.spec["args"][0] == "stubzone"]
+    (container,) = [c for c in containers(objects) if c.spec["args"][0] == "stubzone"
+                    and c.workload["kind"] == "Deployment"]
     mount = container.mount_for(flag(container.spec["args"], "client-ca")[0])
     (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
     for name in ("cert", "key", "client-ca"):
@@ -264,7 +268,7 @@ def release(cluster: KubeCluster, tmp_path: Path) -> Iterator["Release"]:
     ns = f"feddns-tls-{uuid.uuid4().hex[:8]}"
     cluster.ensure_namespace(ns)
     yield Release(cluster, ns, tmp_path)
-    Release(cluster, ns, tmp_path).helm("uninstall", "feddns-member", check=False)
+    Release(cluster, ns, tmp_path).helm(*UNINSTALL, check=False)
     cluster.request("DELETE", f"/api/v1/namespaces/{ns}")
 
 
@@ -306,7 +310,7 @@ def test_an_upgrade_without_the_files_keeps_the_secret_the_chart_made(release: R
     assert release.secret() == {"tls.crt": "CERT 1", "tls.key": "KEY 1", "ca.crt": "CA 1"}
     release.helm("upgrade", *chart, *release.values(), *release.files(cert="CERT 2", key="KEY 2", ca="CA 1"))
     assert release.secret() == {"tls.crt": "CERT 2", "tls.key": "KEY 2", "ca.crt": "CA 1"}
-    release.helm("uninstall", "feddns-member")
+    release.helm(*UNINSTALL)
     assert release.secret() is None, "the keys leave with the release"
 
 
@@ -327,7 +331,7 @@ def test_a_secret_of_someone_elses_is_left_alone(release: Release) -> None:
     chart = ["feddns-member", str(MEMBER)]
     release.helm("install", *chart, *release.values())
     release.helm("upgrade", *chart, *release.values())
-    release.helm("uninstall", "feddns-member")
+    release.helm(*UNINSTALL)
     assert release.secret() == {"tls.crt": "MINE", "tls.key": "MINE", "ca.crt": "MINE"}
 
 
