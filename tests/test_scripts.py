@@ -66,7 +66,8 @@ def test_test_sh_installs_every_program_the_tests_start() -> None:
                         "mmdebstrap": "mmdebstrap", "cc": "gcc"}
     assert text.index("bash scripts/images.sh local") < text.index("wait \"$peers\"") \
         < text.index("bash scripts/images.sh peers") < text.index("wait \"$images\"") < text.index("exec "), \
-        "the images that need no peer are made while the peers build, CoreDNS's and etcd's after them, all before the tests"
+        "the images that need no peer are made while the peers build, CoreDNS's and etcd's after them, " \
+        "all before the tests"
     assert re.search(r"^\.ci/run|exec bash scripts/test.sh", (REPO / ".ci" / "run").read_text(), re.MULTILINE)
     assert re.search(r"^bash scripts/peers\.sh", text, re.MULTILINE), "the real peers are built before the tests"
     assert text.index("bash scripts/peers.sh") < text.index("wait \"$peers\"") < text.index("exec ")

@@ -45,7 +45,8 @@ def test_there_is_a_manifest_for_each_part():
             ("Deployment", "feddns-stubzone"), ("ConfigMap", "coredns-feddns"), ("Deployment", "skydns"),
             ("StatefulSet", "skydns-etcd"), ("Deployment", "kube2sky"), ("Deployment", "feddns-links"),
             ("MutatingWebhookConfiguration", "links.feddns.io")} <= kinds
-    assert {path.parent.name for path in (DEPLOY / "cluster-dns").rglob("*.yaml")} == {"coredns", "kube-dns", "skydns", "rke2"}
+    assert {path.parent.name for path in (DEPLOY / "cluster-dns").rglob("*.yaml")} == \
+        {"coredns", "kube-dns", "skydns", "rke2"}
     commands = {c.spec["args"][0] for c in FEDDNS_CONTAINERS}
     assert commands == {"serve", "controller", "stubzone", "links"}
 
