@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from harness import images, peers
-from harness.node import LOAD_BALANCER_RANGE, Node
+from harness.node import LOAD_BALANCER_RANGE, Node, kubeadm_coredns_objects
 from harness.process import child_env
 from tests.e2e.figures import FIGURES
 
@@ -44,6 +44,8 @@ APP_NS = "myns"
 QNAME = "myservice.myns.myfederation.svc.federation."
 SERVE_IP = LOAD_BALANCER_RANGE.replace("0/24", "53")
 LOOP_SECONDS = 0.2
+PROBE_INTERVAL = 5
+"""Seconds between the endpoint's _whoami probes (clusterDNS.probeInterval; the chart's default is 30)."""
 
 
 @dataclass
@@ -176,6 +178,7 @@ def install(node: Node, directory: Path) -> Federation:
     sh(node, "bash", "deploy/links/certs.sh", str(links))
     member_values = {
         "cluster": "foo",
+        "clusterDNS": {"probeInterval": PROBE_INTERVAL},
         "stubzone": {"service": {"type": "ClusterIP"}},
         "links": {"enabled": True, "namespace": LINKS_NS, "createNamespace": True,
                   "caBundle": base64.b64encode((links / "ca.crt").read_bytes()).decode(),
@@ -284,6 +287,58 @@ def test_the_join_takes_what_kubelet_and_coredns_reload_take(federation: Federat
     """The join's delay is kubelet's ConfigMap sync (up to its syncFrequency, 60 s, plus the cache
     TTL) and CoreDNS's ``reload`` (30 s ± 15 s): docs/operations.md promises at most 2 minutes."""
     assert 0 < federation.join_seconds < 120, federation.join_seconds
+
+
+def path_checks(node: Node) -> dict[str, tuple[float | None, str]]:
+    """Each stub-zone endpoint pod's ``feddns_stubzone_path_ok`` for myfederation (None: not probed yet) and
+    its /health body, read through the API server's proxy to the pod's metrics port, as Prometheus scrapes."""
+    pods = node.api.request("GET", "/api/v1/namespaces/kube-system/pods?labelSelector="
+                                   "app.kubernetes.io%2Fname%3Dfeddns-stubzone")["items"]
+    found = {}
+    for pod in pods:
+        if pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+            continue
+        proxy = f"/api/v1/namespaces/kube-system/pods/{pod['metadata']['name']}:9155/proxy"
+        metrics = node.kubectl("get", "--raw", f"{proxy}/metrics").stdout
+        health = node.kubectl("get", "--raw", f"{proxy}/health", check=False).stdout
+        value = re.search(r'^feddns_stubzone_path_ok\{federation="myfederation"\} (\S+)$', metrics, re.MULTILINE)
+        found[pod["metadata"]["name"]] = (float(value.group(1)) if value else None, health)
+    return found
+
+
+def wait_for_path(node: Node, ok: float, timeout: float) -> dict[str, tuple[float | None, str]]:
+    """Until every endpoint pod reports path_ok ``ok``; TimeoutError with what they report."""
+    deadline = time.monotonic() + timeout
+    while not (checks := path_checks(node)) or any(value != ok for value, _ in checks.values()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the endpoints did not report path_ok {ok} within {timeout:.0f} s: {checks}")
+        time.sleep(0.5)
+    return checks
+
+
+def test_the_path_check_sees_kubeadm_upgrade_drop_the_mount_and_the_import_script_mend_it(
+        federation: Federation) -> None:
+    """``kubeadm upgrade apply`` writes CoreDNS's Deployment again as kubeadm ships it (an update of the
+    whole object), which drops the mount of coredns-feddns: the import line then matches nothing and
+    the federation is lost in silence. The endpoint's probe of _whoami through the cluster DNS Service
+    reports it within the probe interval plus a few seconds of the new CoreDNS pods, /health says why,
+    and running coredns-import.sh again (docs/operations.md, "kubeadm") mends it."""
+    node = federation.node
+    checks = wait_for_path(node, 1.0, 120)
+    assert all("path myfederation: ok" in health for _, health in checks.values()), checks
+    (shipped,) = [o for o in kubeadm_coredns_objects(images.coredns_ref()) if o["kind"] == "Deployment"]
+    node.api.request("PUT", "/apis/apps/v1/namespaces/kube-system/deployments/coredns", shipped)
+    node.wait_rollout("kube-system", "Deployment", "coredns", 180)
+    rolled = time.monotonic()
+    checks = wait_for_path(node, 0.0, PROBE_INTERVAL + 60)
+    FIGURES["path lost"] = (f"{time.monotonic() - rolled:.1f} s from kubeadm's CoreDNS rolled out (no mount) to "
+                            f"every endpoint reporting path_ok 0 (probe interval {PROBE_INTERVAL} s)")
+    assert all("path myfederation: broken" in health for _, health in checks.values()), checks
+    sh(node, "bash", "deploy/cluster-dns/coredns/coredns-import.sh", "--context", "node")
+    node.wait_rollout("kube-system", "Deployment", "coredns", 180)
+    mended = time.time()
+    wait_for_path(node, 1.0, PROBE_INTERVAL + 120)
+    wait_for_steady(node, "asker", lambda a: a.addresses[:1] == (federation.cluster_ip,), mended, 120)
 
 
 CAPABILITY_MASK = re.compile(r"^Cap(Inh|Prm|Eff|Bnd|Amb):\s+([0-9a-f]+)$", re.MULTILINE)
