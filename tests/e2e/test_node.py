@@ -341,6 +341,69 @@ def test_the_path_check_sees_kubeadm_upgrade_drop_the_mount_and_the_import_scrip
     wait_for_steady(node, "asker", lambda a: a.addresses[:1] == (federation.cluster_ip,), mended, 120)
 
 
+NODE_LOCAL_DNS = "169.254.20.10"
+"""The link-local address node-cache listens on (the upstream manifest's default)."""
+
+
+def node_local_dns_objects(upstream_ip: str) -> list[dict[str, Any]]:
+    """NodeLocal DNSCache as its install page sets it up in kube-proxy's IPVS form (only the link-local
+    address bound; kubelet's --cluster-dns would name it): the upstream ConfigMap and a DaemonSet that runs
+    the CoreDNS image on the host network. node-cache's own part, filling in the kube-dns-upstream address
+    (``upstream_ip``) and the node's resolvers when it starts, is an init container's sed."""
+    (configmap,) = [o for o in yaml.safe_load_all((REPO / "tests/deploy/stock/nodelocaldns.yaml").read_text())
+                    if o["kind"] == "ConfigMap"]
+    corefile = configmap["data"]["Corefile"].replace(f"bind {NODE_LOCAL_DNS} 10.96.0.10", f"bind {NODE_LOCAL_DNS}")
+    configmap["data"]["Corefile"] = corefile
+    fill = (f"sed -e 's/__PILLAR__CLUSTER__DNS__/{upstream_ip}/g' "
+            "-e 's#__PILLAR__UPSTREAM__SERVERS__#/etc/resolv.conf#g' /etc/coredns/Corefile.base "
+            "> /run/node-local-dns/Corefile")
+    mounts = [{"name": "config", "mountPath": "/etc/coredns"}, {"name": "run", "mountPath": "/run/node-local-dns"}]
+    daemonset = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "node-local-dns", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"k8s-app": "node-local-dns"}}, "template": {
+            "metadata": {"labels": {"k8s-app": "node-local-dns"}},
+            "spec": {"hostNetwork": True, "dnsPolicy": "Default", "terminationGracePeriodSeconds": 1,
+                     "initContainers": [{"name": "pillars", "image": images.DNSUTILS, "imagePullPolicy": "Never",
+                                         "command": ["sh", "-c", fill], "volumeMounts": mounts}],
+                     "containers": [{"name": "node-cache", "image": images.coredns_ref(), "imagePullPolicy": "Never",
+                                     "args": ["-conf", "/run/node-local-dns/Corefile"], "volumeMounts": mounts}],
+                     "volumes": [{"name": "config", "configMap": {"name": "node-local-dns",
+                                                                  "items": [{"key": "Corefile",
+                                                                             "path": "Corefile.base"}]}},
+                                 {"name": "run", "emptyDir": {}}]}}}}
+    return [configmap, daemonset]
+
+
+def test_node_local_dns_in_front_sends_the_federation_to_coredns_which_tags_it(federation: Federation) -> None:
+    """docs/operations.md, "NodeLocal DNSCache": with the upstream node-local-dns in front of CoreDNS as pods,
+    node-local-dns-import.sh makes a pod that asks the cache get foo's clusterIP first (CoreDNS tags it)."""
+    node = federation.node
+    upstream = node.api.apply({"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": "kube-dns-upstream", "namespace": "kube-system"}, "spec": {
+        "selector": {"k8s-app": "kube-dns"}, "ports": [{"name": "dns", "port": 53, "protocol": "UDP"},
+                                                      {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]}})
+    configmap, daemonset = node_local_dns_objects(upstream["spec"]["clusterIP"])
+    node.api.apply(configmap)
+    # node-cache's -setupinterface puts the address on a dummy interface; this kernel has no dummy module.
+    node.netns.run("ip", "addr", "add", f"{NODE_LOCAL_DNS}/32", "dev", "lo")
+    try:
+        sh(node, "bash", "deploy/cluster-dns/node-local-dns/node-local-dns-import.sh", "--context", "node")
+        node.api.apply(daemonset)
+        node.wait_rollout("kube-system", "DaemonSet", "node-local-dns", 120)
+        pod = dig_loop_pod("cached", QNAME)
+        pod["spec"].update(dnsPolicy="None", dnsConfig={"nameservers": [NODE_LOCAL_DNS]})
+        node.api.apply(pod)
+        wait_running(node, APP_NS, "cached")
+        first, _ = wait_for_steady(node, "cached", lambda a: a.addresses[:1] == (federation.cluster_ip,), 0, 120)
+        FIGURES["through node-local-dns"] = f"{first.rcode} {' '.join(first.addresses)} (foo's clusterIP first)"
+    finally:
+        node.kubectl("-n", APP_NS, "delete", "pod", "cached", "--wait=false", check=False)
+        node.kubectl("-n", "kube-system", "delete", "daemonset/node-local-dns", "configmap/node-local-dns",
+                     "service/kube-dns-upstream", check=False)
+        node.netns.run("ip", "addr", "del", f"{NODE_LOCAL_DNS}/32", "dev", "lo")
+
+
 CAPABILITY_MASK = re.compile(r"^Cap(Inh|Prm|Eff|Bnd|Amb):\s+([0-9a-f]+)$", re.MULTILINE)
 
 
