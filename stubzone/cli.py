@@ -14,7 +14,9 @@ an uninstall leaves no stub domain in the cluster's DNS (docs/operations.md).
 import argparse
 import asyncio
 import gc
+import ipaddress
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +38,7 @@ from feddns.observe import ObserveServer
 from stubzone import probe as probe_module
 from stubzone import tls
 from stubzone.auth import AllowList, authorizer
-from stubzone.backends import BACKENDS, Backend, BackendUnavailable, load
+from stubzone.backends import BACKENDS, Backend, BackendUnavailable, NotWrittenHere, load
 from stubzone.metrics import NAMESPACE, StubzoneMetrics
 from stubzone.model import StubDomains, check_cluster
 
@@ -173,12 +175,21 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
 
 def probe_settings(args: argparse.Namespace) -> probe_module.ProbeSettings | None:
     """The path check's settings (``None`` without ``--probe-server``); raises :class:`ConfigError`
-    naming ``--probe-server`` when it is not HOST:PORT or ``--cluster`` is missing."""
+    naming ``--probe-server`` when it is not IP:PORT (the cluster DNS Service's clusterIP: a name would
+    need the very DNS the probe checks) or ``--cluster`` is missing, and ``--probe-interval`` when it is
+    not a finite number of seconds."""
     if args.probe_server is None:
         return None
     server = parse_hostport(args.probe_server, flag="--probe-server")
     if not 0 < server[1] < 65536:  # noqa: PLR2004 - the port range
         raise ConfigError(f"--probe-server {args.probe_server}: port {server[1]} is not 1-65535")
+    try:
+        ipaddress.ip_address(server[0])
+    except ValueError:
+        raise ConfigError(f"--probe-server {args.probe_server}: {server[0]!r} is not an IP address (give the "
+                          "cluster DNS Service's clusterIP)") from None
+    if not math.isfinite(args.probe_interval):
+        raise ConfigError(f"--probe-interval {args.probe_interval}: not a number of seconds")
     if args.cluster is None:
         raise ConfigError("--probe-server checks that Federated-DNS names this cluster: --cluster NAME is required")
     return probe_module.ProbeSettings(server, args.probe_interval, args.cluster, BACKENDS[args.backend].tags)
@@ -217,7 +228,11 @@ async def remove_all(backend: Backend) -> int:
     """
     try:
         for zone in await backend.list():
-            removed = await backend.delete(zone.federation)
+            try:
+                removed = await backend.delete(zone.federation)
+            except NotWrittenHere as exc:  # changed by someone else since the list: theirs now
+                log.warning("--remove-all left %s alone: %s", zone.federation, exc)
+                continue
             if removed is not None:
                 nameservers = ",".join(str(ns) for ns in removed.nameservers) or "-"
                 print(f"removed {removed.federation}: stub domain {removed.stub_domain}, nameservers {nameservers}",

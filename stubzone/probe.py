@@ -112,7 +112,10 @@ class PathProbe:
         loop = asyncio.get_running_loop()
         while True:
             began = loop.time()
-            await self.round()
+            try:
+                await self.round()
+            except Exception:  # a bug in one round must not end the path check for good
+                log.exception("path check round failed; the next one runs in %g s", self.settings.interval)
             await asyncio.sleep(max(0.0, self.settings.interval - (loop.time() - began)))
 
     async def round(self) -> None:

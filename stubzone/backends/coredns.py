@@ -9,7 +9,10 @@ Corefile has one more line, ``import /etc/coredns/feddns/*.server``; the
 ``reload`` plugin re-reads the Corefile with its imports and applies a
 change without a restart (deploy/cluster-dns/coredns/).
 
-Keys not named ``<label>.server`` are never touched; every write is a
+Keys not named ``<label>.server``, and keys so named whose text does not begin with the
+marker line every block of ours begins with (:data:`~stubzone.backends.corefile.MARKER`), are
+someone else's: never listed, changed or deleted (409 for F's own key), and no block is
+written for a stub domain that another key already serves (CoreDNS would refuse both). Every write is a
 ``resourceVersion``-guarded replace of the whole ConfigMap
 (:mod:`stubzone.backends.configmap`), so a concurrent writer's keys survive.
 GET reads the ConfigMap and parses the blocks back: what CoreDNS would load.
@@ -21,9 +24,9 @@ from collections.abc import Sequence
 
 from feddns import names
 from feddns.errors import ConfigError
-from stubzone.backends import Backend
+from stubzone.backends import Backend, NotWrittenHere
 from stubzone.backends.configmap import ConfigMapBackend, ConfigMapStore, Data, client_configuration, parse_reference
-from stubzone.backends.corefile import CorefileError, forward_targets, parse, render
+from stubzone.backends.corefile import MARKER, CorefileError, forward_targets, parse, render
 from stubzone.model import Nameserver, StubDomains, StubZone
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,16 @@ DEFAULT_CONFIGMAP = "kube-system/coredns-feddns"
 MAX_NAMESERVERS = 15
 """CoreDNS's forward plugin takes at most 15 upstreams."""
 SUFFIX = ".server"
+
+
+def _zones(text: str) -> set[str]:
+    """The zones (lower case, no trailing dot, no scheme or port) of the server blocks of ``text``; none
+    when it does not parse."""
+    try:
+        blocks = parse(text).blocks
+    except CorefileError:
+        return set()
+    return {key.split("://")[-1].rsplit(":", 1)[0].rstrip(".").lower() for block in blocks for key in block.keys}
 
 
 def make(args: argparse.Namespace, domains: StubDomains) -> Backend:
@@ -77,20 +90,22 @@ class CoreDNSBackend(ConfigMapBackend):
 
     async def list(self) -> list[StubZone]:
         data, _ = await self.store.read()
-        found = ((self.federation_of(key), text) for key, text in sorted(data.items()))
+        found = ((self.federation_of(key), text) for key, text in sorted(data.items()) if text.startswith(MARKER))
         return sorted((self._zone(federation, text) for federation, text in found if federation is not None),
                       key=lambda zone: zone.federation)
 
     async def get(self, federation: str) -> StubZone | None:
         data, _ = await self.store.read()
         text = data.get(self.key(federation))
-        return self._zone(federation, text) if text is not None else None
+        return self._zone(federation, text) if text is not None and text.startswith(MARKER) else None
 
     async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
         key = self.key(federation)
         text = render(federation, self.domains.stub_domain(federation), self.cluster, tuple(nameservers), self.port)
 
         def change(data: Data) -> Data:
+            self._check_ours(data, key)
+            self._check_zone_free(data, key, self.domains.stub_domain(federation))
             return {**data, key: text}
 
         before, _ = await self.store.update(change)
@@ -100,10 +115,26 @@ class CoreDNSBackend(ConfigMapBackend):
         key = self.key(federation)
 
         def change(data: Data) -> Data:
+            self._check_ours(data, key)
             return {k: v for k, v in data.items() if k != key}
 
         before, _ = await self.store.update(change)
         return self._zone(federation, before[key]) if key in before else None
+
+    def _check_ours(self, data: Data, key: str) -> None:
+        """Raise :class:`NotWrittenHere` when ``key`` holds a block that is not the endpoint's."""
+        if key in data and not data[key].startswith(MARKER):
+            raise NotWrittenHere(f"{self.where} key {key} was not written by feddns stubzone (it does not begin "
+                                 f"with {MARKER!r}); it is left alone")
+
+    def _check_zone_free(self, data: Data, key: str, stub_domain: str) -> None:
+        """Raise :class:`NotWrittenHere` when another ``*.server`` key already has a server block for
+        ``stub_domain`` (CoreDNS refuses a Corefile that serves one zone and port twice)."""
+        wanted = stub_domain.rstrip(".").lower()
+        for other, text in data.items():
+            if other != key and other.endswith(SUFFIX) and wanted in _zones(text):
+                raise NotWrittenHere(f"{self.where} key {other} already has a server block for {stub_domain}; "
+                                     f"the endpoint writes only key {key}")
 
     def _zone(self, federation: str, text: str) -> StubZone:
         """F's zone from its block; a block that does not parse as ours shows no nameservers (and is logged)."""

@@ -29,8 +29,10 @@ from stubzone.model import Nameserver
 TAG_OPTION = 0xFEDD
 """EDNS0 option code carrying the asking cluster's name (docs/reference.md section 3)."""
 
-TEMPLATE = Template("""\
-# Written by feddns stubzone for cluster $cluster; each POST /federations/$federation rewrites it.
+MARKER = "# Written by feddns stubzone"
+"""How every block the endpoint writes begins: a key whose text does not is someone else's."""
+
+TEMPLATE = Template(MARKER + """ for cluster $cluster; each POST /federations/$federation rewrites it.
 $stub_domain:$port {
     errors
     rewrite edns0 local set 0x$option $cluster

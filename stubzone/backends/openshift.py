@@ -115,6 +115,7 @@ class OpenShiftBackend(ObjectBackend[Servers]):
 
         def change(servers: Servers) -> Servers:
             self._check_zone_free(servers, federation)
+            self._check_ours(servers, federation)
             found = _find(servers, entry["name"])
             if found is None:
                 return [*servers, entry]
@@ -129,6 +130,7 @@ class OpenShiftBackend(ObjectBackend[Servers]):
         name = NAME_PREFIX + federation
 
         def change(servers: Servers) -> Servers:
+            self._check_ours(servers, federation)
             return [server for server in servers if server.get("name") != name]
 
         before, _ = await self.store.update(change)
@@ -147,11 +149,24 @@ class OpenShiftBackend(ObjectBackend[Servers]):
                 raise NotWrittenHere(f"{self.where}: spec.servers entry {server.get('name')!r} already forwards "
                                      f"{zone}; the endpoint writes only entry {NAME_PREFIX + federation!r}")
 
+    def _check_ours(self, servers: Servers, federation: str) -> None:
+        """Raise :class:`NotWrittenHere` when the entry named ``feddns-F`` forwards other zones than F's
+        stub domain: someone else's entry that happens to have the name."""
+        found = _find(servers, NAME_PREFIX + federation)
+        if found is not None and not self._owned(servers[found], federation):
+            raise NotWrittenHere(f"{self.where}: spec.servers entry {NAME_PREFIX + federation!r} forwards "
+                                 f"{servers[found].get('zones')}, not {self._zone_name(federation)}: it was not "
+                                 "written by feddns stubzone and is left alone")
+
+    def _owned(self, server: Server, federation: str) -> bool:
+        return [str(z).rstrip(".").lower() for z in server.get("zones") or []] == [self._zone_name(federation).lower()]
+
     def _zone(self, server: Server) -> StubZone | None:
-        """The federation's zone of an entry named ``feddns-F``, ``None`` for any other entry."""
+        """The federation's zone of an entry named ``feddns-F`` that forwards F's stub domain only, ``None`` for
+        any other entry."""
         name = str(server.get("name") or "")
         federation = name.removeprefix(NAME_PREFIX)
-        if not name.startswith(NAME_PREFIX) or not names.is_label(federation):
+        if not name.startswith(NAME_PREFIX) or not names.is_label(federation) or not self._owned(server, federation):
             return None
         upstreams = (server.get("forwardPlugin") or {}).get("upstreams") or []
         return self.domains.zone(federation, self._nameservers(f"entry {name}", upstreams))

@@ -365,3 +365,21 @@ def test_remove_all_takes_out_the_federations_and_keeps_every_other_key(
     assert cluster.request("GET", path)["data"] == {"notes.override": other}
     again = remove_all()
     assert (again.returncode, again.stdout) == (0, ""), again.stderr
+
+
+def test_the_hook_and_the_forwarder_run_where_the_endpoint_runs_and_one_forwarder_blocks_no_drain() -> None:
+    """stubzone.nodeSelector, tolerations and affinity place the uninstall hook's Job and feddns-forwarder
+    too (a Windows node, or a tainted pool, would leave the hook unscheduled and the uninstall failing);
+    a forwarder of one replica has no PodDisruptionBudget, which would block every node drain."""
+    objects = template("eks", "forwarder.replicas=1", "stubzone.tolerations[0].key=dedicated",
+                       "stubzone.tolerations[0].operator=Exists")
+    pods = {(o["kind"], o["metadata"]["name"]): o["spec"]["template"]["spec"] for o in objects
+            if o["kind"] in ("Deployment", "Job")}
+    endpoint = pods[("Deployment", "feddns-stubzone")]
+    assert endpoint["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    for other in (("Job", "feddns-stubzone-remove-all"), ("Deployment", "feddns-forwarder")):
+        assert (pods[other].get("nodeSelector"), pods[other].get("tolerations")) == \
+            (endpoint["nodeSelector"], endpoint["tolerations"]), other
+    budgets = [o["metadata"]["name"] for o in objects if o["kind"] == "PodDisruptionBudget"]
+    assert "feddns-forwarder" not in budgets
+    assert "feddns-forwarder" in [o["metadata"]["name"] for o in template("eks") if o["kind"] == "PodDisruptionBudget"]

@@ -130,6 +130,11 @@ BAD = {
                                     "--probe-server '10.96.0.10' has no port"),
     "probe server port 0": (lambda pki, tmp: {"probe_server": "10.96.0.10:0", "cluster": "foo"},
                             "--probe-server 10.96.0.10:0: port 0 is not 1-65535"),
+    "probe server by name": (lambda pki, tmp: {"probe_server": "kube-dns.kube-system:53", "cluster": "foo"},
+                             "--probe-server kube-dns.kube-system:53: 'kube-dns.kube-system' is not an IP address"),
+    "probe interval not finite": (lambda pki, tmp: {"probe_interval": "inf", "probe_server": "10.96.0.10:53",
+                                                    "cluster": "foo"},
+                                  "--probe-interval inf: not a number of seconds"),
     "probe server without --cluster": (lambda pki, tmp: {"probe_server": "10.96.0.10:53"},
                                        "--probe-server checks that Federated-DNS names this cluster: --cluster NAME"),
 }

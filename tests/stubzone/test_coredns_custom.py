@@ -10,6 +10,7 @@ can tell Federated-DNS the query is foo's.
 """
 
 import copy
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -176,3 +177,28 @@ def test_only_keys_of_its_own_shape_are_federations(pki: Pki, kube: KubeCluster,
         data = custom(kube)["data"]
         assert data["mine.server"] == before["data"]["mine.server"]  # the customer's key, untouched
         assert "mine.svc.federation." in data["feddns.mine.server"]
+
+
+def test_a_customers_key_named_like_ours_or_serving_our_zone_is_never_read_changed_or_deleted(
+        pki: Pki, kube: KubeCluster, kubeconfig: str, coredns: PlatformCoreDNS, serve: ServeProcess) -> None:
+    """Ownership is by content, not by name: ``feddns.corp.server`` written by a customer (no marker line)
+    is not federation corp's, and a customer block already serving F's stub domain makes a POST for F a
+    409 (CoreDNS would refuse a Corefile serving one zone twice). Nothing is written either way."""
+    install(kube, "aks")
+    theirs = {"feddns.corp.server": f"corp.example:{coredns.port} {{\n    forward . 192.0.2.53\n}}\n",
+              "mine.server": f"myfederation.svc.federation.:{coredns.port} {{\n    forward . 192.0.2.54\n}}\n"}
+    before = kube.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"namespace": "kube-system", "name": "coredns-custom"}, "data": theirs})
+    nameservers = {"nameservers": [f"127.0.0.1:{serve.port}"]}
+    with endpoint(pki, kubeconfig, coredns) as server:
+        assert server.request("GET", "/federations").body["federations"] == []
+        assert server.request("GET", "/federations/corp").status == 404
+        for method, path, body in (("POST", "/federations/corp", nameservers), ("DELETE", "/federations/corp", None),
+                                   ("POST", "/federations/myfederation", nameservers)):
+            answer = server.request(method, path, body)
+            assert answer.status == 409, (method, path, answer)
+        done = subprocess.run([*server.args, "--remove-all"], capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0 and "removed" not in done.stdout, done.stdout + done.stderr
+    after = custom(kube)
+    assert after["data"] == theirs
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]

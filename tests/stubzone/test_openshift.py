@@ -143,6 +143,21 @@ def test_a_customer_entry_for_the_stub_domain_is_left_alone(kube: KubeCluster, d
     assert servers(kube) == [CORP, theirs]
 
 
+def test_a_customer_entry_named_like_ours_is_not_a_federation(kube: KubeCluster, default_dns: dict[str, Any],
+                                                              endpoint: StubzoneProcess) -> None:
+    """Ownership is by content: ``feddns-corp`` forwarding corp.example is a customer's entry with our prefix,
+    not federation corp's stub domain; it is never listed, changed or deleted (409)."""
+    theirs = {"name": "feddns-corp", "zones": ["corp.example"],
+              "forwardPlugin": {"upstreams": ["192.0.2.9"], "policy": "Random"}}
+    put_servers(kube, [CORP, theirs])
+    assert endpoint.request("GET", "/federations").body["federations"] == []
+    assert endpoint.request("GET", "/federations/corp").status == 404
+    for method, body in (("POST", {"nameservers": ["192.0.2.1"]}), ("DELETE", None)):
+        answer = endpoint.request(method, "/federations/corp", body)
+        assert answer.status == 409, (method, answer)
+    assert servers(kube) == [CORP, theirs]
+
+
 def test_it_forwards_to_as_many_upstreams_as_the_crd_allows(kube: KubeCluster, default_dns: dict[str, Any],
                                                             endpoint: StubzoneProcess) -> None:
     (crd,) = fixture(CRD.name)

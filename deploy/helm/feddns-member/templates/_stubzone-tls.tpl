@@ -67,6 +67,12 @@ secret:
 {{- fail (printf "stubzone.tls.existingSecret: Secret %s/%s is this release's own (made from --set-file), which this upgrade would delete: copy it under another name and name that one" $.Values.stubzone.namespace .existingSecret) }}
 {{- end }}
 {{- end }}
+{{- if .certManager.enabled }}
+{{- $found := lookup "v1" "Secret" $.Values.stubzone.namespace .secretName }}
+{{- if eq (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $found) $.Release.Name }}
+{{- fail (printf "stubzone.tls.certManager.enabled: Secret %s/%s is this release's own (made from --set-file), which this upgrade would delete while cert-manager writes into it: set stubzone.tls.secretName to another name for cert-manager" $.Values.stubzone.namespace .secretName) }}
+{{- end }}
+{{- end }}
 {{- if and .certManager.enabled (not $sources) }}
 {{- fail "stubzone.tls.certManager.enabled: needs stubzone.tls.clientCA, clientCASecret or clientCAConfigMap: the CA of the controller's client certificate, never the ca.crt cert-manager writes (the issuer's)" }}
 {{- end }}
