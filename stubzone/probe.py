@@ -9,7 +9,7 @@ endpoint would notice: its store still holds the stub zone. So every
 its Service address) and reads what ``feddns serve`` says of the asker
 (docs/reference.md section 1): the path is ok when serve names this cluster
 (``--cluster``) found by option 0xFEDD, or, for a backend that does not tag
-(kube-dns, skydns), found by ECS or source address.
+(kube-dns, openshift, skydns), found by ECS or source address.
 
 What it keeps (docs/stubzone.md, "The path check"): ``feddns_stubzone_path_ok{federation}``
 and ``feddns_stubzone_path_cluster_info{federation,cluster,by}``, and per federation a
@@ -77,7 +77,7 @@ class ProbeSettings:
     cluster: str
     """This cluster's name (``--cluster``), which serve must name."""
     tags: bool
-    """True when the backend tags queries with option 0xFEDD (coredns, unbound)."""
+    """True when the backend tags queries with option 0xFEDD (coredns, coredns-custom, unbound)."""
 
     @property
     def timeout(self) -> float:
