@@ -9,10 +9,12 @@ Corefile has one more line, ``import /etc/coredns/feddns/*.server``; the
 ``reload`` plugin re-reads the Corefile with its imports and applies a
 change without a restart (deploy/cluster-dns/coredns/).
 
-Keys not named ``<label>.server``, and keys so named whose text does not begin with the
-marker line every block of ours begins with (:data:`~stubzone.backends.corefile.MARKER`), are
-someone else's: never listed, changed or deleted (409 for F's own key), and no block is
-written for a stub domain that another key already serves (CoreDNS would refuse both). Every write is a
+Keys not named ``<label>.server`` are never touched, and no block is written for a stub
+domain that another key already serves (CoreDNS would refuse the Corefile: 409). In this
+backend's own ConfigMap a hand-edited ``F.server`` is still F's (shown, and replaced by the
+next POST); in a ConfigMap of the platform's (:mod:`stubzone.backends.corednscustom`) a key is
+the endpoint's only when its text begins with the marker line every block of ours begins with
+(:data:`~stubzone.backends.corefile.MARKER`). Every write is a
 ``resourceVersion``-guarded replace of the whole ConfigMap
 (:mod:`stubzone.backends.configmap`), so a concurrent writer's keys survive.
 GET reads the ConfigMap and parses the blocks back: what CoreDNS would load.
@@ -61,6 +63,9 @@ class CoreDNSBackend(ConfigMapBackend):
     """What a key starts with before the federation's name; keys without it are never read or written."""
     missing: str | None = None
     """``None``: the first POST creates the ConfigMap; else it is never created (:class:`ObjectStore`)."""
+    by_content = False
+    """Whether a key is the endpoint's only when its text begins with :data:`MARKER` (a ConfigMap that
+    others write to too), not by its name alone (the endpoint's own ConfigMap)."""
 
     def __init__(self, store: ConfigMapStore, domains: StubDomains, cluster: str, port: int = 53) -> None:
         super().__init__(store, domains)
@@ -90,14 +95,14 @@ class CoreDNSBackend(ConfigMapBackend):
 
     async def list(self) -> list[StubZone]:
         data, _ = await self.store.read()
-        found = ((self.federation_of(key), text) for key, text in sorted(data.items()) if text.startswith(MARKER))
+        found = ((self.federation_of(key), text) for key, text in sorted(data.items()) if self._ours(text))
         return sorted((self._zone(federation, text) for federation, text in found if federation is not None),
                       key=lambda zone: zone.federation)
 
     async def get(self, federation: str) -> StubZone | None:
         data, _ = await self.store.read()
         text = data.get(self.key(federation))
-        return self._zone(federation, text) if text is not None and text.startswith(MARKER) else None
+        return self._zone(federation, text) if text is not None and self._ours(text) else None
 
     async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
         key = self.key(federation)
@@ -121,9 +126,12 @@ class CoreDNSBackend(ConfigMapBackend):
         before, _ = await self.store.update(change)
         return self._zone(federation, before[key]) if key in before else None
 
+    def _ours(self, text: str) -> bool:
+        return not self.by_content or text.startswith(MARKER)
+
     def _check_ours(self, data: Data, key: str) -> None:
         """Raise :class:`NotWrittenHere` when ``key`` holds a block that is not the endpoint's."""
-        if key in data and not data[key].startswith(MARKER):
+        if key in data and not self._ours(data[key]):
             raise NotWrittenHere(f"{self.where} key {key} was not written by feddns stubzone (it does not begin "
                                  f"with {MARKER!r}); it is left alone")
 

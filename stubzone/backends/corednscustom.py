@@ -13,9 +13,11 @@ is ``optional: true``).
 
 Federation F is the key ``feddns.F.server`` holding the block of the
 ``coredns`` backend (:func:`stubzone.backends.corefile.render`, tagged with
-EDNS0 0xFEDD = ``--cluster``). Only keys of that shape are read or written:
-the customer's own keys (``mine.server``, ``feddns-notes.server``...) are
-never read as federations, changed or deleted. The ConfigMap belongs to the
+EDNS0 0xFEDD = ``--cluster``). Only keys of that shape whose text begins with
+the marker line of every block the endpoint writes are read or written: the
+customer's own keys (``mine.server``, ``feddns-notes.server``, even a
+``feddns.corp.server`` of theirs) are never read as federations, changed or
+deleted (409 for F's own key). The ConfigMap belongs to the
 platform: the endpoint never creates or deletes it; when it is missing, GET
 lists nothing and a POST or DELETE answers 503 saying how to create it.
 Writes are the ``resourceVersion``-guarded replace of
@@ -44,3 +46,4 @@ class CoreDNSCustomBackend(CoreDNSBackend):
     name = "coredns-custom"
     prefix = "feddns."
     missing = MISSING
+    by_content = True
