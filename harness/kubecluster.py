@@ -59,7 +59,8 @@ API_VERSIONS = {
     "Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1",
     "CustomResourceDefinition": "apiextensions.k8s.io/v1",
     "MutatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
-    "Deployment": "apps/v1", "StatefulSet": "apps/v1", "PodDisruptionBudget": "policy/v1",
+    "Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "Job": "batch/v1",
+    "PodDisruptionBudget": "policy/v1", "NetworkPolicy": "networking.k8s.io/v1",
     "PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "Node": "v1",
 }
 """The API version tests use for each kind, for ``get`` and ``delete`` that name only the kind."""

@@ -215,6 +215,7 @@ def test_stubzone_takes_context_as_links_does_and_kube_context_still(pki: Pki) -
         result = feddns(*stubzone_args(pki, flag, "foo"))
         assert result.returncode == 2
         assert result.stderr.strip().splitlines() == [
-            "feddns stubzone: error: --context is for --backend coredns or kube-dns, not skydns"], result.stderr
+            "feddns stubzone: error: --context is for --backend coredns, coredns-custom, kube-dns or openshift, "
+            "not skydns"], result.stderr
     shown = feddns("stubzone", "--help").stdout
     assert "--context NAME" in shown and "--kube-context" not in shown

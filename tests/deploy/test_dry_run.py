@@ -42,6 +42,7 @@ from harness.kubecluster import KubeCluster
 from tests.deploy.manifests import (
     MERGE_KEYS,
     MONITORING,
+    PLATFORM_CRS,
     REPO,
     STOCK,
     find,
@@ -52,7 +53,7 @@ from tests.deploy.manifests import (
 )
 
 CRDS = ("podmonitors.yaml", "prometheusrules.yaml", "dnsendpoints.yaml", "serviceexports.yaml", "helmchartconfigs.yaml")
-MANIFESTS = [*manifest_files(), *sorted(MONITORING.glob("*.yaml"))]
+MANIFESTS = [*manifest_files(), *sorted(MONITORING.glob("*.yaml")), *PLATFORM_CRS]
 FIELD_MANAGER = "feddns-dry-run"
 POD_SECURITY = {"pod-security.kubernetes.io/warn": "restricted"}
 POD_SECURITY_MANAGER = "feddns-dry-run-pod-security"
