@@ -102,23 +102,37 @@ class CoreDNS:
         self.kube = kube
         self.directory = Path(tempfile.mkdtemp(prefix=f"feddns-coredns-{kube.name}-"))
         self.imports = self.directory / "feddns"
-        self.port = free_port()
         self.corefile = self.directory / "Corefile"
-        self.corefile.write_text(corefile(self.port) if corefile else COREFILE.format(
-            port=self.port, kubeconfig=kube.kubeconfig, context=kube.name, imports=self.imports))
+        self._render = corefile or (lambda port: COREFILE.format(
+            port=port, kubeconfig=kube.kubeconfig, context=kube.name, imports=self.imports))
+        self.name = f"coredns ({name or kube.name})"
         self.projector = ConfigMapProjector(kube, self.imports) if project and not corefile else None
         if self.projector is None:
             self.imports.mkdir()
-        self.child = ChildProcess([peers.binary("coredns"), "-conf", str(self.corefile)],
-                                  ready=r"^CoreDNS-\d", name=f"coredns ({name or kube.name})",
-                                  log_path=self.directory / "coredns.log")
+        self._on_port(free_port())
         self.started_in: float | None = None
 
-    def start(self, timeout: float = 30.0) -> "CoreDNS":
+    def _on_port(self, port: int) -> None:
+        self.port = port
+        self.corefile.write_text(self._render(port))
+        self.child = ChildProcess([peers.binary("coredns"), "-conf", str(self.corefile)], ready=r"^CoreDNS-\d",
+                                  name=self.name, log_path=self.directory / "coredns.log")
+
+    def start(self, timeout: float = 30.0, attempts: int = 3) -> "CoreDNS":
+        """Start it; when another process took the port chosen between its choice and CoreDNS's bind
+        ("address already in use"), again on a new one, ``attempts`` times in all. So a caller that
+        used ``port`` before ``start`` (a block rendered for it) reads it again after."""
         began = time.monotonic()
         if self.projector is not None:
             self.projector.start()
-        self.child.start(timeout=timeout)
+        for attempt in range(attempts):
+            try:
+                self.child.start(timeout=timeout)
+                break
+            except RuntimeError as exc:
+                if "address already in use" not in str(exc) or attempt == attempts - 1:
+                    raise
+                self._on_port(free_port())
         self.started_in = time.monotonic() - began
         return self
 
