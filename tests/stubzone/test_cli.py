@@ -10,7 +10,6 @@ import pytest
 from feddns.cli import main
 from harness.ports import free_port
 from harness.stubzone import ALLOWED, StubzoneProcess, skydns_args
-from tests.support.fakekube import FakeKube
 
 
 def flags(pki, **overrides: str | None) -> list[str]:
@@ -191,11 +190,9 @@ def test_sigterm_stops_cleanly_and_metrics_count_requests(pki, etcd, etcd_prefix
     server.wait_for_log("stopping")
 
 
-def test_the_backend_alone_is_imported(pki, tmp_path):
+def test_the_backend_alone_is_imported(pki, tmp_path, kube_foo):
     """`--backend skydns` starts without importing kubernetes (about a second) or aetcd (v3 only)."""
-    fake = FakeKube("imports")
-    fake.start()
-    kubeconfig = fake.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    kubeconfig = kube_foo.kubeconfig
     script = (
         "import sys\n"
         "from feddns.cli import build_parser\n"
@@ -212,14 +209,11 @@ def test_the_backend_alone_is_imported(pki, tmp_path):
                     "[]"),
         "coredns": ([*base, "--backend", "coredns", "--cluster", "foo", "--kubeconfig", kubeconfig], "['kubernetes']"),
     }
-    try:
-        for name, (args, imported) in cases.items():
-            result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                                    timeout=60, check=False)
-            assert result.returncode == 0, (name, result.stderr)
-            assert result.stdout.strip() == imported, name
-    finally:
-        fake.close()
+    for name, (args, imported) in cases.items():
+        result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                                timeout=60, check=False)
+        assert result.returncode == 0, (name, result.stderr)
+        assert result.stdout.strip() == imported, name
 
 
 def test_remove_all_that_cannot_reach_the_store_exits_1_naming_it(pki, tmp_path):
