@@ -221,7 +221,9 @@ class SkyDNSEtcd2:
         nothing is sent.
         """
         failure = ""
-        for _ in self.endpoints:
+        tries = len(self.endpoints)
+        while tries > 0:
+            tries -= 1
             url = f"{self.endpoints[self._current]}/v2/keys{quote(key)}"
             data = {"value": value.decode()} if value is not None else None
             timeout = aiohttp.ClientTimeout(total=deadline.remaining())
@@ -232,6 +234,9 @@ class SkyDNSEtcd2:
                     return response.status, body if isinstance(body, dict) else {}, index
             except aiohttp.ClientConnectorError as exc:  # never connected: nothing sent
                 failure = _describe(exc)
+                if failure.startswith("TLS") and self._files_replaced():
+                    tries += 1  # the same endpoint again, with the certificate the volume holds now
+                    continue
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 if write:
                     raise BackendUnavailable(f"etcd {self.endpoints[self._current]}: {method} {key}: "
@@ -241,6 +246,14 @@ class SkyDNSEtcd2:
             self._current = (self._current + 1) % len(self.endpoints)
         raise BackendUnavailable(f"etcd {failure}" if failure.startswith("TLS") else
                                  f"etcd cannot be reached: {failure}")
+
+    def _files_replaced(self) -> bool:
+        """Look at the certificate and password files now, not at the next
+        :data:`feddns.etcd.endpoints.FILES_CHECK_SECONDS`: True when they differ from the
+        session's. A handshake that fails just after a rotation (the Secret volume swapped,
+        etcd restarted to trust the new CA) is then retried once with the new files; with the
+        same files it is not retried."""
+        return self._session is not None and self.etcd.files.look() != self._session_files
 
     def _client(self) -> aiohttp.ClientSession:
         """The HTTP session; made again when the certificate or password files changed."""
