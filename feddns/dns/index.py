@@ -21,8 +21,8 @@ names that do not exist are never cached.
 
 import logging
 import sys
-from collections import Counter
-from collections.abc import Iterable
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Final
@@ -283,7 +283,10 @@ class Node:
     (``None`` above services); ``service`` its :data:`ServiceId`; ``cluster``
     the shard's cluster (``SHARD``, ``ENDPOINT``); ``port_name`` and ``protocol``
     the named port (``SRV_NAME``, protocol upper case as in Kubernetes);
-    ``hostname`` the endpoint's name (``ENDPOINT``).
+    ``hostname`` the endpoint's name (``ENDPOINT``). ``pending`` (``SERVICE`` only):
+    the shard records a full load stored unread, cluster name to the value's bytes, parsed
+    into ``shards`` when the service is first looked up (:meth:`Index.lookup`), changed,
+    or reached by :meth:`Index.parse_some`; ``None`` once parsed.
     """
 
     kind: NodeKind
@@ -294,6 +297,7 @@ class Node:
     port_name: str | None = None
     protocol: str | None = None
     hostname: str | None = None
+    pending: dict[str, bytes] | None = None
 
 
 _APEX, _ENT, _NS_HOST = Node(NodeKind.APEX), Node(NodeKind.ENT), Node(NodeKind.NS_HOST)
@@ -339,6 +343,11 @@ class Index:
         self._empty_non_terminals: Counter[bytes] = Counter()
         self._port_sets: dict[tuple[Port, ...], tuple[Port, ...]] = {}
         self._shard_count = 0
+        self._unparsed: deque[Node] = deque()  # in load order
+        self.on_change: Callable[[Change], None] | None = None
+        """Told of a change that parsing a service's pending records makes beyond that
+        service (a cluster known only by an unreadable shard is no longer known): the
+        feed sets it to tell the cache (``feddns.store.Feed``)."""
 
     def __len__(self) -> int:
         """The number of valid records held."""
@@ -354,43 +363,114 @@ class Index:
         other, without the :data:`Change` of each (a full load's pages, into the index
         being built: the change is the :class:`Reload` of installing it).
 
-        Long because it is the load's inner loop (a million records at start-up: 1 us
-        saved here is 1 s sooner ready). A shard key of the service split just before
-        costs one ``rpartition`` (:class:`RangeSplitter`), and a valid shard record with
-        one port list or none, no policy problem and no endpoints is stored here
-        directly; every other record (a cluster record, a headless shard, a bad key or
-        value, a key stored twice) goes through :meth:`put`, which logs and counts
-        what is wrong exactly as it does for a watch event.
+        A shard record's value is not read here: its key gives the names (service,
+        shard, the cluster known), and the value's bytes wait in its service's
+        ``pending`` until the service is first looked up or changed, or
+        :meth:`parse_some` reaches it (docs/serve.md, "Loading"). A bad value is then
+        logged, counted and kept in ``invalid`` as at a watch event, and a service none
+        of whose records is valid goes. Reading every value before answering was 3 of
+        the 4.5 us a record of a million-record load (docs/performance.md, "Cold load").
+
+        Long because it is the load's inner loop (1 us saved here is 1 s sooner ready). A
+        shard key of the service split just before costs one ``rpartition``
+        (:class:`RangeSplitter`); every other record (a cluster record, a bad key, a key
+        stored twice) goes through :meth:`put`.
         """
-        split, loads = RangeSplitter(self.layout).split, load_json
-        by_id, port_sets, invalid, defaulted = self.by_id, self._port_sets, self.invalid, self.defaulted
-        last_service: object = None  # the service of the shard stored before, and its node:
+        split = RangeSplitter(self.layout).split
+        by_id, invalid, defaulted, unparsed = self.by_id, self.invalid, self.defaulted, self._unparsed
+        last_service: object = None  # the service of the shard stored before, and its pending records:
         node: Node = _APEX  # a put may remove a node, so after one it is looked up again
-        shards: dict[str, Shard] = {}
+        pending: dict[str, bytes] = {}
+        refs: dict[str, int] = {}  # the shard count of each cluster in the service's federation
+        added = 0
         for key, value in items:
             try:
                 service, cluster = split(key)
                 if isinstance(service, str):  # a cluster record
                     raise _ReadWhole
-                cluster_ips, external_ips, ports, ready, policy, endpoints, problem = read_shard(loads(value))
-                if (problem is not None or endpoints is not None or (invalid and key in invalid)
-                        or (defaulted and key in defaulted)):
-                    raise _ReadWhole  # a shard with more to note, or one that was invalid before
+                if (invalid and key in invalid) or (defaulted and key in defaulted):
+                    raise _ReadWhole  # a record that was invalid before
                 if service is not last_service:  # the splitter gives a service's shards one tuple
                     found = by_id.get(service)
                     node = found if found is not None else self._add_service(service)
-                    shards = node.shards  # type: ignore[assignment]
+                    if node.pending is None:
+                        if node.shards:
+                            raise _ReadWhole  # a service read already (a record put before)
+                        node.pending = {}
+                        unparsed.append(node)
+                    pending = node.pending
+                    refs = node.federation.shard_refs  # type: ignore[union-attr]
                     last_service = service
-                if cluster in shards:
+                if cluster in pending:
                     raise _ReadWhole  # stored twice: compared with the first as a change is
-            except (RecordError, NotJSON, _ReadWhole):
-                self.put(key, value)  # a bad record is logged and kept in ``invalid`` there
+            except (RecordError, _ReadWhole):
+                self.put(key, value)  # a bad key is logged and kept in ``invalid`` there
                 last_service = None
+                continue
+            pending[cluster] = value
+            added += 1  # as _shard_added, inline
+            count = refs.get(cluster, 0) + 1
+            refs[cluster] = count
+            if count == 1:
+                node.federation._refresh(cluster)  # type: ignore[union-attr]
+        self._shard_count += added
+
+    @property
+    def unparsed(self) -> int:
+        """Services whose records wait to be parsed (or that have gone since), at most."""
+        return len(self._unparsed)
+
+    def parse_some(self, services: int) -> int:
+        """Parse the pending records of up to ``services`` services of the last full load
+        (see :meth:`put_page`); returns how many may still wait. ``feddns serve`` calls it
+        between queries once it is ready, so that a bad record is reported soon after
+        a load and not only when its service is first asked for."""
+        unparsed = self._unparsed
+        while unparsed and (services > 0 or unparsed[0].pending is None):
+            node = unparsed.popleft()
+            if node.pending is not None:  # else parsed already, when looked up or changed
+                self._parse(node)
+                services -= 1
+        return len(unparsed)
+
+    def parse_all(self) -> None:
+        """Parse every pending record now (:meth:`parse_some` until none waits)."""
+        while self.parse_some(4096):
+            pass
+
+    def _parse(self, node: Node) -> Node | None:
+        """Read ``node``'s pending records into its shards; ``node``, or ``None`` when none of
+        them was valid and the service has gone with them.
+
+        A plain valid shard (one port list or none, no policy problem, no endpoints) is
+        stored here; every other record is uncounted and put again through :meth:`put`,
+        which logs, counts and keeps what is wrong as for a watch event.
+        """
+        pending, node.pending = node.pending, None
+        assert pending is not None and node.service is not None and node.shards is not None
+        shards, port_sets, loads = node.shards, self._port_sets, load_json
+        federation, namespace, service = node.service
+        fed: Federation = node.federation  # type: ignore[assignment]
+        for cluster, value in pending.items():
+            try:
+                cluster_ips, external_ips, ports, ready, policy, endpoints, problem = read_shard(loads(value))
+                if problem is not None or endpoints is not None:
+                    raise _ReadWhole
+            except (RecordError, NotJSON, _ReadWhole):
+                self._shard_count -= 1  # counted at the load: counted again by put() if valid
+                _decrement(fed.shard_refs, cluster)
+                known = fed._refresh(cluster)
+                self.put(self.layout.shard_key_of((federation, namespace, service, cluster)), value)
+                if not known and not fed.is_known(cluster) and self.on_change is not None:
+                    self.on_change(FederationChanged(federation))
                 continue
             if len(ports) > 1:
                 ports = port_sets.setdefault(ports, ports)
             shards[cluster] = Shard(cluster_ips, external_ips, ports, ready, policy)
-            self._shard_added(node, cluster)
+        if shards:
+            return node
+        self._drop_service(node)
+        return None
 
     # -- reading ------------------------------------------------------------------
 
@@ -411,12 +491,18 @@ class Index:
         names = self.names
         node = names.get(rel)
         if node is not None:
+            if node.pending is not None and self._parse(node) is None:
+                return self.lookup(rel)  # the service went with its records: what is the name now?
             return node
         first = rel[0]
         if first < len(rel) and 0 < first <= MAX_LABEL_BYTES:  # the usual miss: one label below a name that exists
             parent = names.get(rel[first + 1 :])
             if parent is not None:
-                return _below_service(parent, rel[1 : first + 1]) if parent.kind == _SERVICE else None
+                if parent.kind != _SERVICE:
+                    return None
+                if parent.pending is not None and self._parse(parent) is None:
+                    return self.lookup(rel)
+                return _below_service(parent, rel[1 : first + 1])
         return self._walk(rel)
 
     def _walk(self, rel: bytes) -> Node | None:
@@ -437,6 +523,8 @@ class Index:
                 break
         if parent.kind != _SERVICE or depth != _SRV_OR_ENDPOINT_DEPTH:
             return None
+        if parent.pending is not None and self._parse(parent) is None:
+            return self.lookup(rel)
         first = rel[0]
         label, second = rel[1 : first + 1], rel[first + 1]
         second_label = rel[first + 2 : first + 2 + second]
@@ -451,6 +539,8 @@ class Index:
     def put(self, key: str, value: bytes) -> Change:
         """Store one record; a bad key or value is skipped, logged once and kept in
         ``invalid`` (and an older valid record under that key is removed)."""
+        if self._unparsed:
+            self._parse_service_of(key)
         try:
             parts = self.layout.split(key)
             obj = decode_json(value)
@@ -467,9 +557,22 @@ class Index:
 
     def delete(self, key: str) -> Change:
         """Remove the record under ``key`` (nothing when there is none)."""
+        if self._unparsed:
+            self._parse_service_of(key)
         self.invalid.pop(key, None)
         self.defaulted.pop(key, None)
         return self._remove(key)
+
+    def _parse_service_of(self, key: str) -> None:
+        """Parse the pending records of ``key``'s service before ``key`` changes: the change
+        is then compared with, and noted after, the record it replaces."""
+        try:
+            parts = self.layout.split(key)
+        except RecordError:
+            return
+        node = self.by_id.get(parts[:3]) if len(parts) == SHARD_KEY_PARTS else None
+        if node is not None and node.pending is not None:
+            self._parse(node)
 
     def _remove(self, key: str) -> Change:
         try:
@@ -570,14 +673,21 @@ class Index:
         _decrement(fed.shard_refs, cluster)
         known = fed._refresh(cluster)
         if not node.shards:
-            wire = service_name(sid)
-            del self.names[wire], self.by_id[sid]
-            _decrement(fed.namespaces, namespace)
-            self._remove_parents(wire)
-            self._drop_if_empty(federation)
+            self._drop_service(node)
         # A cluster no longer known: answers cached for it as the asker, in every
         # service of the federation, must go (the query path trusts their keys).
         return ServiceChanged(sid) if known else FederationChanged(federation)
+
+    def _drop_service(self, node: Node) -> None:
+        """Remove a service that has no shard left: its name, the empty non-terminals above
+        it that nothing else holds, and its federation when that is empty now."""
+        sid: ServiceId = node.service  # type: ignore[assignment]
+        federation, namespace, _ = sid
+        wire = service_name(sid)
+        del self.names[wire], self.by_id[sid]
+        _decrement(self.federations[federation].namespaces, namespace)
+        self._remove_parents(wire)
+        self._drop_if_empty(federation)
 
     def _put_cluster(self, federation: str, cluster: str, record: ClusterRecord) -> Change:
         if self.invalid:

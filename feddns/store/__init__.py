@@ -1,14 +1,24 @@
 """Where records come from: etcd (``feddns.store.etcdfeed``) or a YAML records file
 (``feddns.store.file``). Both feed one :class:`Feed`."""
 
+import asyncio
 import contextlib
 import ctypes
 import ctypes.util
 import gc
+import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 
 from feddns.dns.index import Change, Index, Reload
 from feddns.dns.responder import Responder
+
+log = logging.getLogger(__name__)
+
+PARSE_SERVICES = 64
+"""Services whose pending records are parsed in one turn of the event loop after a load
+(:meth:`feddns.dns.index.Index.parse_some`): about 2 ms at 10 shards a service, the most a
+query waits behind it."""
 
 
 class Feed:
@@ -22,6 +32,11 @@ class Feed:
 
     With ``freeze`` (``feddns serve``), each full load ends with :func:`settle_heap`: the
     objects alive then (the records) are left out of Python's later full collections.
+
+    A full load stores each shard's value unread (``Index.put_page``); once the index is
+    installed, a task parses what is still pending between queries, :data:`PARSE_SERVICES`
+    services a turn, with the collector paused and what it made frozen after each turn,
+    and logs how many records were invalid when it is done.
     """
 
     def __init__(self, index: Index, responder: Responder, *, freeze: bool = False) -> None:
@@ -33,6 +48,7 @@ class Feed:
         self.loads = 0
         self.restarts = 0
         self._skipped_earlier = 0
+        self._parsing: asyncio.Task[None] | None = None
         responder.read_from(self)
 
     def replace(self, items: Iterable[tuple[str, bytes]], revision: int = 0) -> None:
@@ -50,12 +66,35 @@ class Feed:
     def install(self, fresh: Index) -> None:
         """Answer from ``fresh`` (a full load) from now on; the server is ready."""
         self._skipped_earlier += self.index.skipped
+        self.index.on_change = None
         self.index = fresh
+        fresh.on_change = self._changed
         self._changed(Reload())
         self.ready = True
         self.loads += 1
         if self.freeze:
             settle_heap()
+        if self._parsing is not None:
+            self._parsing.cancel()
+            self._parsing = None
+        if fresh.unparsed:
+            with contextlib.suppress(RuntimeError):  # no loop (a one-off load): lookups parse what they need
+                self._parsing = asyncio.get_running_loop().create_task(self._parse_pending(fresh))
+
+    async def _parse_pending(self, index: Index) -> None:
+        """Parse ``index``'s pending records between queries (see the class)."""
+        started = time.monotonic()
+        more = True
+        while more:
+            await asyncio.sleep(0)
+            with collections_paused():
+                more = bool(index.parse_some(PARSE_SERVICES))
+            if self.freeze:
+                gc.freeze()  # as settle_heap: the records made are never visited by a full collection
+        if self.freeze:
+            release_free_memory()
+        log.info("every record value read %.1fs after the load: %d invalid (feddns_records_invalid)",
+                 time.monotonic() - started, len(index.invalid))
 
     def put(self, key: str, value: bytes, revision: int = 0) -> None:
         """Store one record (a bad one is skipped and counted)."""

@@ -171,7 +171,8 @@ class EtcdSource:
         fresh.revision = revision
         self.feed.install(fresh)
         self.revision = revision
-        log.info("etcd: loaded %d records at revision %d (%d invalid)", len(fresh), revision, len(fresh.invalid))
+        log.info("etcd: loaded %d records at revision %d (%d invalid keys; values are read as asked for, "
+                 "the rest between queries)", len(fresh), revision, len(fresh.invalid))
 
     async def _follow(self, client: EtcdClient) -> None:
         """The watch, and beside it the leader check; returns never, raises what ends either."""

@@ -99,6 +99,26 @@ def test_bad_keys_and_values_are_skipped_logged_and_counted(design_server, etcd,
     assert values["feddns_records_loaded"] == 6 and values["feddns_records_skipped_total"] >= 4
 
 
+def test_bad_values_in_the_load_are_reported_by_the_read_after_it(etcd, etcd_prefix):
+    """A load reads keys only (docs/serve.md, "Loading"): a bad value already in etcd at start is
+    logged and counted once the read between queries reaches it, and its service is answered
+    as if it had never been there."""
+    put_design_keys(etcd, etcd_prefix)
+    broken, wrong = (f"{etcd_prefix}/myfederation/myns/broken/foo", f"{etcd_prefix}/myfederation/myns/myservice/qux")
+    etcd.put(broken, "{not json")
+    etcd.put(wrong, json.dumps({"clusterIP": "10.0.0.300"}))
+    with ServeProcess(etcd_url=etcd.url, prefix=etcd_prefix, extra_args=["--metrics", "127.0.0.1:0"]) as server:
+        wait_until(lambda: "every record value read" in server.log, timeout=10, what="the read after the load")
+        line = next(line for line in server.log.splitlines() if "every record value read" in line)
+        assert line.endswith(": 2 invalid (feddns_records_invalid)"), line
+        assert f"skipping record {broken}: value is not JSON" in server.log
+        assert f"skipping record {wrong}: clusterIPs: '10.0.0.300' is not an IP address" in server.log
+        values = server.metrics()
+        assert values["feddns_records_invalid"] == 2 and values["feddns_records_loaded"] == 6
+        assert server.query("broken.myns.myfederation.svc.federation.").rcode() == dns.rcode.NXDOMAIN
+        assert sorted(server.addresses(QNAME)) == ["104.32.64.128", "104.32.64.130", "108.120.45.12"]
+
+
 def test_metrics_count_queries(design_server):
     design_server.query(QNAME, cluster="foo")
     design_server.query(QNAME, cluster="foo")

@@ -1,9 +1,10 @@
 """A full load's pages (``Index.put_page``) leave the index exactly as a put per record does.
 
-``put_page`` stores the usual shard record itself and sends every other record through
-``Index.put``; these tests give both the same records, good and bad, in range-read order
-and out of it, and compare what each index holds, logs and counts: a bad key or value is
-skipped, logged once and kept in ``invalid`` either way, and a service with no valid
+``put_page`` reads keys only and keeps each shard's value unread until its service is
+looked up, changed or reached by ``Index.parse_some``; these tests give both the same
+records, good and bad, in range-read order and out of it, and compare what each index
+holds, logs and counts once parsed, and what a lookup finds before: a bad key or value
+is skipped, logged once and kept in ``invalid`` either way, and a service with no valid
 shard is not a name.
 """
 
@@ -59,10 +60,30 @@ def one_by_one(items: list[tuple[str, bytes]]) -> Index:
     return index
 
 
-def paged(items: list[tuple[str, bytes]]) -> Index:
+def paged(items: list[tuple[str, bytes]], *, parse: bool = True) -> Index:
     index = Index(Layout())
     index.put_page(items)
+    if parse:
+        index.parse_all()
     return index
+
+
+def looked_up(index: Index, names: list[bytes]) -> dict[bytes, object]:
+    """What a lookup of each name finds: its kind, service and shards, or ``None``."""
+    found = {name: index.lookup(name) for name in names}
+    return {name: None if node is None else (node.kind, node.service, node.shards) for name, node in found.items()}
+
+
+def names_of(items: list[tuple[str, bytes]]) -> list[bytes]:
+    """The service, shard and SRV names the keys of ``items`` could make, and a headless endpoint's."""
+    names: list[bytes] = []
+    for key, _ in items:
+        labels = key.strip("/").split("/")
+        if len(labels) == 4 and all(labels):
+            service = b"".join(bytes([len(label)]) + label.encode() for label in (*labels[2:0:-1], labels[0], "svc"))
+            names += [service, bytes([len(labels[3])]) + labels[3].encode() + service, b"\x05_http\x04_tcp" + service,
+                      b"\x05web-0" + bytes([len(labels[3])]) + labels[3].encode() + service]
+    return names
 
 
 @settings(max_examples=400, derandomize=True, deadline=None, database=None)
@@ -70,7 +91,27 @@ def paged(items: list[tuple[str, bytes]]) -> Index:
 def test_a_page_is_stored_as_a_put_per_record(items, in_key_order):
     if in_key_order:
         items = sorted(items)
-    assert state(paged(items)) == state(one_by_one(items))
+    expected = one_by_one(items)
+    assert state(paged(items)) == state(expected)
+    names = names_of(items)
+    assert looked_up(paged(items, parse=False), names) == looked_up(expected, names)  # parsed as looked up
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None)
+@given(st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(VALUES)), max_size=12),
+       st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from([*VALUES, None])), max_size=4))
+def test_a_change_to_a_service_not_yet_parsed_is_applied_to_its_records(items, changes):
+    """Watch events after a load reach services whose records still wait: each is compared
+    with the record it replaces, as after a put per record."""
+    expected, loaded = one_by_one(items), paged(items, parse=False)
+    for key, value in changes:
+        for index in (expected, loaded):
+            if value is None:
+                index.delete(key)
+            else:
+                index.put(key, value)
+    loaded.parse_all()
+    assert state(loaded) == state(expected)
 
 
 def test_a_service_emptied_by_a_bad_record_in_the_page_is_made_again_by_its_next_shard():
@@ -85,12 +126,17 @@ def test_a_bad_value_is_logged_and_kept_in_invalid_as_a_watch_event_is(caplog):
     items = [("/fed/prod/web/a", GOOD), ("/fed/prod/web/b", b'{"clusterIP":"10.0.0.999"}'),
              ("/fed/prod/web/c", b"not json"), ("/fed/prod/lonely/a", b"[]")]
     with caplog.at_level(logging.WARNING, logger="feddns.dns.index"):
-        index = paged(items)
+        index = paged(items, parse=False)
+        assert not caplog.records  # the values are not read yet
+        assert index.lookup(b"\x06lonely\x04prod\x03fed\x03svc") is None  # read now: no valid shard, no name
+        assert [record.getMessage() for record in caplog.records] == [
+            "skipping record /fed/prod/lonely/a: shard record must be a JSON object"]
+        assert index.parse_some(1) == 0  # the other service
     paged_log = [record.getMessage() for record in caplog.records]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="feddns.dns.index"):
         one_by_one(items)
-    assert paged_log == [record.getMessage() for record in caplog.records]
+    assert sorted(paged_log) == sorted(record.getMessage() for record in caplog.records)
     assert len(paged_log) == 3 and index.skipped == 3
     assert set(index.invalid) == {"/fed/prod/web/b", "/fed/prod/web/c", "/fed/prod/lonely/a"}
     assert set(index.by_id["fed", "prod", "web"].shards or {}) == {"a"}
