@@ -46,7 +46,7 @@ from feddns.observe import ObserveServer
 from feddns.querylog import DEFAULT_RATE, WINDOW_SECONDS, DroppedCollector, QueryLog
 from feddns.server import workers
 from feddns.server.settings import ServeSettings, settings_from, worker_shares
-from feddns.store import Feed
+from feddns.store import Feed, one_malloc_arena
 from feddns.store.file import FileSource, read_records
 
 if TYPE_CHECKING:
@@ -148,6 +148,7 @@ class _Records:
 
 def _records(settings: ServeSettings) -> _Records:
     """The responder and its source; a records file is read here (a bad one: :class:`ConfigError`)."""
+    one_malloc_arena()  # before any thread: the load's pages are stored by a second one
     records = settings.records
     index = Index(records.layout)
     responder = Responder(settings.answers)
