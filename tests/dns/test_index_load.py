@@ -158,3 +158,17 @@ def test_the_splitter_splits_as_the_layout_does():
         parts = splitter.split(key)
         got = (*parts[0], parts[1]) if isinstance(parts[0], tuple) else parts
         assert got == expected, key
+
+
+def test_a_cluster_known_only_by_a_bad_value_is_forgotten_when_the_value_is_read():
+    """Until its value is read, a shard's key makes its cluster known (a cluster-name option may
+    name it); when the value turns out bad and it was the cluster's only shard, the index tells
+    its owner that the federation changed, so that answers kept for that asker go."""
+    index = paged([("/fed/prod/api/z", b"not json"), ("/fed/prod/web/a", GOOD)], parse=False)
+    told: list[object] = []
+    index.on_change = told.append
+    assert b"z" in index.federations["fed"].known
+    assert index.lookup(b"\x03api\x04prod\x03fed\x03svc") is None
+    assert b"z" not in index.federations["fed"].known
+    assert [type(change).__name__ for change in told] == ["FederationChanged"]
+    assert index.lookup(b"\x03web\x04prod\x03fed\x03svc") is not None and len(told) == 1
