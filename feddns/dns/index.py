@@ -3,7 +3,9 @@
 Records arrive as ``(key, value)`` pairs from a store (etcd or a records file)
 and are parsed once, here (``feddns.keys`` for the key, ``feddns.records`` for
 the value), into compact :class:`Shard` objects whose addresses are kept packed
-(4 or 16 bytes, as they go on the wire). The index is changed on the event loop
+(4 or 16 bytes, as they go on the wire). After a full load a shard's value is
+parsed only when its service is first looked up or changed, or when
+:meth:`Index.parse_some` reaches it (:meth:`Index.put_page`). The index is changed on the event loop
 between queries, so the query path reads it without locks.
 
 Names are kept in wire form, lowercased and relative to the zone (the zone's
