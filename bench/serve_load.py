@@ -16,7 +16,8 @@ row's seconds and its own CPU seconds (etcd's are in no row), serve's time over 
 other two, and for serve the resident memory once loaded (VmRSS, and VmHWM, the peak) and
 the proportional set size (PSS, from /proc/PID/smaps_rollup: a page shared by N processes
 counts 1/N in each), summed over the first process and its workers (`--serve-args
-"--workers N"`).
+"--workers N"`), at /ready and again once every process has logged that it has read every
+record's value (a load reads keys only: docs/serve.md, "Loading").
 
 Filling etcd takes a few minutes; with --data DIR the filled etcd data directory is
 kept there and reused by the next run with the same sizes.
@@ -154,10 +155,16 @@ def time_bare_read(etcd: EtcdServer, expected: int) -> tuple[float, float]:
     return took, cpu
 
 
-def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[float, float, list[dict[str, int]]]:
+READ_ALL = "every record value read"
+"""What serve logs once the read between queries after a load has read every value (docs/serve.md, "Loading")."""
+
+Memories = list[dict[str, int]]
+
+
+def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[float, float, Memories, Memories]:
     """Seconds from starting `feddns serve` until ``/ready`` says 200 (with ``--workers N``: every
     worker has loaded) and the last service written is answered, the CPU seconds its processes had
-    used by then, and the memory of each of them then."""
+    used by then, the memory of each of them then, and again once each has read every value."""
     last = f"svc{services - 1}.ns{(services - 1) % 100}.{FEDERATION}.svc.federation."
     query = dns.message.make_query(last, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"c0")])
     started = time.monotonic()
@@ -170,7 +177,13 @@ def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[
         assert server.proc is not None
         # With --workers N (in --serve-args) the records are in each worker, not the parent.
         pids = [server.proc.pid, *server.worker_pids()]
-        return loaded, sum(cpu_seconds(pid) for pid in pids), [memory(pid) for pid in pids]
+        cpu, at_ready = sum(cpu_seconds(pid) for pid in pids), [memory(pid) for pid in pids]
+        loaders = max(1, len(pids) - 1)
+        while server.log.count(READ_ALL) < loaders:
+            if time.monotonic() - started > 600:
+                raise TimeoutError(f"{READ_ALL!r} not logged within 600 s")
+            time.sleep(0.05)
+        return loaded, cpu, at_ready, [memory(pid) for pid in pids]
 
 
 def ready(server: ServeProcess) -> bool:
@@ -209,15 +222,16 @@ def main() -> None:
             print(f"round {number} (load average {load_average()})", flush=True)
             etcdctl, etcdctl_cpu = time_etcdctl(etcd)
             bare, bare_cpu = time_bare_read(etcd, records + args.clusters)
-            loaded, cpu, memories = time_serve(etcd, args.services, args.serve_args.split())
+            loaded, cpu, memories, read_all = time_serve(etcd, args.services, args.serve_args.split())
             print(f"  etcdctl get --prefix        {etcdctl:6.1f} s   (its CPU {etcdctl_cpu:.1f} s)")
             print(f"  aetcd paged read            {bare:6.1f} s   (its CPU {bare_cpu:.1f} s)")
             print(f"  feddns serve, /ready        {loaded:6.1f} s   serve / aetcd {loaded / bare:.2f}   "
                   f"serve / etcdctl {loaded / etcdctl:.2f}   (its CPU {cpu:.1f} s)")
-            each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in memories)
-            rss, pss = (sum(m[name] for m in memories) / 1e6 for name in ("VmRSS", "Pss"))
-            print(f"  {records:,} shard records, {len(memories)} processes: RSS {rss:.0f} MB ({each}), "
-                  f"PSS {pss:.0f} MB, peak RSS of one {max(m['VmHWM'] for m in memories) / 1e6:.0f} MB", flush=True)
+            for when, taken in (("at /ready", memories), ("every value read", read_all)):
+                each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in taken)
+                rss, pss = (sum(m[name] for m in taken) / 1e6 for name in ("VmRSS", "Pss"))
+                print(f"  {records:,} shard records, {len(taken)} processes, {when}: RSS {rss:.0f} MB ({each}), "
+                      f"PSS {pss:.0f} MB, peak RSS of one {max(m['VmHWM'] for m in taken) / 1e6:.0f} MB", flush=True)
     finally:
         done_with(etcd, args.data)
 
