@@ -34,6 +34,7 @@ VALUES = [
     b"[]",
     b'{"zone":"z1","region":"r1","cidrs":["10.240.0.0/16"]}',
     b'{"zone":""}',
+    b'{"clusterIP":\n "10.0.0.9"}',  # a newline in a value: its service's values are kept with their lengths
 ]
 KEYS = [
     "/fed/prod/web/a", "/fed/prod/web/b", "/fed/prod/web/c", "/fed/prod/api/a", "/fed/dev/web/a",
@@ -95,6 +96,18 @@ def test_a_page_is_stored_as_a_put_per_record(items, in_key_order):
     assert state(paged(items)) == state(expected)
     names = names_of(items)
     assert looked_up(paged(items, parse=False), names) == looked_up(expected, names)  # parsed as looked up
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None)
+@given(st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(VALUES)), max_size=12), st.integers(0, 12))
+def test_a_service_whose_records_two_pages_part_is_stored_as_one(items, cut):
+    """A range read's page may end inside a service: the next page goes on with its records."""
+    items = sorted(items)
+    index = Index(Layout())
+    index.put_page(items[:cut])
+    index.put_page(items[cut:])
+    index.parse_all()
+    assert state(index) == state(one_by_one(items))
 
 
 @settings(max_examples=200, derandomize=True, deadline=None, database=None)
