@@ -532,9 +532,7 @@ class Index:
                 if problem is not None or endpoints is not None:
                     raise _ReadWhole
             except (RecordError, NotJSON, _ReadWhole):
-                self._shard_count -= 1  # counted at the load: counted again by put() if valid
-                _decrement(fed.shard_refs, cluster)
-                known = fed._refresh(cluster)
+                known = self._shard_removed(fed, cluster)  # counted at the load: again by put() if valid
                 self.put(self.layout.shard_key_of((federation, namespace, service, cluster)), value)
                 if not known and not fed.is_known(cluster) and self.on_change is not None:
                     self.on_change(FederationChanged(federation))
@@ -718,6 +716,13 @@ class Index:
         if count == 1:
             fed._refresh(cluster)
 
+    def _shard_removed(self, fed: Federation, cluster: str) -> bool:
+        """Count a shard of ``cluster`` less in ``fed`` (:meth:`_shard_added` undone); False when
+        the cluster is no longer known (no record and no shard left)."""
+        self._shard_count -= 1
+        _decrement(fed.shard_refs, cluster)
+        return fed._refresh(cluster)
+
     def _note_policy(self, key: str, problem: str | None) -> None:
         """Log a bad policy field once per key and reason (the shard is kept, with the default policy)."""
         if problem is None:
@@ -743,10 +748,8 @@ class Index:
         if node is None or node.shards is None or cluster not in node.shards:
             return None
         del node.shards[cluster]
-        self._shard_count -= 1
         fed = self.federations[federation]
-        _decrement(fed.shard_refs, cluster)
-        known = fed._refresh(cluster)
+        known = self._shard_removed(fed, cluster)
         if not node.shards:
             self._drop_service(node)
         # A cluster no longer known: answers cached for it as the asker, in every
