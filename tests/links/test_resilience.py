@@ -87,11 +87,12 @@ def test_api_server_down_at_start_then_back(pki: Pki, tmp_path: Path):
 
 
 def test_an_expired_watch_lists_again_and_misses_no_change(pki: Pki, kube: FakeKube, kubeconfig: str):
+    opened = kube.watches_opened("services")  # an earlier test's watch may still count as open
     process = LinksProcess(pki, kubeconfig=kubeconfig, resolver="127.0.0.1:9").start()
     try:
         submitted = pod(annotations={LINKS: "K=kafka.data.myfederation?required=false"})
         # a watch opened after the expiry would start from the new version and never see a 410
-        wait_until(lambda: kube.watch_count("services") >= 1, timeout=15, what="the Service watch open")
+        wait_until(lambda: kube.watches_opened("services") > opened, timeout=15, what="this process's Service watch")
         kube.expire_watches()  # 410 Gone: everything before now is forgotten
         kube.apply(service("data", "kafka", labels=LABEL, ports=[("broker", "TCP", 9092)]))
         wait_until(lambda: len(env(process.review(submitted).applied(submitted))) == 3, timeout=15,

@@ -209,6 +209,7 @@ class FakeKube:
         self._events: list[_Event] = []
         self._snapshots: dict[str, list[dict[str, Any]]] = {}
         self._watchers: set[_Watcher] = set()
+        self._opened: dict[str, int] = dict.fromkeys(KINDS, 0)
         self._errors: deque[int] = deque()
         self._write_hooks: deque[Any] = deque()
         self.writes: list[tuple[str, str, int]] = []
@@ -392,6 +393,13 @@ class FakeKube:
     def watch_count(self, plural: str | None = None) -> int:
         with self._lock:
             return sum(1 for w in self._watchers if plural in (None, w.plural) and w.end is None)
+
+    def watches_opened(self, plural: str) -> int:
+        """Watches of ``plural`` ever registered (open or ended): a test that shares the server with
+        earlier ones waits for this to grow, since an earlier client's watch may still count as open
+        until the server next writes to its closed connection."""
+        with self._lock:
+            return self._opened[plural]
 
     def _end_watches(self, how: str) -> None:
         with self._lock:
@@ -610,6 +618,7 @@ class FakeKube:
             if not expired:
                 backlog = self._backlog(kind, watcher, since)
                 self._watchers.add(watcher)
+                self._opened[kind.plural] += 1
         if expired and self.gone_as_status:
             return _status(410, "Expired", f"too old resource version: {since} ({self._oldest})")
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
