@@ -17,7 +17,11 @@ other two, and for serve the resident memory once loaded (VmRSS, and VmHWM, the 
 the proportional set size (PSS, from /proc/PID/smaps_rollup: a page shared by N processes
 counts 1/N in each), summed over the first process and its workers (`--serve-args
 "--workers N"`), at /ready and again once every process has logged that it has read every
-record's value (a load reads keys only: docs/serve.md, "Loading").
+record's value (a load reads keys only: docs/serve.md, "Loading"), and once more after
+queries for --sweep distinct services (each answered; from 64 sockets, so that SO_REUSEPORT
+spreads them over the workers): a query writes the reference counts of the objects it reads,
+so the pages of the services asked for are copied into the worker that answers, which is
+what a fork's sharing costs as the queries go on.
 
 Filling etcd takes a few minutes; with --data DIR the filled etcd data directory is
 kept there and reused by the next run with the same sizes.
@@ -31,6 +35,7 @@ import json
 import os
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -124,9 +129,11 @@ def memory(pid: int) -> dict[str, int]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of ``pid`` so far (``/proc/PID/stat`` utime + stime), in seconds."""
+    """User and system CPU time of ``pid`` so far, and of its children that have exited and been
+    waited for (``/proc/PID/stat`` utime + stime + cutime + cstime: with ``--workers N``, the
+    process that read etcd for the workers), in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def run_timed(argv: list[str]) -> tuple[float, float, str]:
@@ -157,18 +164,23 @@ def time_bare_read(etcd: EtcdServer, expected: int) -> tuple[float, float]:
 
 READ_ALL = "every record value read"
 """What serve logs once the read between queries after a load has read every value (docs/serve.md, "Loading")."""
+PRELOADED = "every value parsed: forking the workers"
+"""What ``--workers N`` logs when its workers are forked from one read of etcd, every value read before."""
 
 Memories = list[dict[str, int]]
 
 
-def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[float, float, Memories, Memories]:
+def time_serve(etcd: EtcdServer, services: int, serve_args: list[str],
+               sweep: int) -> tuple[float, float, Memories, Memories, Memories]:
     """Seconds from starting `feddns serve` until ``/ready`` says 200 (with ``--workers N``: every
     worker has loaded) and the last service written is answered, the CPU seconds its processes had
-    used by then, the memory of each of them then, and again once each has read every value."""
+    used by then, the memory of each of them then, again once each has read every value, and
+    again after queries for ``sweep`` distinct services (:func:`ask_services`)."""
     last = f"svc{services - 1}.ns{(services - 1) % 100}.{FEDERATION}.svc.federation."
     query = dns.message.make_query(last, "A", use_edns=0, options=[dns.edns.GenericOption(65245, b"c0")])
     started = time.monotonic()
-    with ServeProcess(etcd_url=etcd.url, extra_args=[*serve_args, "--metrics", "127.0.0.1:0"]) as server:
+    with ServeProcess(etcd_url=etcd.url, extra_args=[*serve_args, "--metrics", "127.0.0.1:0"],
+                      start_timeout=600) as server:
         while not (ready(server) and answered(server, query)):
             if time.monotonic() - started > 600:
                 raise TimeoutError("not ready within 600 s")
@@ -179,11 +191,34 @@ def time_serve(etcd: EtcdServer, services: int, serve_args: list[str]) -> tuple[
         pids = [server.proc.pid, *server.worker_pids()]
         cpu, at_ready = sum(cpu_seconds(pid) for pid in pids), [memory(pid) for pid in pids]
         loaders = max(1, len(pids) - 1)
-        while server.log.count(READ_ALL) < loaders:
+        while server.log.count(READ_ALL) < loaders and PRELOADED not in server.log:
             if time.monotonic() - started > 600:
                 raise TimeoutError(f"{READ_ALL!r} not logged within 600 s")
             time.sleep(0.05)
-        return loaded, cpu, at_ready, [memory(pid) for pid in pids]
+        read_all = [memory(pid) for pid in pids]
+        ask_services(server.port, services, sweep)
+        return loaded, cpu, at_ready, read_all, [memory(pid) for pid in pids]
+
+
+def ask_services(port: int, services: int, count: int) -> None:
+    """Ask for ``count`` distinct services of the fill, spread evenly over it, from 64 UDP sockets
+    (64 queries at a time); raises when one is not answered with records."""
+    step = max(1, services // max(1, count))
+    names = [f"svc{i}.ns{i % 100}.{FEDERATION}.svc.federation." for i in range(0, services, step)][:count]
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(64)]
+    try:
+        for sock in sockets:
+            sock.settimeout(5)
+        for start in range(0, len(names), len(sockets)):
+            batch = list(zip(sockets, names[start:start + len(sockets)], strict=False))
+            for sock, name in batch:
+                sock.sendto(dns.message.make_query(name, "A").to_wire(), ("127.0.0.1", port))
+            for sock, name in batch:
+                reply = dns.message.from_wire(sock.recv(4096))
+                assert reply.answer, (name, reply)
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def ready(server: ServeProcess) -> bool:
@@ -214,6 +249,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--data", help="keep the filled etcd data directory here and reuse it")
     parser.add_argument("--serve-args", default="", help="extra flags for feddns serve")
+    parser.add_argument("--sweep", type=int, default=20_000,
+                        help="distinct services asked for before the last memory figures (default 20000)")
     args = parser.parse_args()
     etcd = filled_etcd(args.services, args.clusters, args.data)
     records = args.services * args.clusters
@@ -222,12 +259,14 @@ def main() -> None:
             print(f"round {number} (load average {load_average()})", flush=True)
             etcdctl, etcdctl_cpu = time_etcdctl(etcd)
             bare, bare_cpu = time_bare_read(etcd, records + args.clusters)
-            loaded, cpu, memories, read_all = time_serve(etcd, args.services, args.serve_args.split())
+            loaded, cpu, memories, read_all, swept = time_serve(etcd, args.services, args.serve_args.split(),
+                                                                args.sweep)
             print(f"  etcdctl get --prefix        {etcdctl:6.1f} s   (its CPU {etcdctl_cpu:.1f} s)")
             print(f"  aetcd paged read            {bare:6.1f} s   (its CPU {bare_cpu:.1f} s)")
             print(f"  feddns serve, /ready        {loaded:6.1f} s   serve / aetcd {loaded / bare:.2f}   "
                   f"serve / etcdctl {loaded / etcdctl:.2f}   (its CPU {cpu:.1f} s)")
-            for when, taken in (("at /ready", memories), ("every value read", read_all)):
+            for when, taken in (("at /ready", memories), ("every value read", read_all),
+                                (f"after {args.sweep:,} services asked", swept)):
                 each = ", ".join(f"{m['VmRSS'] / 1e6:.0f}" for m in taken)
                 rss, pss = (sum(m[name] for m in taken) / 1e6 for name in ("VmRSS", "Pss"))
                 print(f"  {records:,} shard records, {len(taken)} processes, {when}: RSS {rss:.0f} MB ({each}), "

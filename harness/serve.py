@@ -36,7 +36,8 @@ class ServeProcess:
     """
 
     def __init__(self, *, etcd_url: str | None = None, prefix: str = "", records: str | None = None,
-                 example: bool = False, extra_args: Sequence[str] = (), workers: int | None = 1) -> None:
+                 example: bool = False, extra_args: Sequence[str] = (), workers: int | None = 1,
+                 start_timeout: float = 15.0) -> None:
         chosen = ["--workers", str(workers)] if workers is not None else []  # before extra_args, which may say again
         args = [sys.executable, "-m", "feddns", "serve", "--listen", "127.0.0.1:0", *chosen, *extra_args]
         if etcd_url:
@@ -49,6 +50,9 @@ class ServeProcess:
         self.child = ChildProcess(args, ready=_LISTEN, name="feddns serve")
         self.port = 0
         self.metrics_url: str | None = None
+        self.start_timeout = start_timeout
+        """Seconds ``with`` waits for "listening": with ``--workers N`` and etcd, said once the
+        workers forked from one read of the records answer."""
 
     def start(self, timeout: float = 15.0) -> None:
         listening = self.child.start(timeout)
@@ -69,7 +73,7 @@ class ServeProcess:
         self.child.stop()
 
     def __enter__(self) -> "ServeProcess":
-        self.start()
+        self.start(self.start_timeout)
         return self
 
     def __exit__(self, *exc: object) -> None:
