@@ -11,7 +11,8 @@ SIGTERM or SIGINT, logging the stop.
 
 With ``--workers N`` over 1 (by default, one per CPU the process may use) the
 same server runs in N worker processes on the same addresses (SO_REUSEPORT),
-each loading and following the records itself; this process checks the flags,
+forked from one read of etcd (``feddns.server.forking``) or each loading the records
+itself, and each following them; this process checks the flags,
 binds, starts and keeps the workers (``feddns.server.workers``), serves ``/metrics``
 and ``/ready`` for all of them, and says where it listens once every worker
 answers. The cache and the TCP connection limit are the whole server's, split
@@ -24,11 +25,13 @@ is checked (``feddns.server.settings``); this module runs by it.
 import argparse
 import asyncio
 import logging
+import os
 import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from prometheus_client import CollectorRegistry
 
@@ -44,13 +47,14 @@ from feddns.hostport import host_port
 from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.observe import ObserveServer
 from feddns.querylog import DEFAULT_RATE, WINDOW_SECONDS, DroppedCollector, QueryLog
-from feddns.server import workers
+from feddns.server import forking, workers
 from feddns.server.settings import ServeSettings, settings_from, worker_shares
 from feddns.store import Feed, one_malloc_arena
 from feddns.store.file import FileSource, read_records
 
 if TYPE_CHECKING:
     from feddns.store.etcdfeed import EtcdSource
+    from feddns.store.preload import Preloaded
 
 log = logging.getLogger("feddns serve")
 """The command's own lines (listening, ready, stopping): named for the command, as its error line is."""
@@ -146,8 +150,10 @@ class _Records:
     query_log: QueryLog | None
 
 
-def _records(settings: ServeSettings) -> _Records:
-    """The responder and its source; a records file is read here (a bad one: :class:`ConfigError`)."""
+def _records(settings: ServeSettings, preloaded: "Preloaded | None" = None) -> _Records:
+    """The responder and its source; a records file is read here (a bad one: :class:`ConfigError`).
+    ``preloaded``: the records a worker was forked with (``feddns.server.forking``), answered from
+    at once and followed from their revision."""
     one_malloc_arena()  # before any thread: the load's pages are stored by a second one
     records = settings.records
     index = Index(records.layout)
@@ -159,6 +165,9 @@ def _records(settings: ServeSettings) -> _Records:
         from feddns.store.etcdfeed import EtcdSource  # noqa: PLC0415 - aetcd and gRPC only with --etcd
 
         etcd_source = EtcdSource(endpoints, records.layout, feed)
+        if preloaded is not None:
+            feed.install(preloaded.index, settled=True)
+            etcd_source.revision = preloaded.revision
         return _Records(responder, feed, etcd_source, etcd_source, query_log)
     assert records.path is not None  # a records file, or the example
     source = FileSource(records.path, records.layout, feed, records.limit)
@@ -307,7 +316,9 @@ class WorkerPlan:
 
 def _run_workers(args: argparse.Namespace, settings: ServeSettings) -> int:
     """``settings.workers.count`` workers on the ``--listen`` addresses (``feddns.server.workers``);
-    this process binds, serves ``/metrics``, and keeps them."""
+    this process binds, serves ``/metrics``, and keeps them. With etcd, the workers are forked
+    from one read of the records (``feddns.server.forking``) before this process starts any
+    thread or loop; otherwise each is a fresh interpreter that reads the records itself."""
     shares = worker_shares(settings)
     _check_records(settings)  # as one process checks them: a bad records file exits 2 here
     addresses: list[tuple[str, int]] = []
@@ -321,24 +332,56 @@ def _run_workers(args: argparse.Namespace, settings: ServeSettings) -> int:
         registry = CollectorRegistry()
         registry.register(workers.WorkersCollector(supervisor, ACROSS_WORKERS))
         metrics = ObserveServer(settings.metrics, registry, lambda: True, supervisor.ready, supervisor.detail)
-    return asyncio.run(_supervise(supervisor, settings.listens, addresses, metrics))
+    sockets = _bind_shared(settings.listens, len(supervisor.workers), addresses)
+    template = _fork_template(settings, sockets)
+    return asyncio.run(_supervise(supervisor, sockets, template, addresses, metrics))
 
 
-async def _supervise(supervisor: workers.Supervisor, listens: Sequence[tuple[str, int]],
-                     addresses: list[tuple[str, int]], metrics: ObserveServer | None) -> int:
-    """Bind, start the workers, say where it listens once they answer, and keep them until SIGTERM."""
+@dataclass
+class _Forking:
+    """The template forked (``feddns.server.forking``) and the parent's end of each worker's pair."""
+
+    template: forking.Template
+    parent_ends: list[socket.socket]
+
+
+Sockets = list[list[tuple[socket.socket, socket.socket]]]
+"""Each worker's UDP and TCP socket per ``--listen`` address."""
+
+
+def _fork_template(settings: ServeSettings, sockets: Sockets) -> _Forking | None:
+    """Fork the template that reads etcd once and forks the workers; ``None`` without etcd or
+    where this process cannot keep forked workers (not Linux 5.3 or later)."""
+    endpoints = settings.records.endpoints()
+    if endpoints is None or not forking.available():
+        return None
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in sockets]
+    own = [([fd for udp, tcp in mine for fd in (udp.fileno(), tcp.fileno())], child.fileno())
+           for mine, (_, child) in zip(sockets, pairs, strict=True)]
+    try:
+        template = forking.fork_template(endpoints, settings.records.layout, own,
+                                         [parent.fileno() for parent, _ in pairs], _forked_worker)
+    finally:
+        for _, child in pairs:
+            child.close()
+    return _Forking(template, [parent for parent, _ in pairs])
+
+
+async def _supervise(supervisor: workers.Supervisor, sockets: Sockets,
+                     forked: _Forking | None, addresses: list[tuple[str, int]], metrics: ObserveServer | None) -> int:
+    """Start the workers, say where it listens once they answer, and keep them until SIGTERM."""
     signals = StopSignals()
     try:
-        sockets = _bind_shared(listens, len(supervisor.workers), addresses)
         if metrics is not None:
             _start_metrics(metrics)
     except BaseException:
         signals.close()
-        if metrics is not None:
-            metrics.stop()
+        _close_sockets(sockets)
+        if forked is not None:
+            forked.template.stop()
         raise
     stop = asyncio.ensure_future(signals.wait())
-    started = asyncio.ensure_future(supervisor.start(sockets))
+    started = asyncio.ensure_future(_start(supervisor, sockets, forked))
     await asyncio.wait([stop, started], return_when=asyncio.FIRST_COMPLETED)
     status = 0
     if started.done() and started.exception() is None:
@@ -361,6 +404,29 @@ async def _supervise(supervisor: workers.Supervisor, listens: Sequence[tuple[str
     return status
 
 
+async def _start(supervisor: workers.Supervisor, sockets: Sockets,
+                 forked: _Forking | None) -> None:
+    """The workers started: forked by the template, or (without one, or when it failed) fresh ones."""
+    if forked is not None:
+        try:
+            pids = await forked.template.workers()
+        except forking.TemplateFailed as exc:
+            log.error("%s: starting workers that read the records themselves", exc)
+            for end in forked.parent_ends:
+                end.close()
+        else:
+            await supervisor.start(sockets, list(zip(pids, forked.parent_ends, strict=True)))
+            return
+    await supervisor.start(sockets)
+
+
+def _close_sockets(sockets: Sockets) -> None:
+    for own in sockets:
+        for udp, tcp in own:
+            udp.close()
+            tcp.close()
+
+
 def _announce(addresses: list[tuple[str, int]], count: int, metrics: ObserveServer | None) -> None:
     for host, port in addresses:
         log.info("listening on udp+tcp %s (%d workers)", host_port(host, port), count)
@@ -373,7 +439,7 @@ def _bind_shared(listens: Sequence[tuple[str, int]], count: int,
     """Every ``--listen`` address checked (as one process binds it) and bound once per worker,
     with SO_REUSEPORT; the addresses with the ports bound go into ``addresses``. Raises
     :class:`ConfigError` naming the flag and the address that cannot be bound."""
-    sockets: list[list[tuple[socket.socket, socket.socket]]] = [[] for _ in range(count)]
+    sockets: Sockets = [[] for _ in range(count)]
     try:
         for host, port in listens:
             try:
@@ -384,10 +450,7 @@ def _bind_shared(listens: Sequence[tuple[str, int]], count: int,
                 raise cannot_listen("--listen", host_port(host, port), exc) from exc
             addresses.append((host, bound))
     except BaseException:
-        for own in sockets:
-            for udp, tcp in own:
-                udp.close()
-                tcp.close()
+        _close_sockets(sockets)
         raise
     return sockets
 
@@ -402,13 +465,33 @@ def _start_metrics(metrics: ObserveServer) -> None:
 def worker_main() -> None:
     """A worker process (started by ``feddns.server.workers.Supervisor``): serve what the parent sends
     until SIGTERM or until the parent is gone; exit 2 on a :class:`ConfigError`."""
-    parent = workers.Parent.from_argv()
+    _worker(workers.Parent.from_argv(), None)
+
+
+def _forked_worker(pair: int, preloaded: "Preloaded | None") -> NoReturn:
+    """A worker forked by the template (``feddns.server.forking``), with its end of the ``pair``
+    to the parent and the records read (``None``: it reads them itself); exits, never returns."""
+    status = 1
+    try:
+        _worker(workers.Parent(Connection(pair)), preloaded)
+        status = 0
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # a bug: its traceback, then the exit the parent reports
+        log.exception("worker failed")
+    finally:
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(status)
+
+
+def _worker(parent: workers.Parent, preloaded: "Preloaded | None") -> None:
     start = parent.start
     plan = start.plan
     assert isinstance(plan, WorkerPlan)
     logs.setup(plan.log_level, plan.log_format, process=f"worker {start.number}")
     try:
-        server = _records(plan.settings)
+        server = _records(plan.settings, preloaded)
         tcp: list[transport.TcpConnections] = []
         registry = _registry(server, tcp)
         readiness = server.etcd_source.readiness if server.etcd_source is not None else (lambda: "")

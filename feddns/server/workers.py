@@ -1,12 +1,14 @@
 """Worker processes on one port (``feddns serve --workers N``), and the parent that keeps them.
 
-The parent binds every socket, then starts N workers (``sys.executable -c`` with
-an entry point: a fresh interpreter, never a fork of a process that holds a gRPC
-channel), each with sockets of its own on the same address (SO_REUSEPORT,
-``feddns.dns.transport.bind_shared``), and closes its copies: the kernel spreads
-queries over the workers' sockets by the client's address and port. Each worker
-is a whole server: it reads and watches the records itself and answers from its
-own index (docs/choices.md says why).
+The parent binds every socket, then starts N workers, each with sockets of its own
+on the same address (SO_REUSEPORT, ``feddns.dns.transport.bind_shared``), and closes
+its copies: the kernel spreads queries over the workers' sockets by the client's
+address and port. Each worker is a whole server that answers from its own index. With
+etcd, the first N workers are forked from one read of the records
+(``feddns.server.forking``): they share the index's pages and each watches etcd from
+the revision read. Otherwise, and for every worker started again, a worker is a fresh
+interpreter (``sys.executable -c`` with an entry point, never a fork of a process that
+holds a gRPC channel) that reads and watches the records itself (docs/choices.md says why).
 
 Between the parent and each worker is a private socket pair
 (``multiprocessing.connection``, pickles both ways): the parent sends a
@@ -50,6 +52,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from feddns.backoff import Backoff
 from feddns.errors import FeddnsError
+from feddns.server.forking import ForkedProcess
 from feddns.server.settings import WorkerTiming
 
 log = logging.getLogger("feddns.workers")
@@ -109,7 +112,7 @@ class Worker:
     number: int
     backoff: Backoff
     """The wait before the slot's next process starts: grows while new ones keep exiting."""
-    process: asyncio.subprocess.Process | None = None
+    process: "asyncio.subprocess.Process | ForkedProcess | None" = None
     pair: Connection | None = None
     answering: bool = False
     since: float = 0.0
@@ -162,13 +165,21 @@ class Supervisor:
         self._lock = threading.Lock()
         """Held while a worker's last figures move to :attr:`departed`, and while both are read."""
 
-    async def start(self, sockets: Sequence[Sequence[tuple[socket.socket, socket.socket]]]) -> None:
+    async def start(self, sockets: Sequence[Sequence[tuple[socket.socket, socket.socket]]],
+                    forked: Sequence[tuple[int, socket.socket]] | None = None) -> None:
         """Start a worker on each entry of ``sockets`` (its UDP and TCP socket per address) and
-        return once every one answers; the parent's copies of the sockets are closed. Raises
+        return once every one answers; the parent's copies of the sockets are closed. With
+        ``forked``, the workers are running already (``feddns.server.forking``): each entry is a
+        worker's process id, a child of this process, and the parent's end of its pair. Raises
         :class:`WorkerExited` when one exits first (the others are stopped)."""
         try:
-            for worker, own in zip(self.workers, sockets, strict=True):
-                await self._spawn(worker, [(udp.fileno(), tcp.fileno()) for udp, tcp in own])
+            for slot, (worker, own) in enumerate(zip(self.workers, sockets, strict=True)):
+                fds = [(udp.fileno(), tcp.fileno()) for udp, tcp in own]
+                if forked is None:
+                    await self._spawn(worker, fds)
+                else:
+                    pid, parent_end = forked[slot]
+                    self._begin(worker, ForkedProcess(pid), parent_end, fds)
         finally:
             for own in sockets:
                 for udp, tcp in own:
@@ -185,10 +196,16 @@ class Supervisor:
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         passed = [fd for pair in fds or [] for fd in pair] + [child_end.fileno()]
         try:
-            worker.process = await asyncio.create_subprocess_exec(
+            process = await asyncio.create_subprocess_exec(
                 *self.command, str(child_end.fileno()), stdin=asyncio.subprocess.DEVNULL, pass_fds=passed)
         finally:
             child_end.close()
+        self._begin(worker, process, parent_end, fds)
+
+    def _begin(self, worker: Worker, process: "asyncio.subprocess.Process | ForkedProcess", parent_end: socket.socket,
+               fds: list[tuple[int, int]] | None) -> None:
+        """The slot's new process, sent what it runs with."""
+        worker.process = process
         worker.pair = Connection(parent_end.detach())
         worker.pair.send(Start(worker.number, self.plan(worker.number), fds))
         worker.answering = False

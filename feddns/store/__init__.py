@@ -68,8 +68,10 @@ class Feed:
         """Invalid records skipped since start, over every index loaded."""
         return self._skipped_earlier + self.index.skipped
 
-    def install(self, fresh: Index) -> None:
-        """Answer from ``fresh`` (a full load) from now on; the server is ready."""
+    def install(self, fresh: Index, *, settled: bool = False) -> None:
+        """Answer from ``fresh`` (a full load) from now on; the server is ready. ``settled``: its
+        heap was collected and frozen already (a worker forked from one read,
+        ``feddns.store.preload``), and a collection here would write to every page the workers share."""
         self._skipped_earlier += self.index.skipped
         self.index.on_change = None
         self.index = fresh
@@ -77,7 +79,7 @@ class Feed:
         self._changed(Reload())
         self.ready = True
         self.loads += 1
-        if self.freeze:
+        if self.freeze and not settled:
             settle_heap()
         if self._parsing is not None:
             self._parsing.cancel()

@@ -3,6 +3,7 @@ each from its own records; a change in etcd reaches every one; a killed worker i
 while the others answer; one /metrics and one /ready for them all; the limits for the whole
 server. And the default count: the CPUs the process may use (affinity, cgroup CPU quota)."""
 
+import contextlib
 import os
 import re
 import signal
@@ -25,6 +26,7 @@ import dns.rcode
 import pytest
 
 from feddns.server import cpus
+from harness.etcd import EtcdServer
 from harness.ports import free_port, wait_until
 from harness.process import child_env
 from harness.serve import ServeProcess, write_records
@@ -334,3 +336,94 @@ def test_default_workers_follow_the_affinity():
                             capture_output=True, text=True, check=True, env=child_env())
     assert result.stdout.strip() == "1"
     assert cpus.available() == min(len(os.sched_getaffinity(0)), int(cpus.quota_cpus() or 1 << 20))
+
+
+def shared_dirty_bytes(pid: int) -> int:
+    """The anonymous pages ``pid`` shares with another process and that were written before
+    (``Shared_Dirty`` of ``/proc/PID/smaps_rollup``): a fork's heap, not a library's code."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name == "Shared_Dirty":
+            return int(value.split()[0]) * 1024
+    raise AssertionError(f"no Shared_Dirty for {pid}")
+
+
+def test_workers_are_forked_from_one_read_of_etcd_and_share_it(etcd, etcd_prefix):
+    """With etcd, the records are read once and the workers forked from that read: the log says
+    so once, each worker answers at once, and their heaps are shared pages (a fresh interpreter
+    per worker shares none: each would hold its own copy)."""
+    put_design_keys(etcd, etcd_prefix)
+    with ServeProcess(etcd_url=etcd.url, prefix=etcd_prefix, workers=2, extra_args=["--metrics", "127.0.0.1:0"],
+                      start_timeout=30) as server:
+        assert server.log.count("every value parsed: forking the workers from them") == 1, server.log
+        assert ready(server)[0] == 200
+        assert all(got for got in ask_many(server, 20, QNAME, None))
+        pids = server.worker_pids()
+        assert len(pids) == 2
+        for pid in pids:
+            assert shared_dirty_bytes(pid) > 8 * MIB, f"worker {pid} shares no heap with the others"
+        each = answered_by_each(server)
+    assert sorted(each) == [1, 2] and all(each.values()), each
+
+
+def test_etcd_down_at_start_each_worker_reads_it_once_it_is_back(etcd_prefix):
+    """When etcd cannot be read before the fork, the workers start all the same, answer SERVFAIL
+    as one process does until a load, and read etcd themselves once it answers."""
+    own = EtcdServer()
+    own.start()
+    try:
+        put_design_keys(own, etcd_prefix)
+        own.stop()
+        with ServeProcess(etcd_url=own.url, prefix=etcd_prefix, workers=2, extra_args=["--metrics", "127.0.0.1:0"],
+                          start_timeout=30) as server:
+            assert "cannot read etcd before forking the workers" in server.log, server.log
+            assert server.query(QNAME, cluster="foo").rcode() == dns.rcode.SERVFAIL
+            own.start()
+            wait_until(lambda: ready(server)[0] == 200, timeout=30, what="both workers loaded")
+            assert all(got for got in ask_many(server, 20, QNAME, None))
+    finally:
+        own.destroy()
+
+
+def test_stopped_while_etcd_is_frozen_before_the_fork(etcd_prefix):
+    """SIGTERM while the read before the fork waits on a frozen etcd: the server stops at once
+    and leaves no process behind (not the template, not the child reading etcd)."""
+    own = EtcdServer()
+    own.start()
+    try:
+        put_design_keys(own, etcd_prefix)
+        own.pause()
+        server = ServeProcess(etcd_url=own.url, prefix=etcd_prefix, workers=2)
+        proc = subprocess.Popen(server.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=child_env())
+        wait_until(lambda: len(descendants(proc.pid)) >= 2, timeout=15, what="the template and its reader")
+        below = descendants(proc.pid)
+        time.sleep(0.5)
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+        assert proc.returncode == 0, out
+        assert time.monotonic() - stopped < 2.5, out  # an etcd call times out after 5 s
+        assert not [pid for pid in below if not zombie(pid)], f"left running: {below}"
+    finally:
+        own.destroy()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, theirs, ...), from ``/proc``."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                found = [int(child) for child in (task / "children").read_text().split()]
+                out += found
+                todo += found
+    return out
+
+
+def zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True

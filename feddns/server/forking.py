@@ -1,0 +1,196 @@
+"""The template of ``feddns serve --workers N`` with etcd: one read of the records, N forks of it.
+
+The parent forks a template before it starts any thread or event loop. The template reads
+etcd once (:func:`feddns.store.preload.preload`, through a child of its own, so that it
+never holds a gRPC channel), reads every value, freezes its heap, and forks the N workers;
+then it says their process ids on a pipe and exits. Each worker answers from the template's
+index, whose pages the workers share copy-on-write (docs/serve.md, "Workers"), and watches
+etcd from the revision read. When that read fails, the template forks the workers all the
+same, with no records: each reads etcd itself, as a worker started again does.
+
+The parent is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): when the template exits,
+its workers become the parent's children, which it waits for as for its own
+(:class:`ForkedProcess`, through a pidfd). Each worker gets its sockets and its end of the
+pair to the parent by inheritance, and closes every other worker's.
+"""
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from feddns.errors import FeddnsError
+from feddns.etcd.endpoints import EtcdEndpoints
+from feddns.keys import Layout
+from feddns.store.preload import Preloaded, PreloadFailed, preload
+
+log = logging.getLogger("feddns.workers")
+
+_PR_SET_CHILD_SUBREAPER = 36
+"""``prctl``'s option that makes orphaned descendants this process's children (``linux/prctl.h``)."""
+
+RunWorker = Callable[[int, Preloaded | None], NoReturn]
+"""A forked worker's entry point: its end of the pair (a file descriptor) and the records read."""
+
+
+class TemplateFailed(FeddnsError):
+    """The template exited without forking the workers."""
+
+
+def available() -> bool:
+    """Whether this process can keep workers forked by a template: Linux's pidfds and child
+    subreapers (it becomes one; call it before forking the template)."""
+    if not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:  # a kernel before 5.3
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, TypeError, AttributeError):
+        return False
+
+
+class ForkedProcess:
+    """A worker the template forked, once it is this process's child: what the parent reads of a
+    process (``pid``, ``returncode`` as asyncio gives it: negative for a signal), :meth:`wait`,
+    :meth:`send_signal` and :meth:`kill`. Waits through a pidfd (Linux 5.3) on the running loop."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._exited: asyncio.Future[int] | None = None
+        self._pidfd = -1
+
+    async def wait(self) -> int:
+        """The exit status once the process has exited (it is reaped then)."""
+        if self.returncode is not None:
+            return self.returncode
+        if self._exited is None:
+            loop = asyncio.get_running_loop()
+            self._exited = loop.create_future()
+            self._pidfd = os.pidfd_open(self.pid)
+            loop.add_reader(self._pidfd, self._reap, loop)
+            self._reap(loop)  # it may have exited before the pidfd was open
+        return await asyncio.shield(self._exited)
+
+    def _reap(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere: its status is lost
+            pid, status = self.pid, 255 << 8
+        if pid == 0 or self._exited is None or self._exited.done():
+            return
+        loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        self.returncode = os.waitstatus_to_exitcode(status)
+        self._exited.set_result(self.returncode)
+
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum``, unless the process has been reaped."""
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        """SIGKILL."""
+        self.send_signal(signal.SIGKILL)
+
+
+class Template:
+    """The parent's view of the forked template: its pid, and the pipe it says the workers' on."""
+
+    def __init__(self, pid: int, said: int) -> None:
+        self.pid = pid
+        self._said = said
+
+    async def workers(self) -> list[int]:
+        """The workers' process ids, in slot order, once the template has forked them and exited.
+        Raises :class:`TemplateFailed` when it exits first; cancelled, it stops the template."""
+        loop = asyncio.get_running_loop()
+        template = ForkedProcess(self.pid)
+        try:
+            said = await loop.run_in_executor(None, _read_to_end, self._said)
+            status = await template.wait()
+        except asyncio.CancelledError:
+            self.stop()
+            raise
+        finally:
+            os.close(self._said)
+        pids = [int(pid) for pid in said.split()]
+        if status != 0 or not pids:
+            raise TemplateFailed(f"the process that reads the records for the workers exited with {status} "
+                                 "before it forked them")
+        return pids
+
+
+    def stop(self) -> None:
+        """SIGTERM the template (the parent stops before it has said the workers')."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+
+
+def _read_to_end(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def fork_template(endpoints: EtcdEndpoints, layout: Layout, own: Sequence[tuple[Sequence[int], int]],
+                  parent_ends: Sequence[int], run_worker: RunWorker) -> Template:
+    """Fork the template (see the module): ``own[i]`` is worker i's file descriptors (its sockets)
+    and its end of the pair, ``parent_ends`` the parent's ends, which the template closes.
+    Call it with no other thread running and no event loop."""
+    said_read, said_write = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(said_write)
+        return Template(pid, said_read)
+    status = 1
+    try:
+        os.close(said_read)
+        for fd in parent_ends:
+            os.close(fd)
+        preloaded = _preload(endpoints, layout)
+        # Imported once for every worker, which need not import it each (0.3 s) and share its pages;
+        # importing opens no channel and starts no thread of gRPC's.
+        import feddns.store.etcdfeed  # noqa: F401, PLC0415
+        pids = [_fork_worker(number, own, said_write, preloaded, run_worker) for number in range(len(own))]
+        os.write(said_write, " ".join(map(str, pids)).encode())
+        status = 0
+    except BaseException:  # a bug: said here, as the parent only sees the template exit
+        log.exception("the process that reads the records for the workers failed")
+    finally:
+        os._exit(status)
+
+
+def _preload(endpoints: EtcdEndpoints, layout: Layout) -> Preloaded | None:
+    try:
+        preloaded = preload(endpoints, layout)
+    except PreloadFailed as exc:
+        log.warning("cannot read etcd before forking the workers (%s): each worker reads it itself", exc)
+        return None
+    log.info("read %d records at revision %d in %.1f s, every value parsed: forking the workers from them",
+             len(preloaded.index), preloaded.revision, preloaded.seconds)
+    return preloaded
+
+
+def _fork_worker(number: int, own: Sequence[tuple[Sequence[int], int]], said_write: int,
+                 preloaded: Preloaded | None, run_worker: RunWorker) -> int:
+    pid = os.fork()
+    if pid == 0:
+        os.close(said_write)
+        for other, (fds, pair) in enumerate(own):
+            if other != number:
+                for fd in (*fds, pair):
+                    os.close(fd)
+        run_worker(own[number][1], preloaded)
+    return pid
