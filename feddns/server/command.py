@@ -376,6 +376,8 @@ async def _supervise(supervisor: workers.Supervisor, sockets: Sockets,
             _start_metrics(metrics)
     except BaseException:
         signals.close()
+        if metrics is not None:
+            metrics.stop()
         _close_sockets(sockets)
         if forked is not None:
             forked.template.stop()

@@ -20,6 +20,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import resource
 import signal
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -178,8 +179,9 @@ def _preload(endpoints: EtcdEndpoints, layout: Layout) -> Preloaded | None:
     except PreloadFailed as exc:
         log.warning("cannot read etcd before forking the workers (%s): each worker reads it itself", exc)
         return None
-    log.info("read %d records at revision %d in %.1f s, every value parsed: forking the workers from them",
-             len(preloaded.index), preloaded.revision, preloaded.seconds)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    log.info("read %d records at revision %d in %.1f s (peak RSS %.0f MiB), every value parsed: forking the "
+             "workers from them", len(preloaded.index), preloaded.revision, preloaded.seconds, peak)
     return preloaded
 
 

@@ -32,7 +32,7 @@
 {{- $text := toString . }}
 {{- $cpus := ternary (div (atoi (trimSuffix "m" $text)) 1000) (int (float64 $text)) (hasSuffix "m" $text) }}
 {{- if ne (int $cpus) (int $.Values.serve.workers) }}
-{{- fail (printf "serve.workers: %d, but serve.resources.limits.cpu is %s: keep them equal (one worker per whole CPU; each holds a copy of the records)" (int $.Values.serve.workers) $text) }}
+{{- fail (printf "serve.workers: %d, but serve.resources.limits.cpu is %s: keep them equal (one worker per whole CPU; a worker on a CPU it may not use waits for the quota)" (int $.Values.serve.workers) $text) }}
 {{- end }}
 {{- end }}
 {{- end }}
