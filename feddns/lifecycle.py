@@ -7,6 +7,9 @@ is one line naming the flag and the address, and exit status 2
 """
 
 import asyncio
+import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import socket
@@ -53,3 +56,28 @@ class StopSignals:
         """Give the signals back to their default handlers."""
         for signum in STOP_SIGNALS:
             self._loop.remove_signal_handler(signum)
+
+
+def describe_exit(status: int) -> str:
+    """``exited with status 1`` or ``was killed by SIGKILL`` (``status`` as asyncio gives it:
+    the exit code, or minus the signal's number)."""
+    if status < 0:
+        try:
+            return f"was killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"was killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+_PR_SET_PDEATHSIG = 1
+"""``prctl``'s option that sends a signal to this process when its parent exits (``linux/prctl.h``)."""
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child just forked from process ``parent``: SIGKILL it when that parent exits
+    (``prctl(PR_SET_PDEATHSIG)``, which the child's own forks do not inherit), and exit at once
+    if the parent has exited already. Nothing where ``prctl`` is missing."""
+    with contextlib.suppress(OSError, TypeError, AttributeError):
+        ctypes.CDLL(ctypes.util.find_library("c")).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)

@@ -475,10 +475,14 @@ def _forked_worker(pair: int, preloaded: "Preloaded | None") -> NoReturn:
     to the parent and the records read (``None``: it reads them itself); exits, never returns."""
     status = 1
     try:
-        _worker(workers.Parent(Connection(pair)), preloaded)
+        parent = workers.Parent(Connection(pair))
+    except (EOFError, OSError):  # the parent stopped, or the template failed, before it adopted this worker
+        os._exit(1)
+    try:
+        _worker(parent, preloaded)
         status = 0
     except SystemExit as exc:
-        status = exc.code if isinstance(exc.code, int) else 1
+        status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     except BaseException:  # a bug: its traceback, then the exit the parent reports
         log.exception("worker failed")
     finally:

@@ -18,16 +18,19 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import gc
 import logging
 import os
 import resource
 import signal
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from feddns.errors import FeddnsError
 from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.keys import Layout
+from feddns.lifecycle import describe_exit, die_with_parent
 from feddns.store.preload import Preloaded, PreloadFailed, preload
 
 log = logging.getLogger("feddns.workers")
@@ -106,31 +109,69 @@ class ForkedProcess:
 
 
 class Template:
-    """The parent's view of the forked template: its pid, and the pipe it says the workers' on."""
+    """The parent's view of the forked template: its pid, and the pipe on which it says each
+    process it forks, a line each as it forks it (``reader PID``, then ``worker PID`` in slot
+    order), and ``done`` once every worker is forked."""
 
     def __init__(self, pid: int, said: int) -> None:
         self.pid = pid
         self._said = said
+        self._heard = bytearray()
 
     async def workers(self) -> list[int]:
         """The workers' process ids, in slot order, once the template has forked them and exited.
-        Raises :class:`TemplateFailed` when it exits first; cancelled, it stops the template."""
+        Raises :class:`TemplateFailed` when it exits first (every process it said is killed and
+        waited for); cancelled, it kills the template and every process it said."""
         loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()
+        os.set_blocking(self._said, False)
+        loop.add_reader(self._said, self._hear, ended)
         template = ForkedProcess(self.pid)
         try:
-            said = await loop.run_in_executor(None, _read_to_end, self._said)
+            await ended
             status = await template.wait()
         except asyncio.CancelledError:
-            self.stop()
+            self._end(template)
             raise
         finally:
+            loop.remove_reader(self._said)
             os.close(self._said)
-        pids = [int(pid) for pid in said.split()]
-        if status != 0 or not pids:
-            raise TemplateFailed(f"the process that reads the records for the workers exited with {status} "
-                                 "before it forked them")
-        return pids
+        lines = self._heard.decode("ascii", "replace").splitlines()
+        if status == 0 and lines and lines[-1] == "done":
+            return self._pids("worker")
+        self._end(template)
+        raise TemplateFailed(f"the process that reads the records for the workers {describe_exit(status)} "
+                             "before it had forked them all")
 
+    def _hear(self, ended: "asyncio.Future[None]") -> None:
+        try:
+            chunk = os.read(self._said, 4096)
+        except BlockingIOError:
+            return
+        self._heard.extend(chunk)
+        if not chunk and not ended.done():
+            ended.set_result(None)
+
+    def _pids(self, kind: str) -> list[int]:
+        return [int(pid) for what, _, pid in (line.partition(" ") for line in
+                                              self._heard.decode("ascii", "replace").splitlines()) if what == kind]
+
+    def _end(self, template: ForkedProcess) -> None:
+        """SIGKILL the template unless it has been waited for, wait for it, then SIGKILL and wait
+        for every process it said that is this process's child now (a process it waited for
+        itself is left alone: its pid may be another's by now). Blocks for as long as a
+        process takes to die of SIGKILL."""
+        if template.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+        for pid in self._pids("reader") + self._pids("worker"):
+            if _parent_of(pid) == os.getpid():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
 
     def stop(self) -> None:
         """SIGTERM the template (the parent stops before it has said the workers')."""
@@ -138,34 +179,40 @@ class Template:
             os.kill(self.pid, signal.SIGTERM)
 
 
-def _read_to_end(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 4096):
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _parent_of(pid: int) -> int | None:
+    """The parent's pid of ``pid`` (``/proc/PID/stat``), or ``None`` when it has gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def fork_template(endpoints: EtcdEndpoints, layout: Layout, own: Sequence[tuple[Sequence[int], int]],
                   parent_ends: Sequence[int], run_worker: RunWorker) -> Template:
-    """Fork the template (see the module): ``own[i]`` is worker i's file descriptors (its sockets)
-    and its end of the pair, ``parent_ends`` the parent's ends, which the template closes.
-    Call it with no other thread running and no event loop."""
+    """Fork the template (see the module) and return the parent's view of it. ``own[i]`` is
+    worker i's file descriptors (its sockets) and its end of the pair, ``parent_ends`` the
+    parent's ends, which the template closes. Call it with no other thread running and no
+    event loop; raises ``OSError`` when the fork or the pipe fails."""
     said_read, said_write = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid:
         os.close(said_write)
         return Template(pid, said_read)
     status = 1
     try:
+        die_with_parent(parent)  # a parent killed: no template reading on with every socket held
         os.close(said_read)
         for fd in parent_ends:
             os.close(fd)
-        preloaded = _preload(endpoints, layout)
+        preloaded = _preload(endpoints, layout, lambda reader: _say(said_write, f"reader {reader}"))
         # Imported once for every worker, which need not import it each (0.3 s) and share its pages;
-        # importing opens no channel and starts no thread of gRPC's.
+        # importing opens no channel and starts no thread of gRPC's. Frozen with the rest.
         import feddns.store.etcdfeed  # noqa: F401, PLC0415
-        pids = [_fork_worker(number, own, said_write, preloaded, run_worker) for number in range(len(own))]
-        os.write(said_write, " ".join(map(str, pids)).encode())
+        gc.freeze()
+        for number in range(len(own)):
+            _say(said_write, f"worker {_fork_worker(number, own, said_write, preloaded, run_worker)}")
+        _say(said_write, "done")
         status = 0
     except BaseException:  # a bug: said here, as the parent only sees the template exit
         log.exception("the process that reads the records for the workers failed")
@@ -173,9 +220,13 @@ def fork_template(endpoints: EtcdEndpoints, layout: Layout, own: Sequence[tuple[
         os._exit(status)
 
 
-def _preload(endpoints: EtcdEndpoints, layout: Layout) -> Preloaded | None:
+def _say(said: int, line: str) -> None:
+    os.write(said, f"{line}\n".encode("ascii"))
+
+
+def _preload(endpoints: EtcdEndpoints, layout: Layout, forked: Callable[[int], None]) -> Preloaded | None:
     try:
-        preloaded = preload(endpoints, layout)
+        preloaded = preload(endpoints, layout, forked)
     except PreloadFailed as exc:
         log.warning("cannot read etcd before forking the workers (%s): each worker reads it itself", exc)
         return None

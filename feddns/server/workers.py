@@ -52,6 +52,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from feddns.backoff import Backoff
 from feddns.errors import FeddnsError
+from feddns.lifecycle import describe_exit
 from feddns.server.forking import ForkedProcess
 from feddns.server.settings import WorkerTiming
 
@@ -90,16 +91,6 @@ class WorkerExited(FeddnsError):
     def __init__(self, number: int, status: int) -> None:
         super().__init__(f"worker {number} {describe_exit(status)} before it answered")
         self.status = status
-
-
-def describe_exit(status: int) -> str:
-    """``exited with status 1`` or ``was killed by SIGKILL`` (``status`` as asyncio gives it)."""
-    if status < 0:
-        try:
-            return f"was killed by {signal.Signals(-status).name}"
-        except ValueError:
-            return f"was killed by signal {-status}"
-    return f"exited with status {status}"
 
 
 # --- the parent ------------------------------------------------------------------------------------------
@@ -207,8 +198,11 @@ class Supervisor:
         """The slot's new process, sent what it runs with."""
         worker.process = process
         worker.pair = Connection(parent_end.detach())
-        worker.pair.send(Start(worker.number, self.plan(worker.number), fds))
         worker.answering = False
+        try:
+            worker.pair.send(Start(worker.number, self.plan(worker.number), fds))
+        except OSError as exc:  # it has exited: _until_answering reports how
+            log.debug("worker %d: cannot send it its start: %s", worker.number, exc)
 
     async def _until_answering(self, worker: Worker) -> None:
         """Wait for the worker to say it answers; raises :class:`WorkerExited` when it exits first."""

@@ -24,16 +24,13 @@ payload the reason (UTF-8). The pipe's end after a zero exit is the end of the r
 """
 
 import asyncio
-import contextlib
-import ctypes
-import ctypes.util
 import gc
 import logging
 import os
-import signal
 import struct
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import BinaryIO
@@ -42,6 +39,7 @@ from feddns.dns.index import Index
 from feddns.errors import FeddnsError
 from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.keys import Layout
+from feddns.lifecycle import describe_exit, die_with_parent
 from feddns.store import collections_paused, release_free_memory
 
 log = logging.getLogger(__name__)
@@ -54,7 +52,12 @@ FAILED = 0xFFFF_FFFF
 
 class PreloadFailed(FeddnsError):
     """The read before the fork did not complete (etcd unreachable, refused, compacted
-    between pages, or the reading child died); each worker then reads etcd itself."""
+    between pages, or the reading child died); each worker then reads etcd itself.
+    ``said``: the reason is the reading child's own (it failed and said why)."""
+
+    def __init__(self, reason: str, *, said: bool = False) -> None:
+        super().__init__(reason)
+        self.said = said
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,29 +70,38 @@ class Preloaded:
     seconds: float
 
 
-def preload(endpoints: EtcdEndpoints, layout: Layout) -> Preloaded:
-    """Read every record under ``layout.root`` through a forked child, parse them all, and
-    settle the heap (collected once, frozen, free pages given back). Each endpoint is tried
-    once, in turn. Raises :class:`PreloadFailed` saying why the read did not complete.
+def preload(endpoints: EtcdEndpoints, layout: Layout, forked: Callable[[int], None] = lambda pid: None) -> Preloaded:
+    """Read every record under ``layout.root`` through a forked child (its pid given to
+    ``forked`` at once), parse them all, and settle the heap (collected once, frozen, free
+    pages given back). The endpoints are tried in turn until one answers the first page;
+    every page comes from that one, at one revision. Raises :class:`PreloadFailed` saying
+    why the read did not complete.
 
     Call it only in a process with no other thread and no gRPC channel (it forks)."""
     started = time.monotonic()
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the reading child: never returns
         os.close(read_fd)
-        _die_with_parent()
+        die_with_parent(parent)  # stopped while etcd is slow, it must not go on reading
         _read_and_exit(endpoints, layout.root.encode(), write_fd)
+    forked(pid)
     os.close(write_fd)
     index = Index(layout)
+    failure: PreloadFailed | None = None
     try:
         with os.fdopen(read_fd, "rb") as pipe, collections_paused():
             revision = _store_frames(pipe, index)
             index.parse_all()
-    finally:
-        _, status = os.waitpid(pid, 0)
-    if status != 0:
-        raise PreloadFailed(f"the child reading etcd {_exit(status)}")
+    except PreloadFailed as exc:
+        failure = exc
+    _, status = os.waitpid(pid, 0)
+    if status != 0 and (failure is None or not failure.said):
+        failure = PreloadFailed(f"the child reading etcd {describe_exit(os.waitstatus_to_exitcode(status))}"
+                                + (f" ({failure})" if failure is not None else ""))
+    if failure is not None:
+        raise failure
     index.revision = revision
     gc.collect()
     gc.freeze()  # nothing of the records is visited, so written, by a later collection
@@ -106,9 +118,12 @@ def _store_frames(pipe: BinaryIO, index: Index) -> int:
             return revision
         if len(header) < HEADER.size:
             raise PreloadFailed("the child reading etcd stopped in the middle of a page")
-        revision, count, size = HEADER.unpack(header)
+        read_at, count, size = HEADER.unpack(header)
         if count == FAILED:
-            raise PreloadFailed(_exactly(pipe, size).decode("utf-8", "replace"))
+            raise PreloadFailed(_exactly(pipe, size).decode("utf-8", "replace"), said=True)
+        if revision and read_at != revision:  # the child must never mix two reads
+            raise PreloadFailed(f"the child reading etcd sent pages of revisions {revision} and {read_at}")
+        revision = read_at
         lengths = array("I")
         lengths.frombytes(_exactly(pipe, 2 * count * lengths.itemsize))
         payload = _exactly(pipe, size)
@@ -127,25 +142,7 @@ def _exactly(pipe: BinaryIO, size: int) -> bytes:
     return data
 
 
-def _exit(status: int) -> str:
-    code = os.waitstatus_to_exitcode(status)
-    return f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-
-
 # --- the reading child ---------------------------------------------------------------------------------
-
-_PR_SET_PDEATHSIG = 1
-"""``prctl``'s option that sends a signal to this process when its parent exits (``linux/prctl.h``)."""
-
-
-def _die_with_parent() -> None:
-    """SIGKILL this child when the process reading its pipe exits (stopped while etcd is slow,
-    it must not go on reading); nothing where ``prctl`` is missing, as it then exits at the
-    next page it cannot write."""
-    with contextlib.suppress(OSError, TypeError, AttributeError):
-        ctypes.CDLL(ctypes.util.find_library("c")).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 
 def _read_and_exit(endpoints: EtcdEndpoints, root: bytes, write_fd: int) -> None:
     """The child: write every page to ``write_fd``, or why it could not; exits, never returns."""
@@ -163,7 +160,9 @@ def _read_and_exit(endpoints: EtcdEndpoints, root: bytes, write_fd: int) -> None
 
 
 async def _read_any(endpoints: EtcdEndpoints, root: bytes, pipe: BinaryIO) -> None:
-    """Each endpoint in turn until one gives every page; raises the last one's failure."""
+    """Each endpoint in turn until one gives the first page, then every page from that one;
+    raises the last failure (a failure after the first page: the read is not resumed from
+    another member, whose pages could be of another revision)."""
     from feddns.etcd.client import close_quietly  # noqa: PLC0415 - gRPC only in this child
     from feddns.store.etcdfeed import read_pages  # noqa: PLC0415
 
@@ -171,12 +170,14 @@ async def _read_any(endpoints: EtcdEndpoints, root: bytes, pipe: BinaryIO) -> No
         if tried:
             endpoints.failover()
         client = endpoints.client()
+        written = False
         try:
             async for kvs, revision in read_pages(client, root):
                 _write_page(pipe, kvs, revision)
+                written = True
             return
         except Exception:
-            if tried == len(endpoints.urls) - 1:
+            if written or tried == len(endpoints.urls) - 1:
                 raise
         finally:
             await close_quietly(client)

@@ -427,3 +427,24 @@ def zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_a_killed_parent_takes_the_template_and_its_reader_along(etcd_prefix):
+    """SIGKILL of the first process while the read before the fork waits on a frozen etcd: the
+    template (which holds every worker's socket) and its reading child die with it, and no worker
+    is forked afterwards to hold the port."""
+    own = EtcdServer()
+    own.start()
+    try:
+        put_design_keys(own, etcd_prefix)
+        own.pause()
+        server = ServeProcess(etcd_url=own.url, prefix=etcd_prefix, workers=2)
+        proc = subprocess.Popen(server.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env())
+        wait_until(lambda: len(descendants(proc.pid)) >= 2, timeout=15, what="the template and its reader")
+        below = descendants(proc.pid)
+        proc.kill()
+        proc.wait(timeout=5)
+        wait_until(lambda: all(zombie(pid) for pid in below), timeout=2,
+                   what=f"the template and its reader gone ({below})")  # an etcd call times out after 5 s
+    finally:
+        own.destroy()
