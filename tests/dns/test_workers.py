@@ -385,9 +385,10 @@ def test_etcd_down_at_start_each_worker_reads_it_once_it_is_back(etcd_prefix):
         own.destroy()
 
 
-def test_stopped_while_etcd_is_frozen_before_the_fork(etcd_prefix):
-    """SIGTERM while the read before the fork waits on a frozen etcd: the server stops at once
-    and leaves no process behind (not the template, not the child reading etcd)."""
+@contextlib.contextmanager
+def reading_a_frozen_etcd(etcd_prefix: str) -> Iterator[tuple["subprocess.Popen[str]", list[int]]]:
+    """``feddns serve --workers 2`` started on an etcd (of its own) frozen with SIGSTOP, once its
+    template and the template's reading child are running: the process and those below it."""
     own = EtcdServer()
     own.start()
     try:
@@ -396,8 +397,20 @@ def test_stopped_while_etcd_is_frozen_before_the_fork(etcd_prefix):
         server = ServeProcess(etcd_url=own.url, prefix=etcd_prefix, workers=2)
         proc = subprocess.Popen(server.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=child_env())
-        wait_until(lambda: len(descendants(proc.pid)) >= 2, timeout=15, what="the template and its reader")
-        below = descendants(proc.pid)
+        try:
+            wait_until(lambda: len(descendants(proc.pid)) >= 2, timeout=15, what="the template and its reader")
+            yield proc, descendants(proc.pid)
+        finally:
+            proc.kill()
+            proc.communicate(timeout=15)
+    finally:
+        own.destroy()
+
+
+def test_stopped_while_etcd_is_frozen_before_the_fork(etcd_prefix):
+    """SIGTERM while the read before the fork waits on a frozen etcd: the server stops at once
+    and leaves no process behind (not the template, not the child reading etcd)."""
+    with reading_a_frozen_etcd(etcd_prefix) as (proc, below):
         time.sleep(0.5)
         stopped = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -405,8 +418,6 @@ def test_stopped_while_etcd_is_frozen_before_the_fork(etcd_prefix):
         assert proc.returncode == 0, out
         assert time.monotonic() - stopped < 2.5, out  # an etcd call times out after 5 s
         assert not [pid for pid in below if not zombie(pid)], f"left running: {below}"
-    finally:
-        own.destroy()
 
 
 def descendants(pid: int) -> list[int]:
@@ -433,18 +444,8 @@ def test_a_killed_parent_takes_the_template_and_its_reader_along(etcd_prefix):
     """SIGKILL of the first process while the read before the fork waits on a frozen etcd: the
     template (which holds every worker's socket) and its reading child die with it, and no worker
     is forked afterwards to hold the port."""
-    own = EtcdServer()
-    own.start()
-    try:
-        put_design_keys(own, etcd_prefix)
-        own.pause()
-        server = ServeProcess(etcd_url=own.url, prefix=etcd_prefix, workers=2)
-        proc = subprocess.Popen(server.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env())
-        wait_until(lambda: len(descendants(proc.pid)) >= 2, timeout=15, what="the template and its reader")
-        below = descendants(proc.pid)
+    with reading_a_frozen_etcd(etcd_prefix) as (proc, below):
         proc.kill()
         proc.wait(timeout=5)
         wait_until(lambda: all(zombie(pid) for pid in below), timeout=2,
                    what=f"the template and its reader gone ({below})")  # an etcd call times out after 5 s
-    finally:
-        own.destroy()
