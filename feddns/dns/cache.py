@@ -24,7 +24,11 @@ bytes, CLOCK eviction) of two kinds:
 Beside them, :class:`Envelopes` keeps what the responder needs to answer a name
 that does not exist without reading the query in full: keyed by the query's
 bytes but its ID and qname, so a flood of names that never repeat adds nothing
-(:meth:`Cache.keep_envelope`).
+(:meth:`Cache.keep_envelope`). Parent envelopes are keyed by the query's bytes
+but its ID and first label (:meth:`Cache.keep_parent_envelope`): a random first
+label below a name whose children the index holds by name is answered NXDOMAIN
+by the UDP handler itself, with one lookup of the label in the index's names
+(:meth:`Cache.udp_handler`).
 
 Entries live until evicted for room or until a change to their records
 (:meth:`Cache.changed`): each is registered under its service, so a shard's
@@ -40,17 +44,20 @@ from typing import Any, Generic, TypeVar
 
 from feddns.dns import weights, wire
 from feddns.dns.answer import Answer, Template
-from feddns.dns.index import Change, FederationChanged, Reload, ServiceChanged
+from feddns.dns.index import Change, FederationChanged, Node, Reload, ServiceChanged
 from feddns.dns.replystore import BYTES_OVERHEAD, ENTRY_OVERHEAD, Entry, FirstTier, Labels, ReplyStore
 from feddns.dns.weights import SLOTS_BITS
 from feddns.dns.wire import Query
 from feddns.names import ServiceId
 
 __all__ = ["AnswerEntry", "AnswerKey", "Cache", "Doorkeeper", "DrawnReply", "Entry", "Envelopes", "FirstTier",
-           "Labels", "NxdomainParts", "Reply", "Respond"]  # Entry, FirstTier, Labels: the store's, for the metrics
+           "Labels", "NxdomainParts", "ParentEnvelope", "Reply",
+           "Respond"]  # Entry, FirstTier, Labels: the store's, for the metrics
 
 _Parts = TypeVar("_Parts")
 _FEWEST_BITS = 4  # the Doorkeeper's smallest table: 16 slots
+_LONGEST_LABEL = wire.MAX_LABEL_BYTES
+_DOT = ord(".")
 _getrandbits = weights.rng.getrandbits
 
 AnswerKey = tuple[bytes, int, bytes | None]
@@ -195,6 +202,24 @@ NxdomainParts = tuple[bytes, bytes, Template]
 """What an envelope keeps: the NXDOMAIN reply's header (after the ID) and what
 follows the question, and the template that counts the queries answered so."""
 
+class ParentEnvelope:
+    """What a parent envelope keeps (:meth:`Cache.keep_parent_envelope`): the NXDOMAIN
+    reply's ``head`` (its header after the ID) and ``tail`` (what follows the
+    question), the ``template`` that counts the queries answered so; ``parent``, the
+    qname without its first label (wire form, lowercased, relative to the zone);
+    ``end``, where the question ends less the first label's length (a query whose
+    first label is ``n`` bytes long has its question at ``data[12 : end + n]``); and
+    ``names``, the index's ``feddns.dns.index.Index.names``, of which every child of
+    ``parent`` that exists is a key (``feddns.dns.index.Index.children_are_named``)."""
+
+    __slots__ = ("end", "head", "names", "parent", "tail", "template")
+
+    def __init__(self, parts: NxdomainParts, parent: bytes, end: int, names: dict[bytes, Node]) -> None:
+        self.head, self.tail, self.template = parts
+        self.parent = parent
+        self.end = end
+        self.names = names
+
 
 class Cache:
     """What the query path keeps, under ``limit`` bytes (``--cache-size``).
@@ -202,7 +227,9 @@ class Cache:
     ``store`` holds replies and answers (``feddns.dns.replystore``);
     ``doorkeeper`` admits a reply the second time its packet comes (its table is
     counted in the store's bound); ``envelopes`` maps the envelopes of queries
-    answered NXDOMAIN to that reply's parts. ``option`` is the cluster-name EDNS0
+    answered NXDOMAIN to that reply's parts, ``parents`` their parent envelopes
+    (:meth:`keep_parent_envelope`); each holds at most 64 keys of at most 512
+    bytes (:class:`Envelopes`), outside the store's bound. ``option`` is the cluster-name EDNS0
     option code (2 bytes), whose data alone may differ in letter case between the
     packets one reply serves. ``removed`` is called with every entry that leaves
     (for the metrics).
@@ -212,6 +239,8 @@ class Cache:
         self.doorkeeper = Doorkeeper.within(limit)
         self.store = ReplyStore(limit, removed, reserved=self.doorkeeper.size)
         self.envelopes: Envelopes[NxdomainParts] = Envelopes()
+        self.parents: Envelopes[ParentEnvelope] = Envelopes()
+        """The parent envelopes (:meth:`keep_parent_envelope`), dropped at every full load."""
         self.option = option
         self.answer: Callable[[AnswerKey], AnswerEntry | None] = self.store.get  # type: ignore[assignment]
         """The answer kept for a key, or ``None`` (the store's dict ``get``)."""
@@ -230,8 +259,15 @@ class Cache:
         with the qname spliced in as asked (:meth:`Reply.spliced`, inlined). Any
         other packet goes to ``respond``; its reply is sent unless it is ``None``.
         One frame on a hit: this is the cost of most queries (docs/performance.md).
+
+        Before ``respond``, a packet whose parent envelope (its bytes after the ID
+        lowercased, but the first label) is kept is answered NXDOMAIN here when its
+        first label is one of 1 to 63 bytes, holds no zero byte and no ``.`` (those
+        take the long way) and, lowercased before the parent, is no name the index
+        holds (:meth:`keep_parent_envelope`): the question is echoed as asked.
         """
         replies: Callable[[bytes], Reply | None] = self.store.get  # type: ignore[assignment]
+        parents = self.parents.get
 
         def datagram_received(data: bytes, addr: Any) -> None:
             key = data[2:]
@@ -240,13 +276,26 @@ class Cache:
                 entry.hits += 1
                 sendto(data[:2] + entry.reply, addr)
                 return
-            if not key.islower():  # an upper-case letter: the reply kept for the lowercased packet
-                entry = replies(key.lower())
+            lowered = key.lower()  # also the parent envelope's; lower() and a compare cost less than islower()
+            if lowered != key:  # an upper-case letter: the reply kept for the lowercased packet
+                entry = replies(lowered)
                 if entry is not None:
                     entry.hits += 1
                     kept, end = entry.reply, entry.name_end  # Reply.spliced, inlined
                     sendto(b"".join((data[:2], kept[:10], data[12:end], kept[end - 2 :])), addr)
                     return
+            try:
+                first = lowered[10]  # the qname's first length byte
+            except IndexError:  # a header cut short: respond drops it
+                first = 0
+            if 0 < first <= _LONGEST_LABEL:  # a first label, not the root, a pointer or a reserved type
+                parent = parents(lowered[:10] + lowered[11 + first :])
+                if parent is not None:
+                    label = lowered[10 : 11 + first]  # with its length byte (never 0; 46, a ".", goes the long way)
+                    if 0 not in label and _DOT not in label and parent.names.get(label + parent.parent) is None:
+                        parent.template.hits += 1
+                        sendto(b"".join((data[:2], parent.head, data[12 : parent.end + first], parent.tail)), addr)
+                        return
             reply = respond(data, addr[0], False)
             if reply is not None:
                 sendto(reply, addr)
@@ -303,14 +352,44 @@ class Cache:
         self.store.put(key, DrawnReply(key, replies, table, name_end, found))
         return reply
 
-    def keep_envelope(self, data: bytes, query: Query, template: Template) -> None:
+    def keep_envelope(self, data: bytes, query: Query, template: Template) -> NxdomainParts | None:
         """Keep the NXDOMAIN parts of ``template`` for the envelope of ``data``
         (``query`` as the common reader read it, in the main zone, class IN, no ECS
-        option), when they are the same whatever the qname."""
-        parts = template.answer.around_question(query)
-        if parts is not None:
-            root = 11 + len(query.name)
-            self.envelopes.put(data[2:12] + data[root:], (*parts, template))
+        option), when they are the same whatever the qname; returns them (else ``None``)."""
+        around = template.answer.around_question(query)
+        if around is None:
+            return None
+        parts = (*around, template)
+        root = 11 + len(query.name)
+        self.envelopes.put(data[2:12] + data[root:], parts)
+        return parts
+
+    def keep_parent_envelope(self, data: bytes, root: int, parts: NxdomainParts, names: dict[bytes, Node],
+                             parent: bytes) -> None:
+        """Keep ``parts`` (the envelope's, :meth:`keep_envelope`) for the parent envelope
+        of ``data``, a query answered NXDOMAIN whose qname's root label is at offset
+        ``root``: its bytes after the ID lowercased, but the first label. Kept only for a
+        packet with no ASCII letter outside its qname and cluster-name option data
+        (:func:`wire.letters_only_in_name`), so that a packet with the same parent
+        envelope differs from it only in its first label and in the letter case of the
+        rest of its qname and of that option's data, none of which changes the reply's
+        parts.
+
+        The caller proves that every child of ``parent`` (the qname without its first
+        label: wire form, lowercased, relative to the zone) that exists is a key of
+        ``names`` (``feddns.dns.index.Index.children_are_named``; ``names`` is the index's
+        own dict, so a name added later is seen at once). Then any query with this
+        parent envelope is answered as ``data`` was but for its question, echoed as
+        asked (RFC 1035 4.1.2, RFC 4343): the key holds the flags and counts, the rest
+        of the qname, QTYPE, QCLASS and the OPT record, which decide the reply's parts
+        (RFC 1035 4.1.1, RFC 6891 6.1). At most 64 keys of at most 512 bytes are kept,
+        the oldest forgotten first (:class:`Envelopes`); a full load drops them all
+        (:meth:`changed`)."""
+        if not wire.letters_only_in_name(data, self.option):
+            return
+        first = data[12]
+        lowered = data[2:].lower()
+        self.parents.put(lowered[:10] + lowered[11 + first :], ParentEnvelope(parts, parent, root + 5 - first, names))
 
     # -- changes ----------------------------------------------------------------------
 
@@ -329,5 +408,7 @@ class Cache:
             self.clear()
 
     def clear(self) -> None:
-        """Drop every reply and answer kept (a full load of the records)."""
+        """Drop every reply and answer kept, and the parent envelopes, which name the
+        index's names (a full load of the records, into another index)."""
         self.store.clear()
+        self.parents.clear()

@@ -60,6 +60,12 @@ SHARD_KEY_PARTS: Final = 4
 
 _SRV_OR_ENDPOINT_DEPTH = 2  # labels below a service: _<port>._<proto> or <hostname>.<cluster>
 
+NAMED_DEPTH: Final = 4
+"""The labels of a service's name relative to the zone (``<svc>.<ns>.<F>.svc``), the
+deepest of the names :attr:`Index.names` holds: every name that exists with at most this
+many labels is one of its keys. Only the names below a service (shards and ``_<proto>``,
+5 labels; SRV and endpoint names, 6) are found by :meth:`Index.lookup`'s walk instead."""
+
 @dataclass(frozen=True, slots=True)
 class ServiceChanged:
     """A shard of one service was put or deleted: only that service's answers change."""
@@ -577,6 +583,22 @@ class Index:
                     return self.lookup(rel)
                 return _below_service(parent, rel[1 : first + 1])
         return self._walk(rel)
+
+    def children_are_named(self, parent: bytes) -> bool:
+        """True when every name one label below ``parent`` (wire form, lowercased,
+        relative to the zone, no root label) that exists is a key of :attr:`names`,
+        now and after any change: ``parent`` has fewer than :data:`NAMED_DEPTH` labels.
+        Then ``<label>.<parent>`` is a name that does not exist (NXDOMAIN, RFC 8020)
+        exactly when ``label`` lowercased, in wire form, before ``parent`` is no key of
+        :attr:`names` (the cache's parent envelopes rely on it, ``feddns.dns.cache``).
+        ``parent`` must be a sequence of labels (a name :meth:`lookup` read)."""
+        pos = depth = 0
+        while pos < len(parent):
+            depth += 1
+            if depth >= NAMED_DEPTH:
+                return False
+            pos += parent[pos] + 1
+        return True
 
     def _walk(self, rel: bytes) -> Node | None:
         """:meth:`lookup` of a name that is not one label below an existing name."""

@@ -35,7 +35,7 @@ from typing import Protocol
 from feddns import names
 from feddns.dns import answer, policy, wire
 from feddns.dns.answer import Answer, Sections, Template
-from feddns.dns.cache import Cache, Entry, FirstTier, Labels
+from feddns.dns.cache import Cache, Entry, FirstTier, Labels, NxdomainParts
 from feddns.dns.index import Index, Node, NodeKind, NotAName
 from feddns.dns.wire import CLASS_IN, FIRST_ROOT, LAST_ROOT, TXT, MetaType, QType, Query, Rcode
 from feddns.keys import Layout
@@ -217,8 +217,10 @@ class Responder:
         self._nxdomain_parts = self.cache.envelopes.get
 
     def read_from(self, records: Records) -> None:
-        """Answer from ``records`` (the store's feed) from now on."""
+        """Answer from ``records`` (the store's feed) from now on (the parent envelopes,
+        which name the index's names, are dropped)."""
         self.records = records
+        self.cache.parents.clear()
 
     @property
     def index(self) -> Index:
@@ -266,6 +268,7 @@ class Responder:
                         if node is None:
                             head, tail, template = nxdomain
                             template.hits += 1
+                            self._keep_parent(data, zero, nxdomain, name[data[12] + 1 : self._zone_cut])
                             return b"".join((data[:2], head, data[12 : zero + 5], tail))
                         query = wire.read_common(data, self.option)
                         if query is not None:  # always: the envelope is of the common shape
@@ -321,9 +324,21 @@ class Responder:
                 return self._negative(data, query, client, tcp, self.templates)
             template.hits += 1
             if not query.strict:
-                self.cache.keep_envelope(data, query, template)
+                parts = self.cache.keep_envelope(data, query, template)
+                if parts is not None:
+                    rel = name[: self._zone_cut]
+                    self._keep_parent(data, 11 + len(name), parts, rel[rel[0] + 1 :])
             return template.answer.reply(data[:2], query, None, tcp)
         return self._serve_node(self.main, node, data, query, client, tcp)
+
+    def _keep_parent(self, data: bytes, root: int, parts: NxdomainParts, parent: bytes) -> None:
+        """Keep the parent envelope of ``data``, a query answered NXDOMAIN (``parts``)
+        whose qname's root label is at ``root``, when every child of ``parent`` (the
+        qname without its first label, relative to the main zone, lowercased) that
+        exists is a key of the index's names (``Cache.keep_parent_envelope``)."""
+        index = self.records.index
+        if index.children_are_named(parent):
+            self.cache.keep_parent_envelope(data, root, parts, index.names, parent)
 
     def _serve_outside(self, data: bytes, query: Query, client: str, tcp: bool) -> bytes | None:
         """A query outside the main zone, not of class IN, or of EDNS version over 0:

@@ -80,6 +80,26 @@ def test_new_service_appears_and_deleted_service_is_nxdomain(design_server, etcd
     wait_until(lambda: design_server.query(other).rcode() == dns.rcode.NXDOMAIN, timeout=1, what="NXDOMAIN again")
 
 
+@pytest.mark.parametrize("qname, key, value", [
+    ("fresh.myns.myfederation.svc.federation.", "myfederation/myns/fresh/foo", {"clusterIP": "10.0.9.8"}),
+    ("newns.myfederation.svc.federation.", "myfederation/newns/web/foo", {"clusterIP": "10.0.9.8"}),
+    ("_whoami.newfed.svc.federation.", "newfed/_clusters/foo", {"zone": "z", "region": "r"}),
+])
+def test_a_name_put_below_a_parent_flooded_with_random_names_is_found(design_server, etcd, etcd_prefix, qname, key,
+                                                                     value):
+    """A flood of random names below one parent is answered NXDOMAIN from the parent's
+    envelope (feddns.dns.cache, ``Cache.keep_parent_envelope``); a name put below that
+    parent (a service, a namespace, a federation's _whoami) is found once the watch
+    brings it, not answered NXDOMAIN from the envelope."""
+    parent = qname.split(".", 1)[1]
+    for n in range(20):
+        assert design_server.query(f"r{n}x.{parent}").rcode() == dns.rcode.NXDOMAIN
+    assert design_server.query(qname).rcode() == dns.rcode.NXDOMAIN
+    etcd.put(f"{etcd_prefix}/{key}", value)
+    wait_until(lambda: design_server.query(qname).rcode() == dns.rcode.NOERROR, timeout=2, what="the new name")
+    assert design_server.query(f"r99x.{parent}").rcode() == dns.rcode.NXDOMAIN
+
+
 def test_bad_keys_and_values_are_skipped_logged_and_counted(design_server, etcd, etcd_prefix):
     bad = {
         f"{etcd_prefix}/myfederation/myns/myservice/Bad_Cluster": json.dumps({"clusterIP": "10.1.1.1"}),

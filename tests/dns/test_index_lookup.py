@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from feddns.dns.index import Index, Node, NodeKind, NotAName
+from feddns.dns.index import NAMED_DEPTH, Index, Node, NodeKind, NotAName
 from feddns.keys import Layout
 
 RECORDS = {
@@ -113,6 +113,27 @@ def view(node: Node | None) -> tuple[object, ...] | None:
 @pytest.mark.parametrize(("name", "expected"), FOUND, ids=[name or "(apex)" for name, _ in FOUND])
 def test_lookup(index: Index, name: str, expected: tuple[object, ...] | None) -> None:
     assert view(index.lookup(rel(name))) == expected
+
+
+def test_every_name_of_at_most_named_depth_labels_is_held_by_name(index: Index) -> None:
+    """The rule the cache's parent envelopes rest on (``Index.children_are_named``): a name
+    of at most NAMED_DEPTH labels exists exactly when it is a key of ``Index.names``; the
+    names below a service (shards, ``_<proto>``, SRV and endpoint names) are deeper."""
+    found = [rel(name) for name, expected in FOUND if expected is not None] + [
+        rel("_http._tcp.web.ns.f.svc"), rel("web-0.a.hl.ns.f.svc"), rel("_tcp.web.ns.f.svc"), rel("_whoami.f.svc")]
+    for name in found:
+        assert index.lookup(name) is not None
+        assert (name in index.names) == (_depth(name) <= NAMED_DEPTH), name
+    assert all(_depth(name) <= NAMED_DEPTH for name in index.names)
+    assert index.children_are_named(rel("ns.f.svc")) and index.children_are_named(rel(""))
+    assert not index.children_are_named(rel("web.ns.f.svc")) and not index.children_are_named(rel("a.web.ns.f.svc"))
+
+
+def _depth(name: bytes) -> int:
+    depth = pos = 0
+    while pos < len(name):
+        depth, pos = depth + 1, pos + name[pos] + 1
+    return depth
 
 
 MALFORMED = [
