@@ -171,7 +171,8 @@ class Elector:
             failing = True
             await self.link.failed(client)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), min(1.0, self.ttl / 3))
+                async with asyncio.timeout(min(1.0, self.ttl / 3)):  # not wait_for: controller.stubzones._sleep
+                    await self._wake.wait()
 
     async def resign(self) -> None:
         """Give up leadership now (revoke the lease) so that another replica takes over at once."""
@@ -238,7 +239,8 @@ class Elector:
         if self._stop_asked:
             return True
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._lost.wait(), seconds)
+            async with asyncio.timeout(seconds):  # not wait_for: controller.stubzones._sleep
+                await self._lost.wait()
             if not self._stop_asked:
                 log.warning("leader election: a guarded write failed; stepping down")
             return True

@@ -178,8 +178,12 @@ class StubZones:
         wait = min((max(0.0, due - now) for due in dues), default=self.verify_every)
         if not self.may_write():
             wait = self.settings.hold_back
+        # Not asyncio.wait_for: in Python 3.11 it returns the event's result and drops a cancel
+        # that comes as the event is set (a step-down wakes this loop as the stop cancels it),
+        # and this loop would then run on; asyncio.timeout passes the cancel on.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), max(wait, 0.01))
+            async with asyncio.timeout(max(wait, 0.01)):
+                await self._wake.wait()
         self._wake.clear()
 
     def _next(self, member: _Member, leaving: bool) -> float:

@@ -272,7 +272,8 @@ class Syncer:
     async def _wait(self) -> None:
         timeout = max(0.0, self._next_resync - time.monotonic()) if self.known is not None else None
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: see controller.stubzones._sleep
+                await self._wake.wait()
         self._wake.clear()
 
     async def _work(self, client: aetcd.Client) -> None:

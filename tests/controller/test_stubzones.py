@@ -206,3 +206,29 @@ def test_no_address_known_means_no_request_and_no_busy_loop(tmp_path):
         await asyncio.gather(task, return_exceptions=True)
         assert sleeps - before <= 3, f"{sleeps - before} wake-ups in 1 s with nothing to do"
     asyncio.run(scenario())
+
+
+def test_a_stop_that_comes_as_the_loop_is_woken_stops_it(tmp_path):
+    """A step-down wakes the loop (leadership_changed) as the controller's stop cancels it: the
+    cancel must not be lost with the wake-up (Python 3.11's asyncio.wait_for loses it), or the
+    loop runs on after the stop ("stubzones still running 5 s after cancellation")."""
+    files = tmp_path / "x.pem"
+    files.write_text("not a certificate")
+    endpoint = StubzoneEndpoint("https://127.0.0.1:9", files, files, files)
+    zones = StubZones(FEDERATION, [ClusterConfig("foo", stubzone=endpoint)], lambda: 10.0,
+                      Metrics(CollectorRegistry()), StubzoneSettings(first=0.05), verify_every=300)
+
+    async def scenario() -> list[bool]:
+        stopped = []
+        for _ in range(20):
+            task = asyncio.create_task(zones.run())
+            await asyncio.sleep(0.02)  # asleep in _sleep, nothing due
+            zones.leadership_changed(False)  # the wake-up ...
+            task.cancel()  # ... and the stop, in one turn of the loop
+            done, _ = await asyncio.wait([task], timeout=1.0)
+            stopped.append(bool(done))
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        return stopped
+
+    assert all(asyncio.run(scenario()))
