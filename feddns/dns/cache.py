@@ -198,9 +198,12 @@ class Envelopes(Generic[_Parts]):
         self._items.clear()
 
 
-NxdomainParts = tuple[bytes, bytes, Template]
+NxdomainParts = tuple[bytes, bytes, Template, bool]
 """What an envelope keeps: the NXDOMAIN reply's header (after the ID) and what
-follows the question, and the template that counts the queries answered so."""
+follows the question, the template that counts the queries answered so, and
+whether the envelope's packets may key a parent envelope (no ASCII letter outside
+the qname and the cluster-name option's data, :func:`wire.letters_only_in_name`:
+decided once per envelope, which holds every byte that decides it)."""
 
 class ParentEnvelope:
     """What a parent envelope keeps (:meth:`Cache.keep_parent_envelope`): the NXDOMAIN
@@ -215,7 +218,7 @@ class ParentEnvelope:
     __slots__ = ("end", "head", "names", "parent", "tail", "template")
 
     def __init__(self, parts: NxdomainParts, parent: bytes, end: int, names: dict[bytes, Node]) -> None:
-        self.head, self.tail, self.template = parts
+        self.head, self.tail, self.template, _ = parts
         self.parent = parent
         self.end = end
         self.names = names
@@ -359,7 +362,7 @@ class Cache:
         around = template.answer.around_question(query)
         if around is None:
             return None
-        parts = (*around, template)
+        parts = (*around, template, wire.letters_only_in_name(data, self.option))
         root = 11 + len(query.name)
         self.envelopes.put(data[2:12] + data[root:], parts)
         return parts
@@ -368,9 +371,10 @@ class Cache:
                              parent: bytes) -> None:
         """Keep ``parts`` (the envelope's, :meth:`keep_envelope`) for the parent envelope
         of ``data``, a query answered NXDOMAIN whose qname's root label is at offset
-        ``root``: its bytes after the ID lowercased, but the first label. Kept only for a
-        packet with no ASCII letter outside its qname and cluster-name option data
-        (:func:`wire.letters_only_in_name`), so that a packet with the same parent
+        ``root``: its bytes after the ID lowercased, but the first label. The caller
+        keeps one only for a packet with no ASCII letter outside its qname and
+        cluster-name option data (the last of ``parts``, :func:`wire.letters_only_in_name`),
+        so that a packet with the same parent
         envelope differs from it only in its first label and in the letter case of the
         rest of its qname and of that option's data, none of which changes the reply's
         parts.
@@ -385,8 +389,6 @@ class Cache:
         (RFC 1035 4.1.1, RFC 6891 6.1). At most 64 keys of at most 512 bytes are kept,
         the oldest forgotten first (:class:`Envelopes`); a full load drops them all
         (:meth:`changed`)."""
-        if not wire.letters_only_in_name(data, self.option):
-            return
         first = data[12]
         lowered = data[2:].lower()
         self.parents.put(lowered[:10] + lowered[11 + first :], ParentEnvelope(parts, parent, root + 5 - first, names))

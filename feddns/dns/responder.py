@@ -266,9 +266,10 @@ class Responder:
                         except NotAName:  # the name the common reader would cut is not one
                             return self._respond_strictly(data, client, tcp)
                         if node is None:
-                            head, tail, template = nxdomain
+                            head, tail, template, parents = nxdomain
                             template.hits += 1
-                            self._keep_parent(data, zero, nxdomain, name[data[12] + 1 : self._zone_cut])
+                            if parents and not tcp:
+                                self._keep_parent(data, zero, nxdomain, name[data[12] + 1 : self._zone_cut])
                             return b"".join((data[:2], head, data[12 : zero + 5], tail))
                         query = wire.read_common(data, self.option)
                         if query is not None:  # always: the envelope is of the common shape
@@ -325,17 +326,18 @@ class Responder:
             template.hits += 1
             if not query.strict:
                 parts = self.cache.keep_envelope(data, query, template)
-                if parts is not None:
+                if parts is not None and parts[3] and not tcp:
                     rel = name[: self._zone_cut]
                     self._keep_parent(data, 11 + len(name), parts, rel[rel[0] + 1 :])
             return template.answer.reply(data[:2], query, None, tcp)
         return self._serve_node(self.main, node, data, query, client, tcp)
 
     def _keep_parent(self, data: bytes, root: int, parts: NxdomainParts, parent: bytes) -> None:
-        """Keep the parent envelope of ``data``, a query answered NXDOMAIN (``parts``)
-        whose qname's root label is at ``root``, when every child of ``parent`` (the
-        qname without its first label, relative to the main zone, lowercased) that
-        exists is a key of the index's names (``Cache.keep_parent_envelope``)."""
+        """Keep the parent envelope of ``data``, a UDP query answered NXDOMAIN (``parts``,
+        whose envelope may key parent envelopes) whose qname's root label is at
+        ``root``, when every child of ``parent`` (the qname without its first label,
+        relative to the main zone, lowercased) that exists is a key of the index's
+        names (``Cache.keep_parent_envelope``)."""
         index = self.records.index
         if index.children_are_named(parent):
             self.cache.keep_parent_envelope(data, root, parts, index.names, parent)

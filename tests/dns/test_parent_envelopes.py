@@ -205,6 +205,19 @@ def test_a_packet_with_letters_outside_its_qname_keeps_no_parent_envelope():
         reply = dns.message.from_wire(handler(packet(f"zz{n}.prod.fed.svc.federation.", shape, n)))
         assert reply.rcode() == dns.rcode.NXDOMAIN
     assert len(handler.server.cache.parents) == 0 and handler.passed == 3
+    assert [parts[3] for parts in handler.server.cache.envelopes._items.values()] == [False]  # decided once
+
+
+def test_nxdomain_over_tcp_keeps_no_parent_envelope():
+    """Parent envelopes serve the UDP handler alone: a TCP query does not fill them, then UDP does."""
+    server = responder()
+    shape = envelopes()[1]
+    for n in range(3):
+        reply = dns.message.from_wire(server.respond(packet(f"zz{n}.prod.fed.svc.federation.", shape, n), "192.0.2.1", True))
+        assert reply.rcode() == dns.rcode.NXDOMAIN
+    assert len(server.cache.parents) == 0
+    Handler(server)(packet("zz9.prod.fed.svc.federation.", shape, 9))
+    assert len(server.cache.parents) == 1
 
 
 def test_a_flood_of_parents_keeps_at_most_the_limit():
