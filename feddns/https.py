@@ -31,8 +31,6 @@ connection closed before its handshake ended (a ``tcpSocket`` probe) is logged a
 """
 
 import asyncio
-import ctypes
-import ctypes.util
 import gc
 import ipaddress
 import json
@@ -52,6 +50,7 @@ from prometheus_client import Counter as CounterMetric
 from feddns.errors import ConfigError
 from feddns.hostport import host_port
 from feddns.httpframing import RequestFraming
+from feddns.libc import release_free_memory
 from feddns.lifecycle import cannot_listen
 
 RECEIVE_BUFFER_BYTES = 16 * 1024
@@ -421,18 +420,6 @@ class TLSListener:
             self.refused(peer, _reason(exc))
 
 
-def _malloc_trim() -> "Callable[[int], int] | None":
-    """glibc's ``malloc_trim``, or ``None`` under another C library."""
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return trim
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
 def give_back_memory() -> int:
     """Free what closed connections left and hand the free pages back to the system; returns objects collected.
 
@@ -445,8 +432,7 @@ def give_back_memory() -> int:
     free page inside the heap (``MADV_DONTNEED``).
     """
     collected = gc.collect()
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
+    release_free_memory()
     return collected
 
 

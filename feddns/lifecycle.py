@@ -7,13 +7,11 @@ is one line naming the flag and the address, and exit status 2
 """
 
 import asyncio
-import contextlib
-import ctypes
-import ctypes.util
 import os
 import signal
 import socket
 
+from feddns import libc
 from feddns.errors import ConfigError
 from feddns.hostport import unresolvable
 
@@ -69,15 +67,10 @@ def describe_exit(status: int) -> str:
     return f"exited with status {status}"
 
 
-_PR_SET_PDEATHSIG = 1
-"""``prctl``'s option that sends a signal to this process when its parent exits (``linux/prctl.h``)."""
-
-
 def die_with_parent(parent: int) -> None:
     """In a child just forked from process ``parent``: SIGKILL it when that parent exits
     (``prctl(PR_SET_PDEATHSIG)``, which the child's own forks do not inherit), and exit at once
     if the parent has exited already. Nothing where ``prctl`` is missing."""
-    with contextlib.suppress(OSError, TypeError, AttributeError):
-        ctypes.CDLL(ctypes.util.find_library("c")).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(1)

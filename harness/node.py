@@ -54,7 +54,7 @@ import yaml
 from harness import images, peers
 from harness.kubecluster import KubeCluster
 from harness.netns import Forwarder, NetworkNamespace
-from harness.process import LOG_TAIL, ChildProcess, child_env
+from harness.process import LOG_TAIL, ChildProcess, child_env, descendants
 
 POD_SUBNET = "198.18.0.0/24"
 POD_GATEWAY = "198.18.0.1"
@@ -457,15 +457,11 @@ class Node:
 def _tree_rss(pid: int) -> int:
     """VmRSS of ``pid`` and its descendants (nsenter execs the program: usually one process)."""
     total = 0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
+    for current in (pid, *descendants(pid)):
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/{current}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1]) * 1024
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-            pending += [int(c) for c in children]
     return total
 
 

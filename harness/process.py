@@ -2,6 +2,7 @@
 that spawns a program, reads its output line by line, waits for the line that says it is ready, and
 stops it with every pipe and file closed."""
 
+import contextlib
 import os
 import re
 import signal
@@ -31,6 +32,36 @@ def read_only_root(args: Sequence[str], writable: Sequence[str] = ()) -> list[st
     mounts = "".join(f" && mount -t tmpfs -o size=16m tmpfs {path}" for path in writable)
     script = f"mount --make-rprivate / && mount -o remount,bind,ro /{mounts} && exec \"$@\""
     return ["unshare", "--mount", "--", "sh", "-c", script, "sh", *args]
+
+
+def children(pid: int) -> list[int]:
+    """The process ids of ``pid``'s children, from ``/proc/PID/task/*/children`` (every
+    thread's: a child is listed under the thread that forked it); none once it is gone."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (its children, theirs, ...), from ``/proc``."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        found = children(todo.pop())
+        out += found
+        todo += found
+    return out
+
+
+def ended(pid: int) -> bool:
+    """Whether process ``pid`` has exited: it is a zombie (state ``Z`` in ``/proc/PID/stat``)
+    or gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 class ChildProcess:

@@ -8,14 +8,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 import dns.edns
 import dns.message
 import dns.query
 import dns.rdatatype
 
-from harness.process import ChildProcess
+from harness.process import ChildProcess, children
 
 CLUSTER_OPTION = 65245
 _LISTEN = re.compile(r"listening on udp\+tcp (\S+):(\d+)")
@@ -99,8 +98,7 @@ class ServeProcess:
     def worker_pids(self) -> list[int]:
         """The process ids of its workers (``--workers`` over 1), from ``/proc``."""
         assert self.proc is not None
-        tasks = Path(f"/proc/{self.proc.pid}/task")
-        return sorted(int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split())
+        return sorted(children(self.proc.pid))
 
     def metrics(self) -> dict[str, float]:
         """The samples of ``/metrics`` (needs ``--metrics``), by name with labels."""

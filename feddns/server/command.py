@@ -44,12 +44,13 @@ from feddns.dns.metrics import ServeCollector
 from feddns.dns.responder import Responder
 from feddns.errors import ConfigError
 from feddns.hostport import host_port
+from feddns.libc import one_malloc_arena
 from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.observe import ObserveServer
 from feddns.querylog import DEFAULT_RATE, WINDOW_SECONDS, DroppedCollector, QueryLog
 from feddns.server import forking, workers
 from feddns.server.settings import ServeSettings, settings_from, worker_shares
-from feddns.store import Feed, one_malloc_arena
+from feddns.store import Feed
 from feddns.store.file import FileSource, read_records
 
 if TYPE_CHECKING:
@@ -345,11 +346,7 @@ class _Forking:
     parent_ends: list[socket.socket]
 
 
-Sockets = list[list[tuple[socket.socket, socket.socket]]]
-"""Each worker's UDP and TCP socket per ``--listen`` address."""
-
-
-def _fork_template(settings: ServeSettings, sockets: Sockets) -> _Forking | None:
+def _fork_template(settings: ServeSettings, sockets: workers.Sockets) -> _Forking | None:
     """Fork the template that reads etcd once and forks the workers; ``None`` without etcd or
     where this process cannot keep forked workers (not Linux 5.3 or later)."""
     endpoints = settings.records.endpoints()
@@ -367,7 +364,7 @@ def _fork_template(settings: ServeSettings, sockets: Sockets) -> _Forking | None
     return _Forking(template, [parent for parent, _ in pairs])
 
 
-async def _supervise(supervisor: workers.Supervisor, sockets: Sockets,
+async def _supervise(supervisor: workers.Supervisor, sockets: workers.Sockets,
                      forked: _Forking | None, addresses: list[tuple[str, int]], metrics: ObserveServer | None) -> int:
     """Start the workers, say where it listens once they answer, and keep them until SIGTERM."""
     signals = StopSignals()
@@ -378,7 +375,7 @@ async def _supervise(supervisor: workers.Supervisor, sockets: Sockets,
         signals.close()
         if metrics is not None:
             metrics.stop()
-        _close_sockets(sockets)
+        workers.close_sockets(sockets)
         if forked is not None:
             forked.template.stop()
         raise
@@ -406,7 +403,7 @@ async def _supervise(supervisor: workers.Supervisor, sockets: Sockets,
     return status
 
 
-async def _start(supervisor: workers.Supervisor, sockets: Sockets,
+async def _start(supervisor: workers.Supervisor, sockets: workers.Sockets,
                  forked: _Forking | None) -> None:
     """The workers started: forked by the template, or (without one, or when it failed) fresh ones."""
     if forked is not None:
@@ -422,13 +419,6 @@ async def _start(supervisor: workers.Supervisor, sockets: Sockets,
     await supervisor.start(sockets)
 
 
-def _close_sockets(sockets: Sockets) -> None:
-    for own in sockets:
-        for udp, tcp in own:
-            udp.close()
-            tcp.close()
-
-
 def _announce(addresses: list[tuple[str, int]], count: int, metrics: ObserveServer | None) -> None:
     for host, port in addresses:
         log.info("listening on udp+tcp %s (%d workers)", host_port(host, port), count)
@@ -441,7 +431,7 @@ def _bind_shared(listens: Sequence[tuple[str, int]], count: int,
     """Every ``--listen`` address checked (as one process binds it) and bound once per worker,
     with SO_REUSEPORT; the addresses with the ports bound go into ``addresses``. Raises
     :class:`ConfigError` naming the flag and the address that cannot be bound."""
-    sockets: Sockets = [[] for _ in range(count)]
+    sockets: list[list[tuple[socket.socket, socket.socket]]] = [[] for _ in range(count)]
     try:
         for host, port in listens:
             try:
@@ -452,7 +442,7 @@ def _bind_shared(listens: Sequence[tuple[str, int]], count: int,
                 raise cannot_listen("--listen", host_port(host, port), exc) from exc
             addresses.append((host, bound))
     except BaseException:
-        _close_sockets(sockets)
+        workers.close_sockets(sockets)
         raise
     return sockets
 

@@ -16,8 +16,6 @@ pair to the parent by inheritance, and closes every other worker's.
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import gc
 import logging
 import os
@@ -27,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from feddns import libc
 from feddns.errors import FeddnsError
 from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.keys import Layout
@@ -34,9 +33,6 @@ from feddns.lifecycle import describe_exit, die_with_parent
 from feddns.store.preload import Preloaded, PreloadFailed, preload
 
 log = logging.getLogger("feddns.workers")
-
-_PR_SET_CHILD_SUBREAPER = 36
-"""``prctl``'s option that makes orphaned descendants this process's children (``linux/prctl.h``)."""
 
 RunWorker = Callable[[int, Preloaded | None], NoReturn]
 """A forked worker's entry point: its end of the pair (a file descriptor) and the records read."""
@@ -55,11 +51,7 @@ def available() -> bool:
         os.close(os.pidfd_open(os.getpid()))
     except OSError:  # a kernel before 5.3
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, TypeError, AttributeError):
-        return False
+    return libc.prctl(libc.PR_SET_CHILD_SUBREAPER, 1)
 
 
 class ForkedProcess:

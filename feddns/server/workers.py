@@ -74,6 +74,18 @@ SampleKey = tuple[str, str, tuple[tuple[str, str], ...]]
 """A sample across workers: its family's name, its own name, its labels in order."""
 
 
+Sockets = Sequence[Sequence[tuple[socket.socket, socket.socket]]]
+"""Each worker's UDP and TCP socket per ``--listen`` address."""
+
+
+def close_sockets(sockets: Sockets) -> None:
+    """Close every socket of ``sockets`` (the parent's copies, once the workers hold theirs)."""
+    for own in sockets:
+        for udp, tcp in own:
+            udp.close()
+            tcp.close()
+
+
 @dataclass(frozen=True, slots=True)
 class Start:
     """What the parent sends a worker first: its ``number`` (from 1), the command's ``plan``
@@ -156,8 +168,7 @@ class Supervisor:
         self._lock = threading.Lock()
         """Held while a worker's last figures move to :attr:`departed`, and while both are read."""
 
-    async def start(self, sockets: Sequence[Sequence[tuple[socket.socket, socket.socket]]],
-                    forked: Sequence[tuple[int, socket.socket]] | None = None) -> None:
+    async def start(self, sockets: Sockets, forked: Sequence[tuple[int, socket.socket]] | None = None) -> None:
         """Start a worker on each entry of ``sockets`` (its UDP and TCP socket per address) and
         return once every one answers; the parent's copies of the sockets are closed. With
         ``forked``, the workers are running already (``feddns.server.forking``): each entry is a
@@ -172,10 +183,7 @@ class Supervisor:
                     pid, parent_end = forked[slot]
                     self._begin(worker, ForkedProcess(pid), parent_end, fds)
         finally:
-            for own in sockets:
-                for udp, tcp in own:
-                    udp.close()
-                    tcp.close()
+            close_sockets(sockets)
         try:
             await asyncio.gather(*(self._until_answering(worker) for worker in self.workers))
         except WorkerExited:

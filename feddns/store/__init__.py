@@ -3,16 +3,14 @@
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import gc
 import logging
-import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from feddns.dns.index import Change, Index, Reload
 from feddns.dns.responder import Responder
+from feddns.libc import release_free_memory
 
 log = logging.getLogger(__name__)
 
@@ -133,59 +131,6 @@ def settle_heap() -> None:
     gc.collect()
     gc.freeze()
     release_free_memory()
-
-
-def release_free_memory() -> None:
-    """Give the C heap's free pages back to the kernel (glibc's ``malloc_trim(0)``); nothing
-    where the C library has no such call.
-
-    A load frees a great deal: each page's protobuf response (about 15 MB for 100,000 keys)
-    and every record's decoded JSON. glibc keeps most of it mapped, in the middle of the
-    heap, for later allocations that never come, and RSS stays that much higher:
-    ``malloc_trim(0)`` after a load of 1,000,000 shard records took ``feddns serve``'s RSS
-    from 411 - 449 MB to 367 MB (bench/serve_load.py; docs/performance.md, "Memory").
-    """
-    if _malloc_trim is not None:
-        _malloc_trim(0)
-
-
-_M_ARENA_MAX = -8
-"""``mallopt``'s parameter for the most arenas glibc's malloc makes (``malloc.h``)."""
-
-
-def one_malloc_arena() -> None:
-    """Let glibc's malloc use one arena for every thread (``mallopt(M_ARENA_MAX, 1)``), unless
-    ``MALLOC_ARENA_MAX`` says otherwise; nothing where the C library has no such call. Call it
-    before the process starts threads.
-
-    A load's pages are read by the event loop's thread while the one before is stored by
-    another (``asyncio.to_thread``); by default glibc gives that thread an arena of its own,
-    whose freed pages stay mapped around what lives on. One process holding 1,000,000 shard
-    records: 327 MB RSS once every value was read with an arena per thread, 290 MB with one,
-    and a peak of 353 MB instead of 437 (docs/performance.md, "Memory of the records"). The
-    threads that allocate share the GIL, so one arena costs them no waiting worth measuring.
-    """
-    if "MALLOC_ARENA_MAX" not in os.environ and _libc is not None:
-        with contextlib.suppress(AttributeError):
-            _libc.mallopt(_M_ARENA_MAX, 1)
-
-
-def _find_libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c"))
-    except (OSError, TypeError):  # no C library found
-        return None
-
-
-def _find_malloc_trim() -> Callable[[int], int] | None:
-    try:
-        return _libc.malloc_trim if _libc is not None else None
-    except AttributeError:  # a C library without malloc_trim (musl)
-        return None
-
-
-_libc = _find_libc()
-_malloc_trim = _find_malloc_trim()
 
 
 @contextlib.contextmanager

@@ -39,8 +39,9 @@ from feddns.dns.index import Index
 from feddns.errors import FeddnsError
 from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.keys import Layout
+from feddns.libc import release_free_memory
 from feddns.lifecycle import describe_exit, die_with_parent
-from feddns.store import collections_paused, release_free_memory
+from feddns.store import collections_paused
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import pytest
 from feddns.server import cpus
 from harness.etcd import EtcdServer
 from harness.ports import free_port, wait_until
-from harness.process import child_env
+from harness.process import child_env, descendants, ended
 from harness.serve import ServeProcess, write_records
 from tests.dns.conftest import RECORDS
 from tests.dns.test_etcd import QNAME, put_design_keys
@@ -417,27 +417,7 @@ def test_stopped_while_etcd_is_frozen_before_the_fork(etcd_prefix):
         out, _ = proc.communicate(timeout=15)
         assert proc.returncode == 0, out
         assert time.monotonic() - stopped < 2.5, out  # an etcd call times out after 5 s
-        assert not [pid for pid in below if not zombie(pid)], f"left running: {below}"
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children, theirs, ...), from ``/proc``."""
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
-            with contextlib.suppress(OSError):
-                found = [int(child) for child in (task / "children").read_text().split()]
-                out += found
-                todo += found
-    return out
-
-
-def zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
-    except OSError:
-        return True
+        assert not [pid for pid in below if not ended(pid)], f"left running: {below}"
 
 
 def test_a_killed_parent_takes_the_template_and_its_reader_along(etcd_prefix):
@@ -447,5 +427,5 @@ def test_a_killed_parent_takes_the_template_and_its_reader_along(etcd_prefix):
     with reading_a_frozen_etcd(etcd_prefix) as (proc, below):
         proc.kill()
         proc.wait(timeout=5)
-        wait_until(lambda: all(zombie(pid) for pid in below), timeout=2,
+        wait_until(lambda: all(ended(pid) for pid in below), timeout=2,
                    what=f"the template and its reader gone ({below})")  # an etcd call times out after 5 s
