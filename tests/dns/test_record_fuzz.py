@@ -53,7 +53,7 @@ NAMES = [("svc.ns.f.svc.federation.", "A"), ("svc.ns.f.svc.federation.", "AAAA")
          ("10-1-0-1.c.svc.ns.f.svc.federation.", "A"), ("svc.ns.f.svc.federation.", "ANY")]
 
 
-@settings(max_examples=1200, derandomize=True, deadline=None, database=None,
+@settings(max_examples=800, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(shard_record(), min_size=1, max_size=3), pod_networks)
 def test_any_record_value_gets_answers_never_a_failure(records, pod_network):
@@ -81,5 +81,6 @@ def test_any_record_value_gets_answers_never_a_failure(records, pod_network):
 def test_the_fuzzing_reached_endpoints_and_policies():
     # Hypothesis mixes the string constants of every loaded module of this repository into
     # what it draws, so these counts move with unrelated edits anywhere in the code (27 to
-    # 100 endpoint records seen across recent trees): the bound only says the paths were reached.
+    # 100 endpoint records seen across recent trees at 1,200 examples, 20 at 600): the bound only
+    # says the paths were reached.
     assert SEEN["endpoints"] >= 10 and SEEN["policy"] >= 10, f"run with the hypothesis test first (same module): {SEEN}"
