@@ -16,7 +16,7 @@ space: Python, the interpreter, libc), which no other work on the machine can mo
 same query list is replayed under `valgrind --tool=callgrind` once with no pass and once
 with two, and the difference is divided by the queries of the two passes.
 
-Usage: python bench/serve_cpu.py [--queries 100000] [--passes 5] [--profile KIND] [--instructions]
+Usage: python bench/serve_cpu.py [--queries N] [--passes 5] [--profile KIND] [--instructions]
 """
 
 import argparse
@@ -149,7 +149,8 @@ def instructions(count: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries", type=int, default=100_000, help="packets per kind")
+    parser.add_argument("--queries", type=int,
+                        help="packets per kind (default 100,000; 10,000 with --instructions, as callgrind is slow)")
     parser.add_argument("--passes", type=int, default=5, help="timed passes per kind (the lowest counts)")
     parser.add_argument("--profile", choices=KINDS, help="profile one kind with cProfile instead")
     parser.add_argument("--instructions", action="store_true", help="count instructions with callgrind instead")
@@ -160,11 +161,14 @@ def main() -> None:
         replay(args.replay, args.kind, args.passes)
         return
     if args.instructions:
-        counts = instructions(min(args.queries, 10_000))
+        count = args.queries or 10_000
+        counts = instructions(count)
+        print(f"{count:,} queries a kind, replayed twice under callgrind")
         print(f"{'query kind':14} {'instructions/query':>18} {'/ exact':>8}")
         for kind in KINDS:
             print(f"{kind:14} {counts[kind]:18,.0f} {counts[kind] / counts['exact']:8.2f}")
         return
+    args.queries = args.queries or 100_000
     udp, sink, responder = server(the_records())
     kinds = (args.profile,) if args.profile else KINDS
     lists = {kind: queries(kind, args.queries) for kind in kinds}
