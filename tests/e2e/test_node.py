@@ -491,6 +491,23 @@ def test_the_etcd_members_run_as_the_chart_says_with_their_probes_and_volumes(fe
         assert (node.directory / "volumes" / f"etcd-{index}" / "member").stat().st_uid == 65532
 
 
+def test_serve_pods_fork_their_workers_from_one_read_of_etcd(federation: Federation) -> None:
+    """The chart's ``--workers 2`` under the chart's security context and the runtime's default
+    seccomp profile: each serve pod's template reads etcd once and forks both workers from it
+    (docs/serve.md, "Workers"), rather than falling back to a read per worker, which it would do
+    where pidfds or ``prctl`` are refused."""
+    node = federation.node
+    listing = json.loads(node.kubectl("-n", FEDERATION_NS, "get", "pods", "-l",
+                                      "app.kubernetes.io/component=serve", "-o", "json").stdout)
+    pods = [pod["metadata"]["name"] for pod in listing["items"]]
+    assert pods
+    for pod in pods:
+        log = node.pod_logs(FEDERATION_NS, pod)
+        assert "cannot read etcd before forking" not in log, log
+        assert "every value parsed: forking the workers from them" in log, log
+        assert "listening on udp+tcp" in log and "(2 workers)" in log, log
+
+
 def test_the_links_webhook_gives_an_opted_in_pod_its_variables(federation: Federation) -> None:
     """The links webhook, a pod behind its Service: a pod created in a namespace labelled
     ``links.feddns.io/enabled=true`` that its policy selects prints the injected variables."""
