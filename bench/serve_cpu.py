@@ -1,9 +1,9 @@
 """CPU time per query of the UDP query path of `feddns serve`, in-process, for each query kind.
 
 No sockets and no other process: the records of bench/serve_qps.py are loaded into a
-`Responder`, and `UdpServer.datagram_received` (the function the event loop calls for
-each datagram) is called over a fixed list of query packets, with a transport whose
-`sendto` only keeps the reply. The time is `time.process_time()` (this process's CPU
+`Responder`, and `UdpServer.handler` (the function the socket's reader calls for each
+datagram) is called over a fixed list of query packets, with a `sendto` that only keeps
+the reply. The time is `time.process_time()` (this process's CPU
 time), so other work on the machine moves it much less than it moves q/s; each figure is
 the lowest of several passes over the list.
 
@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,15 +90,13 @@ class Sink:
         self.sent += 1
 
 
-def server(records: list[tuple[str, bytes]]) -> tuple[UdpServer, Sink, Responder]:
+def server(records: list[tuple[str, bytes]]) -> tuple[Callable[[bytes, Any], None], Sink, Responder]:
     layout = Layout()
     index = Index(layout)
     responder = Responder(AnswerSettings())
     Feed(index, responder).replace(records)
-    udp = UdpServer(responder)
     sink = Sink()
-    udp.connection_made(sink)  # type: ignore[arg-type]
-    return udp, sink, responder
+    return UdpServer(responder).handler(sink.sendto), sink, responder
 
 
 def the_records() -> list[tuple[str, bytes]]:
@@ -108,9 +107,8 @@ def the_records() -> list[tuple[str, bytes]]:
         return list(read_records(path, Layout()))
 
 
-def run(udp: UdpServer, packets: list[bytes]) -> float:
+def run(receive: Callable[[bytes, Any], None], packets: list[bytes]) -> float:
     """CPU seconds for one pass over ``packets``."""
-    receive = udp.datagram_received
     addr = ("127.0.0.1", 40000)
     start = time.process_time()
     for data in packets:

@@ -253,7 +253,7 @@ class Cache:
 
     # -- the query path ---------------------------------------------------------------
 
-    def udp_handler(self, respond: Respond, sendto: Callable[[bytes, Any], None]) -> Callable[[bytes, Any], None]:
+    def udp_handler(self, respond: Respond, sendto: Callable[[bytes, Any], object]) -> Callable[[bytes, Any], None]:
         """The function the UDP transport calls per datagram ``(data, addr)``.
 
         A packet is looked up as it is (one dict lookup, one concatenation with

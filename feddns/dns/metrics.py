@@ -73,6 +73,9 @@ class ServeCollector(Collector):
         yield self._matrix(firsts)
         yield CounterMetricFamily("feddns_dns_dropped", "Packets dropped (shorter than a header, or responses)",
                                   value=responder.stats.dropped)
+        yield CounterMetricFamily("feddns_dns_replies_unsent",
+                                  "UDP replies the kernel would not take (send buffer full, or the address refused)",
+                                  value=responder.stats.unsent)
         kinds = GaugeMetricFamily("feddns_dns_cache_entries", "Entries in the cache, by kind", labels=["kind"])
         kinds.add_metric(["reply"], replies)
         kinds.add_metric(["answer"], len(entries) - replies)

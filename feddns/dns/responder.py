@@ -107,11 +107,14 @@ class Stats:
     """Counts the metrics read (``feddns.dns.metrics``): queries answered without
     a cache entry, and the hits of entries no longer cached, by labels (a plain
     dict: its ``get`` and store cost the query path less than a ``Counter``'s ``+=``);
-    ``first_tiers`` the hits of entries no longer cached by their locality matrix key."""
+    ``first_tiers`` the hits of entries no longer cached by their locality matrix key;
+    ``dropped`` the packets not answered (not queries); ``unsent`` the UDP replies the
+    kernel would not take (``feddns.dns.transport.UdpServer``)."""
 
     answered: dict[Labels, int] = field(default_factory=dict)
     first_tiers: dict[FirstTier, int] = field(default_factory=dict)
     dropped: int = 0
+    unsent: int = 0
 
     def add_hits(self, entry: Entry) -> None:
         """Keep the hits of an entry that leaves the cache."""

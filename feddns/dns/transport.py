@@ -1,8 +1,9 @@
 """UDP and TCP transports (RFC 1035 4.2, RFC 7766) for one listen address.
 
-UDP: each datagram goes to the cache's handler (``Cache.udp_handler``, set as
-``datagram_received`` once the socket is there): a reply kept for the packet is
-sent at once; anything else goes to :meth:`Responder.respond`. TCP messages go
+UDP (:class:`UdpServer`): the socket is read by the loop's reader callback, up to 64
+datagrams a wakeup, and each goes to the cache's handler (``Cache.udp_handler``): a
+reply kept for the packet is sent at once; anything else goes to
+:meth:`Responder.respond`. TCP messages go
 to :meth:`Responder.respond` (no reply is kept for TCP).
 
 TCP (RFC 7766): 2-byte length framing, pipelined queries answered in order.
@@ -65,32 +66,83 @@ class TcpLimits:
     """Bytes of unsent replies above which a connection is no longer read (a client that does not read)."""
 
 
-class UdpServer(asyncio.DatagramProtocol):
-    """Answers DNS over UDP on one socket: once connected, ``datagram_received`` is
-    the cache's handler (one frame for a kept reply, ``feddns.dns.cache``), which
-    calls :meth:`Responder.respond` for the rest."""
+UDP_BATCH = 64
+"""Datagrams a UDP socket's reader takes per wakeup before the loop runs its other callbacks."""
+UDP_LARGEST = 65535
+"""Bytes a datagram may hold (the most an IPv4 UDP payload can): one larger is never cut."""
+
+
+class UdpServer:
+    """Answers DNS over UDP on one socket, read by the event loop's reader callback
+    (``loop.add_reader``): each time the socket is readable, up to :data:`UDP_BATCH` datagrams
+    are taken with ``recvfrom`` and each goes to the cache's handler
+    (``feddns.dns.cache.Cache.udp_handler``: one frame for a kept reply), which calls
+    :meth:`Responder.respond` for the rest and sends the reply with ``sendto``.
+
+    No transport stands between: asyncio's datagram transport costs a call and a buffer
+    check a datagram (docs/performance.md, "The floor of a Python server"). A reply the
+    kernel cannot take at once (its send buffer full: ``BlockingIOError``) or refuses is
+    dropped and counted (``Stats.unsent``, the metric ``feddns_dns_replies_unsent_total``),
+    as a full network drops it; asyncio's transport would have queued it without bound.
+    ``query_log`` (``--query-log``): every reply is written to it.
+    """
 
     def __init__(self, responder: Responder, query_log: "QueryLog | None" = None) -> None:
         self.responder = responder
         self.query_log = query_log
+        self._sock: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+    def handler(self, sendto: Callable[[bytes, Any], object]) -> Callable[[bytes, Any], None]:
+        """The function that answers one datagram ``(data, addr)``, sending with ``sendto``
+        (which may raise ``OSError``)."""
         responder = self.responder
-        sendto: Callable[[bytes, Any], None] = transport.sendto  # type: ignore[attr-defined]
         if self.query_log is None:
-            self.datagram_received = responder.cache.udp_handler(responder.respond, sendto)  # type: ignore[method-assign,assignment]
-        else:
-            self.datagram_received = _logged(self.query_log, responder, sendto)  # type: ignore[method-assign,assignment]
+            return responder.cache.udp_handler(responder.respond, sendto)
+        return _logged(self.query_log, responder, sendto)
 
-    def datagram_received(self, data: bytes, addr: tuple[Any, ...]) -> None:
-        """A datagram before the socket is there: none comes (asyncio connects first)."""
+    def serve(self, sock: socket.socket) -> None:
+        """Answer the datagrams that come to the bound UDP socket ``sock`` (made non-blocking)
+        on the running loop, until :meth:`close`."""
+        sock.setblocking(False)
+        self._sock = sock
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(sock.fileno(), self._reader(sock))
 
-    def error_received(self, exc: Exception) -> None:
-        log.debug("UDP error: %s", exc)
+    def _reader(self, sock: socket.socket) -> Callable[[], None]:
+        receive = sock.recvfrom
+        handle = self.handler(sock.sendto)
+        stats = self.responder.stats
+
+        def readable() -> None:
+            for _ in range(UDP_BATCH):
+                try:
+                    data, addr = receive(UDP_LARGEST)
+                except (BlockingIOError, InterruptedError):  # read them all
+                    return
+                except OSError as exc:  # an ICMP error queued for the socket: nothing to answer
+                    log.debug("UDP error: %s", exc)
+                    return
+                try:
+                    handle(data, addr)
+                except OSError as exc:  # the reply was not sent: dropped
+                    stats.unsent += 1
+                    log.debug("UDP reply to %s not sent: %s", addr[0], exc)
+
+        return readable
+
+    def close(self) -> None:
+        """Stop reading and close the socket (idempotent)."""
+        if self._sock is None:
+            return
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._sock.fileno())
+        self._sock.close()
+        self._sock = None
 
 
 def _logged(query_log: "QueryLog", responder: Responder,
-            sendto: Callable[[bytes, Any], None]) -> Callable[[bytes, Any], None]:
+            sendto: Callable[[bytes, Any], object]) -> Callable[[bytes, Any], None]:
     """The cache's UDP handler with each reply it sends written to ``query_log``
     (``feddns serve --query-log``): a frame more per query, only when asked for."""
     sent: list[bytes] = []
@@ -242,7 +294,8 @@ async def listen(responder: Responder, host: str, port: int, limits: TcpLimits =
             if attempt == BIND_ATTEMPTS - 1 or port != 0:
                 raise
             continue
-        udp, _ = await loop.create_datagram_endpoint(lambda: UdpServer(responder, query_log), sock=udp_sock)
+        udp = UdpServer(responder, query_log)
+        udp.serve(udp_sock)
         return [udp, server], bound, connections
     raise OSError(f"could not bind UDP and TCP on one port of {host}")
 
@@ -306,5 +359,6 @@ async def answer_on(responder: Responder, udp_sock: socket.socket, tcp_sock: soc
     loop = asyncio.get_running_loop()
     connections = TcpConnections(responder, limits, query_log)
     server = await loop.create_server(connections.protocol, sock=tcp_sock)
-    udp, _ = await loop.create_datagram_endpoint(lambda: UdpServer(responder, query_log), sock=udp_sock)
+    udp = UdpServer(responder, query_log)
+    udp.serve(udp_sock)
     return [udp, server], connections

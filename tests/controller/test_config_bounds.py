@@ -132,7 +132,8 @@ def test_a_config_of_20_mb_exits_2_within_2_s_naming_its_size_and_the_cap(tmp_pa
     head, _, entry = yaml.safe_dump(raw, sort_keys=False).partition("clusters:\n")
     assert entry.startswith("- name: c0\n") and entry.count("\n- ") == 0  # the list is the document's last key
     # 260,000 clusters, each the first's YAML with its own name (PyYAML takes 50 s to dump them)
-    path.write_text(head + "clusters:\n" + "".join(entry.replace("name: c0\n", f"name: c{n}\n") for n in range(260_000)))
+    clusters = "".join(entry.replace("name: c0\n", f"name: c{n}\n") for n in range(260_000))
+    path.write_text(head + "clusters:\n" + clusters)
     size = path.stat().st_size
     assert size > 20_000_000
     result, took = run_controller("--config", str(path))

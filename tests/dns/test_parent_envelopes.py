@@ -213,7 +213,8 @@ def test_nxdomain_over_tcp_keeps_no_parent_envelope():
     server = responder()
     shape = envelopes()[1]
     for n in range(3):
-        reply = dns.message.from_wire(server.respond(packet(f"zz{n}.prod.fed.svc.federation.", shape, n), "192.0.2.1", True))
+        asked = packet(f"zz{n}.prod.fed.svc.federation.", shape, n)
+        reply = dns.message.from_wire(server.respond(asked, "192.0.2.1", True))
         assert reply.rcode() == dns.rcode.NXDOMAIN
     assert len(server.cache.parents) == 0
     Handler(server)(packet("zz9.prod.fed.svc.federation.", shape, 9))

@@ -3,9 +3,10 @@
 Over UDP a packet goes through what ``feddns.dns.transport.UdpServer`` runs for each
 datagram: the cache's handler (a kept reply, else :meth:`Responder.respond`); over TCP
 straight to :meth:`Responder.respond`, as ``TcpConnection`` does. No socket: the UDP
-server is given a transport whose ``sendto`` keeps the reply.
+server's handler is given a ``sendto`` that keeps the reply.
 """
 
+from collections.abc import Callable
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -14,7 +15,7 @@ from feddns.dns.transport import UdpServer
 
 
 class _Sink:
-    """A datagram transport that keeps what is sent."""
+    """A ``sendto`` that keeps what is sent."""
 
     def __init__(self) -> None:
         self.sent: list[bytes] = []
@@ -23,7 +24,7 @@ class _Sink:
         self.sent.append(data)
 
 
-_servers: "WeakKeyDictionary[Responder, tuple[UdpServer, _Sink]]" = WeakKeyDictionary()
+_servers: "WeakKeyDictionary[Responder, tuple[Callable[[bytes, Any], None], _Sink]]" = WeakKeyDictionary()
 
 
 def respond(responder: Responder, data: bytes, client: str, tcp: bool) -> bytes | None:
@@ -32,11 +33,10 @@ def respond(responder: Responder, data: bytes, client: str, tcp: bool) -> bytes 
     if tcp:
         return responder.respond(data, client, True)
     if responder not in _servers:
-        server, sink = UdpServer(responder), _Sink()
-        server.connection_made(sink)  # type: ignore[arg-type]
-        _servers[responder] = server, sink
-    server, sink = _servers[responder]
+        sink = _Sink()
+        _servers[responder] = UdpServer(responder).handler(sink.sendto), sink
+    handle, sink = _servers[responder]
     sink.sent.clear()
-    server.datagram_received(data, (client, 53000))
+    handle(data, (client, 53000))
     assert len(sink.sent) <= 1
     return sink.sent[0] if sink.sent else None
