@@ -374,10 +374,9 @@ class Cache:
         ``root``: its bytes after the ID lowercased, but the first label. The caller
         keeps one only for a packet with no ASCII letter outside its qname and
         cluster-name option data (the last of ``parts``, :func:`wire.letters_only_in_name`),
-        so that a packet with the same parent
-        envelope differs from it only in its first label and in the letter case of the
-        rest of its qname and of that option's data, none of which changes the reply's
-        parts.
+        so that a packet with the same parent envelope differs from it only in its first
+        label and in the letter case of the rest of its qname and of that option's data,
+        none of which changes the reply's parts.
 
         The caller proves that every child of ``parent`` (the qname without its first
         label: wire form, lowercased, relative to the zone) that exists is a key of
