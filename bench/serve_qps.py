@@ -420,6 +420,7 @@ def ratios(result: dict[str, dict[str, Figure]]) -> dict[str, float]:
             out[f"{label} / CoreDNS {plugin}"] = feddns[label].qps / result[server][label].qps
             out[f"{label} CPU / CoreDNS {plugin}"] = result[server][label].cpu_us / feddns[label].cpu_us
     out["exact / fixed server"] = exact / fixed["exact"].qps
+    out["exact / fixed reader"] = exact / result["fixed-reader"]["exact"].qps
     out["fixed server / NSD"] = fixed["exact"].qps / nsd["exact"].qps
     out["fixed reader / NSD"] = result["fixed-reader"]["exact"].qps / nsd["exact"].qps
     out["exact CPU / weighted CPU"] = feddns["exact"].cpu_us / feddns["weighted"].cpu_us
@@ -430,7 +431,7 @@ TARGETS = [
     ("0x20 case >= 0.8 x exact", "0x20 / feddns exact", 0.8),
     ("random names >= 0.6 x exact", "nxdomain / feddns exact", 0.6),
     ("2,000 services >= 0.8 x exact", "2000 services / feddns exact", 0.8),
-    ("exact >= 0.95 x fixed server", "exact / fixed server", 0.95),
+    ("exact >= 0.95 x fixed reader", "exact / fixed reader", 0.95),  # feddns reads UDP as the reader does
     ("random names >= 0.9 x NSD", "nxdomain / NSD", 0.9),
     ("weighted q/s >= exact / 1.5", "weighted / feddns exact", 1 / 1.5),
     ("weighted CPU <= 1.5 x exact", "exact CPU / weighted CPU", 1 / 1.5),
