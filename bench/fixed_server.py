@@ -4,11 +4,12 @@ The ceiling for a Python DNS server on this machine: bench/serve_qps.py runs it 
 `feddns serve` and NSD and reports the ratios. Two ways to receive, each the least a
 Python server can do per datagram:
 
-* (default) asyncio's datagram transport, as `feddns serve` receives: uvloop (libuv)
-  reads the socket and calls `datagram_received` per datagram;
+* (default) asyncio's datagram transport (as `feddns serve` read UDP until 2026-11-28):
+  uvloop (libuv) reads the socket and calls `datagram_received` per datagram;
 * `--reader`: the socket's reader callback (`loop.add_reader`) takes up to 64 datagrams a
   wakeup with `socket.recvfrom` and answers each with `socket.sendto` (a reply the kernel
-  cannot take at once is dropped), with no transport between.
+  cannot take at once is dropped), with no transport between, as `feddns serve` reads now
+  (`feddns.dns.transport.UdpServer`).
 
 Neither batches system calls (`recvmmsg`/`sendmmsg`, which NSD uses and Python's socket
 module does not offer): each datagram costs a receive and a send.

@@ -79,7 +79,7 @@ def queries(kind: str, count: int) -> list[bytes]:
 
 
 class Sink:
-    """A datagram transport that keeps the last reply."""
+    """A ``sendto`` that keeps the last reply."""
 
     def __init__(self) -> None:
         self.last = b""
