@@ -64,7 +64,7 @@ def responder(path: Path) -> Responder:
 
 
 class _Sink:
-    """A datagram transport that drops what is sent."""
+    """A ``sendto`` that drops what is sent."""
 
     def sendto(self, data: bytes, addr: object) -> None:
         pass
@@ -75,9 +75,7 @@ def answerer(server: Responder, tcp: bool) -> Callable[[bytes], object]:
     ``Responder.respond``."""
     if tcp:
         return lambda packet: server.respond(packet, "127.0.0.1", True)
-    udp = UdpServer(server)
-    udp.connection_made(_Sink())  # type: ignore[arg-type]
-    receive, addr = udp.datagram_received, ("127.0.0.1", 40000)
+    receive, addr = UdpServer(server).handler(_Sink().sendto), ("127.0.0.1", 40000)
     return lambda packet: receive(packet, addr)
 
 

@@ -9,8 +9,8 @@ option 65245 = "foo", as cluster DNS tags it) against five servers:
   every name answers the A records `feddns serve` gives cluster foo, in the same order;
 * bench/fixed_server.py, a bare uvloop server that sends the same bytes to every query
   (the floor of a Python server), for the exact-repeat file only, twice: through asyncio's
-  datagram transport (as feddns receives) and through its own recvfrom/sendto loop
-  (`--reader`); their q/s over NSD's is the most any Python server reaches here;
+  datagram transport and through its own recvfrom/sendto loop (`--reader`, as feddns
+  reads UDP); their q/s over NSD's is the most any Python server reaches here;
 * CoreDNS (built by scripts/peers.sh) with its `file` plugin on NSD's zone file;
 * CoreDNS with its `etcd` plugin, reading the same answers as SkyDNS records
   (/skydns/federation/svc/myfederation/myns/myservice/x1 = {"host": IP, "ttl": 30}, one key

@@ -14,10 +14,14 @@ from collections.abc import Callable
 
 
 def _find_libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except (OSError, TypeError):  # no C library found
-        return None
+    """The C library by name, else the running program's own symbols (``dlopen(NULL)``: where
+    ``find_library`` finds nothing, as on musl without compilers, libc is linked in all the same)."""
+    for name in (ctypes.util.find_library("c"), None):
+        try:
+            return ctypes.CDLL(name, use_errno=True)
+        except (OSError, TypeError):
+            continue
+    return None
 
 
 def _find(name: str) -> Callable[..., int] | None:

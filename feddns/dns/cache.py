@@ -388,6 +388,8 @@ class Cache:
         (RFC 1035 4.1.1, RFC 6891 6.1). At most 64 keys of at most 512 bytes are kept,
         the oldest forgotten first (:class:`Envelopes`); a full load drops them all
         (:meth:`changed`)."""
+        if not parts[3]:  # letters outside the qname: the caller should not have asked
+            return
         first = data[12]
         lowered = data[2:].lower()
         self.parents.put(lowered[:10] + lowered[11 + first :], ParentEnvelope(parts, parent, root + 5 - first, names))

@@ -69,7 +69,8 @@ class TcpLimits:
 UDP_BATCH = 64
 """Datagrams a UDP socket's reader takes per wakeup before the loop runs its other callbacks."""
 UDP_LARGEST = 65535
-"""Bytes a datagram may hold (the most an IPv4 UDP payload can): one larger is never cut."""
+"""Bytes read per datagram: more than any UDP payload holds (65,507 over IPv4, 65,527 over
+IPv6), so none is cut."""
 
 
 class UdpServer:
@@ -83,7 +84,9 @@ class UdpServer:
     check a datagram (docs/performance.md, "The floor of a Python server"). A reply the
     kernel cannot take at once (its send buffer full: ``BlockingIOError``) or refuses is
     dropped and counted (``Stats.unsent``, the metric ``feddns_dns_replies_unsent_total``),
-    as a full network drops it; asyncio's transport would have queued it without bound.
+    as a full network drops it; asyncio's transport would have queued it without bound. The
+    query still counts as answered in the query metrics, and ``--query-log`` does not write
+    it.
     ``query_log`` (``--query-log``): every reply is written to it.
     """
 
@@ -91,6 +94,7 @@ class UdpServer:
         self.responder = responder
         self.query_log = query_log
         self._sock: socket.socket | None = None
+        self._fd = -1
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def handler(self, sendto: Callable[[bytes, Any], object]) -> Callable[[bytes, Any], None]:
@@ -105,9 +109,9 @@ class UdpServer:
         """Answer the datagrams that come to the bound UDP socket ``sock`` (made non-blocking)
         on the running loop, until :meth:`close`."""
         sock.setblocking(False)
-        self._sock = sock
+        self._sock, self._fd = sock, sock.fileno()
         self._loop = asyncio.get_running_loop()
-        self._loop.add_reader(sock.fileno(), self._reader(sock))
+        self._loop.add_reader(self._fd, self._reader(sock))
 
     def _reader(self, sock: socket.socket) -> Callable[[], None]:
         receive = sock.recvfrom
@@ -136,7 +140,7 @@ class UdpServer:
         if self._sock is None:
             return
         if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_reader(self._sock.fileno())
+            self._loop.remove_reader(self._fd)  # the fd it was added with, even if the socket was closed since
         self._sock.close()
         self._sock = None
 
