@@ -1,7 +1,8 @@
-"""The UDP server's own socket loop (feddns.dns.transport.UdpServer), in-process on uvloop with
-real loopback sockets: datagrams queued past one wakeup's batch are all answered, a reply the
-kernel will not take is dropped and counted without stopping the loop, a datagram of the
-largest UDP size is read whole, and close stops reading."""
+"""The UDP server's own socket loop (feddns.dns.transport.UdpServer), in-process on uvloop and
+on asyncio's own loop (used where uvloop is not installed), with real loopback sockets:
+datagrams queued past one wakeup's batch are all answered, a reply the kernel will not take
+is dropped and counted without stopping the loop, a datagram of the largest UDP size is read
+whole, and close stops reading."""
 
 import asyncio
 import socket
@@ -9,6 +10,7 @@ import socket
 import dns.edns
 import dns.message
 import dns.rcode
+import pytest
 import uvloop
 
 from feddns.dns import transport
@@ -30,9 +32,16 @@ class RefusingEveryOther(socket.socket):
         return super().sendto(*args)
 
 
-def run(program):  # type: ignore[no-untyped-def]
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(program())
+@pytest.fixture(params=["uvloop", "asyncio"])
+def run(request):  # type: ignore[no-untyped-def]
+    """Run a coroutine function on the loop named by the parameter."""
+    factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
+
+    def on_loop(program):  # type: ignore[no-untyped-def]
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(program())
+
+    return on_loop
 
 
 def served(sock: socket.socket) -> transport.UdpServer:
@@ -53,7 +62,7 @@ async def replies(client: socket.socket, count: int, wait: float = 5.0) -> list[
     return out
 
 
-def test_datagrams_queued_past_one_batch_are_all_answered() -> None:
+def test_datagrams_queued_past_one_batch_are_all_answered(run) -> None:
     async def program() -> list[int]:
         server = served(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -71,7 +80,7 @@ def test_datagrams_queued_past_one_batch_are_all_answered() -> None:
     assert run(program) == list(range(transport.UDP_BATCH * 3 + 5))
 
 
-def test_a_reply_the_kernel_refuses_is_dropped_counted_and_the_next_answered() -> None:
+def test_a_reply_the_kernel_refuses_is_dropped_counted_and_the_next_answered(run) -> None:
     async def program() -> tuple[list[int], int]:
         RefusingEveryOther.calls = 0
         server = served(RefusingEveryOther(socket.AF_INET, socket.SOCK_DGRAM))
@@ -92,7 +101,7 @@ def test_a_reply_the_kernel_refuses_is_dropped_counted_and_the_next_answered() -
     assert answered == [1, 3, 5] and unsent == 3
 
 
-def test_a_datagram_of_the_largest_size_is_read_whole_and_close_stops_reading() -> None:
+def test_a_datagram_of_the_largest_size_is_read_whole_and_close_stops_reading(run) -> None:
     """A query padded to 65,507 bytes (the most IPv4 carries) by an EDNS0 padding option
     (RFC 7830) is answered: read with a smaller buffer, its OPT record would be cut."""
 
