@@ -33,6 +33,7 @@ from feddns.records import (
     PROTOCOLS,
     Endpoint,
     IPAddress,
+    NoneReady,
     Policy,
     PolicyName,
     Port,
@@ -48,6 +49,7 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 POLICY_ANNOTATION = "federation.feddns.io/policy"
 FAILOVER_ORDER_ANNOTATION = "federation.feddns.io/failover-order"
 WEIGHT_ANNOTATION = "federation.feddns.io/weight"
+NONE_READY_ANNOTATION = "federation.feddns.io/none-ready"
 """Annotations on a Service that set its answer policy (docs/reference.md section 2)."""
 
 PACKED_BYTES = {"IPv4": 4, "IPv6": 16}
@@ -162,9 +164,23 @@ def read_annotations(annotations: object, clusters: AbstractSet[str]) -> tuple[P
     policy and what is wrong: an unknown policy, a failover policy without an
     order or with one naming a cluster not in ``clusters``, a weight that is not
     a whole number from 0 to 65535. Annotations a policy does not use are ignored
-    (a weight under ``failover``)."""
+    (a weight under ``failover``). :data:`NONE_READY_ANNOTATION` (``answer`` or ``nodata``)
+    is read whatever the policy; a bad value is left out, and said."""
     if not isinstance(annotations, dict):
         return DEFAULT_POLICY, None
+    policy, problem = _read_policy_annotations(annotations, clusters)
+    text = annotations.get(NONE_READY_ANNOTATION)
+    if text is None:
+        return policy, problem
+    none_ready = next((value for value in NoneReady if value.value == str(text).strip()), None)
+    if none_ready is None:
+        bad = f"{NONE_READY_ANNOTATION} {text!r} is not one of {', '.join(NoneReady)}"
+        return policy, bad if problem is None else f"{problem}; {bad}"
+    return replace(policy, none_ready=none_ready), problem
+
+
+def _read_policy_annotations(annotations: dict[str, Any], clusters: AbstractSet[str]) -> tuple[Policy, str | None]:
+    """:func:`read_annotations` for the policy's name, failover order and weight."""
     name = annotations.get(POLICY_ANNOTATION)
     order_text, weight_text = annotations.get(FAILOVER_ORDER_ANNOTATION), annotations.get(WEIGHT_ANNOTATION)
     if name is None:

@@ -24,7 +24,7 @@ from feddns import logs, snapshot
 from feddns.dns import answer, policy
 from feddns.dns.index import Index, Node, NodeKind, NotAName, Shard
 from feddns.errors import ConfigError
-from feddns.records import PolicyName
+from feddns.records import NoneReady, PolicyName
 
 EXIT_NXDOMAIN = 1
 EXIT_ETCD = 3
@@ -69,6 +69,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the asking cluster (docs/reference.md section 3); omitted: an external client, every shard tier 3")
     add("--qtype", choices=tuple(_VERSIONS), default="A", help="A (default), AAAA or ANY")
     add("--zone", default="federation.", help="the zone serve answers (default federation.)")
+    add("--none-ready", choices=tuple(NoneReady), default=NoneReady.ANSWER.value,
+        help="serve's --none-ready: what a service none of whose shards is ready answers (default answer)")
     snapshot.add_arguments(parser, files=True)
 
 
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if node is None:
         print(f"{args.name}: NXDOMAIN: no such name in the zone (no service or shard of that name)", file=sys.stderr)
         return EXIT_NXDOMAIN
-    found = explain(node, args.name, _asker(node, args.asker), _VERSIONS[args.qtype])
+    found = explain(node, args.name, _asker(node, args.asker), _VERSIONS[args.qtype], NoneReady(args.none_ready))
     print(json.dumps(found._asdict() | {"records": [r._asdict() for r in found.records],
                                          "left_out": [r._asdict() for r in found.left_out]}, indent=2)
           if args.output == "json" else render(found))
@@ -138,9 +140,12 @@ def _asker(node: Node, asker: str | None) -> str | None:
     return asker.lower()
 
 
-def explain(node: Node, name: str, asker: str | None, versions: tuple[int, ...]) -> Explanation:
+def explain(node: Node, name: str, asker: str | None, versions: tuple[int, ...],
+            none_ready: NoneReady = NoneReady.ANSWER) -> Explanation:
     """The answer to ``name`` (its ``node``, a service's or a shard's) for cluster ``asker``,
-    record by record, with why each shard is there or left out (docs/reference.md section 2)."""
+    record by record, with why each shard is there or left out (docs/reference.md section 2);
+    ``none_ready`` is serve's ``--none-ready``. When no shard is ready and the service fails
+    open, ``policy_why`` says so."""
     assert node.shards is not None and node.federation is not None
     fed = node.federation
     if node.kind == NodeKind.SHARD:
@@ -153,7 +158,7 @@ def explain(node: Node, name: str, asker: str | None, versions: tuple[int, ...])
                    for record in _record(1, fed, asker, node.cluster, shard, version, block, why)]
         return Explanation(name, asker, "-", "", "fixed", records, [])
     reasons: dict[str, str] = {}
-    chosen, groups = policy.address_groups(node, asker, versions, reasons)
+    chosen, groups = policy.address_groups(node, asker, versions, reasons, none_ready)
     places = [group for group in groups if group[1]]
     records = [record for place, (version, group) in enumerate(places, 1) for cluster, block in group
                for record in _record(place, fed, asker, cluster, node.shards[cluster], version, block,
@@ -163,6 +168,11 @@ def explain(node: Node, name: str, asker: str | None, versions: tuple[int, ...])
             if c not in kept]
     named = {(shard.policy.name, shard.policy.failover_order) for shard in node.shards.values()}
     why = "" if len(named) == 1 else "the shards disagree on policy, so the default applies (reference section 2)"
+    if policy.fails_open(node.shards, none_ready):
+        why = "; ".join(filter(None, (why, "no shard is ready: every shard is answered as if it were (fail open, "
+                                            "reference section 2)")))
+    elif not any(shard.healthy for shard in node.shards.values()):
+        why = "; ".join(filter(None, (why, "no shard is ready: NODATA (none-ready: nodata)")))
     return Explanation(name, asker, chosen.name, why, _order(PolicyName(chosen.name)), records, left)
 
 

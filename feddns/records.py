@@ -57,6 +57,18 @@ class PolicyName(StrEnum):
     LOCALITY_WEIGHTED = "locality-weighted"
 
 
+class NoneReady(StrEnum):
+    """What a service answers when none of its shards is ready (a shard record's
+    ``noneReady``, ``feddns serve --none-ready``; docs/reference.md section 2):
+    ``answer`` every shard as if it were ready, in the usual order (fail open, as
+    health-checked DNS does), or ``nodata``."""
+
+    ANSWER = "answer"
+    NODATA = "nodata"
+
+
+_NONE_READY: dict[str, NoneReady] = {value.value: value for value in NoneReady}
+
 _POLICY_NAMES: dict[str, PolicyName] = {name.value: name for name in PolicyName}
 """Each policy by its text: a dict lookup, where ``PolicyName(text)`` costs twenty
 times more (0.4 microseconds) on the path every etcd event takes."""
@@ -82,12 +94,14 @@ class Policy:
     ``name`` is a :class:`PolicyName`; ``failover_order`` the cluster names of
     a ``failover`` policy, first choice first; ``weight`` this shard's weight
     (0 to :data:`MAX_WEIGHT`; ``None``: not given, counted as 1) under
-    ``weighted`` and ``locality-weighted``.
+    ``weighted`` and ``locality-weighted``; ``none_ready`` what the service answers when no
+    shard is ready (``None``: not given, serve's ``--none-ready`` decides).
     """
 
     name: PolicyName = PolicyName.LOCALITY
     failover_order: tuple[str, ...] = ()
     weight: int | None = None
+    none_ready: NoneReady | None = None
 
 
 DEFAULT_POLICY = Policy()
@@ -171,6 +185,8 @@ class ShardRecord:
             obj["failoverOrder"] = list(policy.failover_order)
         if policy.weight is not None:
             obj["weight"] = policy.weight
+        if policy.none_ready is not None:
+            obj["noneReady"] = str(policy.none_ready)
         if self.endpoints is not None:
             obj["endpoints"] = [
                 {"ip": str(e.ip), "hostname": e.hostname} if e.hostname else {"ip": str(e.ip)} for e in self.endpoints
@@ -308,8 +324,9 @@ def read_shard(value: Any) -> ShardFields:
     ports = value.get("ports")
     endpoints = value.get("endpoints")
     policy, problem = DEFAULT_POLICY, None
-    if "policy" in value or "weight" in value or "failoverOrder" in value:
-        policy, problem = read_policy(value.get("policy"), value.get("failoverOrder"), value.get("weight"))
+    if "policy" in value or "weight" in value or "failoverOrder" in value or "noneReady" in value:
+        policy, problem = read_policy(value.get("policy"), value.get("failoverOrder"), value.get("weight"),
+                                      value.get("noneReady"))
     return _new_fields(ShardFields, (  # tuple.__new__: NamedTuple's own __new__ is a Python frame more a record
         _addresses(value, "clusterIPs", "clusterIP"),
         _addresses(value, "externalIPs", "externalIP"),
@@ -329,11 +346,12 @@ _POLICIES: dict[Policy, Policy] = {}
 _POLICIES_MAX = 4096
 
 
-def read_policy(name: object, order: object, weight: object) -> tuple[Policy, str | None]:
-    """The :class:`Policy` of a record's ``policy``, ``failoverOrder`` and ``weight``
-    (each ``None`` when absent), or the default policy and why, when one of them is bad:
-    a name that is not a :class:`PolicyName`, an order that is not a list of cluster names, a
-    weight that is not a whole number from 0 to :data:`MAX_WEIGHT`."""
+def read_policy(name: object, order: object, weight: object, none_ready: object = None) -> tuple[Policy, str | None]:
+    """The :class:`Policy` of a record's ``policy``, ``failoverOrder``, ``weight`` and
+    ``noneReady`` (each ``None`` when absent), or the default policy and why, when one of
+    them is bad: a name that is not a :class:`PolicyName`, an order that is not a list of
+    cluster names, a weight that is not a whole number from 0 to :data:`MAX_WEIGHT`, a
+    ``noneReady`` that is not a :class:`NoneReady`."""
     chosen = PolicyName.LOCALITY if name is None else _POLICY_NAMES.get(name) if isinstance(name, str) else None
     if chosen is None:
         return DEFAULT_POLICY, f"policy {name!r} is not one of {', '.join(PolicyName)}"
@@ -343,7 +361,12 @@ def read_policy(name: object, order: object, weight: object) -> tuple[Policy, st
         return DEFAULT_POLICY, f"failoverOrder {order!r} is not a list of cluster names"
     if weight is not None and (type(weight) is not int or not 0 <= weight <= MAX_WEIGHT):
         return DEFAULT_POLICY, f"weight {weight!r} is not a whole number from 0 to {MAX_WEIGHT}"
-    policy = Policy(chosen, tuple(dict.fromkeys(order)), weight)
+    chosen_none_ready = None
+    if none_ready is not None:
+        chosen_none_ready = _NONE_READY.get(none_ready) if isinstance(none_ready, str) else None
+        if chosen_none_ready is None:
+            return DEFAULT_POLICY, f"noneReady {none_ready!r} is not one of {', '.join(NoneReady)}"
+    policy = Policy(chosen, tuple(dict.fromkeys(order)), weight, chosen_none_ready)
     known = _POLICIES.get(policy)
     if known is not None:
         return known, None

@@ -103,6 +103,38 @@ def test_explain_says_why_shards_are_left_out(etcd: EtcdServer, federation: tupl
     assert {r["cluster"]: r["why"] for r in found["records"]}["a"] == "weight 3: drawn by weight per answer"
 
 
+NONE_READY = """
+/f/_clusters/a: {zone: z1, region: r1}
+/f/_clusters/b: {zone: z2, region: r2}
+/f/ns/down/a: {clusterIP: 10.0.0.1, externalIP: 1.1.1.1, ready: 0}
+/f/ns/down/b: {clusterIP: 10.0.0.2, externalIP: 1.1.1.2, ready: 0}
+/f/ns/quiet/a: {clusterIP: 10.0.1.1, externalIP: 1.1.2.1, ready: 0, noneReady: nodata}
+"""
+
+
+@pytest.mark.parametrize("flag", ["answer", "nodata"])
+def test_explain_says_when_no_shard_is_ready_as_serve_answers(flag: str, capsys: pytest.CaptureFixture[str]):
+    """Every shard unready: serve fails open (or answers NODATA with --none-ready nodata, or a
+    record's noneReady), and explain shows the same records and says which it is."""
+    path = write_records(NONE_READY)
+    with ServeProcess(records=path, extra_args=["--order", "stable", "--none-ready", flag]) as server:
+        cases = (("down.ns.f.svc.federation.", flag == "answer"), ("quiet.ns.f.svc.federation.", False))
+        for name, fails_open in cases:
+            status, out, err = explain(capsys, name, "--from", "a", "--records", path, "--none-ready", flag,
+                                       "--output", "json")
+            assert (status, err) == (0, "")
+            found = json.loads(out)
+            assert [r["address"] for r in found["records"]] == server.addresses(name, cluster="a")
+            if fails_open:
+                assert [r["address"] for r in found["records"]] == ["10.0.0.1", "1.1.1.2"]
+                assert "no shard is ready: every shard is answered as if it were (fail open" in found["policy_why"]
+                assert all("answered as if ready" in r["why"] for r in found["records"])
+            else:
+                assert found["records"] == []
+                assert "no shard is ready: NODATA" in found["policy_why"]
+                assert {r["why"] for r in found["left_out"]} == {"left out: ready: 0"}
+
+
 def feddns(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "feddns.cli", *args], capture_output=True, text=True, timeout=30,
                           check=False)

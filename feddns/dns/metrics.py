@@ -71,6 +71,10 @@ class ServeCollector(Collector):
         yield queries
         yield sources
         yield self._matrix(firsts)
+        yield CounterMetricFamily("feddns_dns_answers_none_ready",
+                                  "Answers to a service's name given while none of its shards was ready: every "
+                                  "shard answered as if it were (fail open; --none-ready)",
+                                  value=sum(hits for (_, _, fail_open), hits in firsts.items() if fail_open))
         yield CounterMetricFamily("feddns_dns_dropped", "Packets dropped (shorter than a header, or responses)",
                                   value=responder.stats.dropped)
         yield CounterMetricFamily("feddns_dns_replies_unsent",
@@ -109,7 +113,7 @@ class ServeCollector(Collector):
         known = {name.decode() for fed in self.responder.index.federations.values() for name in fed.known}
         named = set(sorted(known)[:MATRIX_CLUSTERS])
         counts: Counter[tuple[str, str]] = Counter()
-        for (cluster, rank), hits in firsts.items():
+        for (cluster, rank, _), hits in firsts.items():
             label = cluster if cluster in named else "other" if cluster in known else "unknown"
             counts[(label, rank)] += hits
         family = CounterMetricFamily("feddns_dns_answers_first_tier",

@@ -27,7 +27,7 @@ from feddns.dns.answer import Tiers
 from feddns.dns.index import IPV4, Federation, Node, NodeKind, Shard, pack_client
 from feddns.dns.weights import Draw
 from feddns.dns.wire import IPV4_BYTES, IPV6_BYTES, MAX_NAME_BYTES, FormError, Query
-from feddns.records import DEFAULT_POLICY, Policy, PolicyName, StaleAction
+from feddns.records import DEFAULT_POLICY, NoneReady, Policy, PolicyName, StaleAction
 
 Source = tuple[bytes | None, bytes | None, bool]
 """``(cluster, ecs, by_address)``: the asking cluster's name as bytes (``None``:
@@ -224,7 +224,26 @@ def service_policy(shards: dict[str, Shard]) -> Policy:
     return first
 
 
-def ranked(node: Node, asker: str | None, why: dict[str, str] | None = None) -> tuple[Policy, list[Group]]:
+def service_none_ready(shards: dict[str, Shard], default: NoneReady) -> NoneReady:
+    """What a service answers when none of its shards is ready: the ``noneReady`` every
+    shard's record names (the annotation ``federation.feddns.io/none-ready``), else
+    ``default`` (``feddns serve --none-ready``; docs/reference.md section 2)."""
+    values = {shard.policy.none_ready for shard in shards.values()}
+    chosen = values.pop() if len(values) == 1 else None
+    return default if chosen is None else chosen
+
+
+def fails_open(shards: dict[str, Shard], default: NoneReady) -> bool:
+    """True when no shard of the service is ready and it answers every shard as if it were
+    (fail open, as health-checked DNS does): its :func:`service_none_ready` is ``answer``.
+    Counted in ``feddns_dns_answers_none_ready_total`` (docs/reference.md section 2)."""
+    if not shards or any(shard.healthy for shard in shards.values()):
+        return False
+    return service_none_ready(shards, default) is NoneReady.ANSWER
+
+
+def ranked(node: Node, asker: str | None, why: dict[str, str] | None = None,
+           none_ready: NoneReady = NoneReady.ANSWER) -> tuple[Policy, list[Group]]:
     """The service's policy and its healthy shards for cluster ``asker``, in the groups the policy
     orders them by, best first, each group's clusters in name order.
 
@@ -238,18 +257,33 @@ def ranked(node: Node, asker: str | None, why: dict[str, str] | None = None) -> 
     ``why``, when given, is filled with one line per shard (cluster name to text)
     saying why it is in its group or left out: ``feddns explain`` shows them, so
     that the rules stay here alone (docs/reference.md section 2).
+
+    When no shard is ready, every shard is ranked as if it were, unless the service's
+    :func:`service_none_ready` (``none_ready`` when its records name none) is ``nodata``.
     """
+    assert node.shards is not None
+    open_ = fails_open(node.shards, none_ready)
+    chosen, groups = _ranked(node, asker, why, open_)
+    if why is not None and open_:
+        for cluster in why:
+            if not node.shards[cluster].healthy and not why[cluster].startswith("left out"):
+                why[cluster] += "; ready: 0, answered as if ready: no shard of the service is ready (fail open)"
+    return chosen, groups
+
+
+def _ranked(node: Node, asker: str | None, why: dict[str, str] | None, open_: bool) -> tuple[Policy, list[Group]]:
+    """:func:`ranked`'s groups; ``open_``: every shard counts as ready (none is)."""
     assert node.shards is not None and node.federation is not None
     fed = node.federation
     shards = node.shards
     chosen = service_policy(shards)
     name = PolicyName(chosen.name)
     weighted = name in _WEIGHTED_POLICIES
-    healthy = [c for c in sorted(shards) if shards[c].healthy and not (weighted and shards[c].weight == 0)
+    healthy = [c for c in sorted(shards) if (open_ or shards[c].healthy) and not (weighted and shards[c].weight == 0)
                and _stale(fed, asker, c) is not StaleAction.DROP]
     last = [c for c in healthy if _stale(fed, asker, c) is StaleAction.DEMOTE]
     if why is not None:
-        _left_out(node, asker, weighted, why)
+        _left_out(node, asker, weighted, why, open_)
     if name is PolicyName.FAILOVER:
         listed = [c for c in chosen.failover_order if c in healthy and c not in last]
         rest = [c for c in healthy if c not in chosen.failover_order and c not in last]
@@ -276,11 +310,11 @@ def ranked(node: Node, asker: str | None, why: dict[str, str] | None = None) -> 
     return chosen, [(10 * rank, group) for rank, group in enumerate(tiers) if group]
 
 
-def _left_out(node: Node, asker: str | None, weighted: bool, why: dict[str, str]) -> None:
+def _left_out(node: Node, asker: str | None, weighted: bool, why: dict[str, str], open_: bool) -> None:
     """Why each shard that :func:`ranked` leaves out is left out."""
     assert node.shards is not None and node.federation is not None
     for cluster, shard in node.shards.items():
-        if not shard.healthy:
+        if not shard.healthy and not open_:
             why[cluster] = "left out: ready: 0"
         elif weighted and shard.weight == 0:
             why[cluster] = "left out: weight 0"
@@ -328,10 +362,12 @@ def routable(fed: Federation, cluster: str) -> bool:
     return record is not None and record.routable
 
 
-def address_answer(node: Node, asker: str | None, versions: tuple[int, ...], ttl: int) -> Arranged:
+def address_answer(node: Node, asker: str | None, versions: tuple[int, ...], ttl: int,
+                   none_ready: NoneReady = NoneReady.ANSWER) -> Arranged:
     """A and AAAA records (owned by the qname) answering ``node`` for cluster ``asker``.
 
-    A service name gives the healthy shards' addresses in the groups of
+    A service name gives the healthy shards' addresses (every shard's when none is ready and it
+    fails open) in the groups of
     :func:`ranked`, IPv4 groups before IPv6 ones; a shard name that shard's
     addresses whatever its ready count or weight; an endpoint name that
     endpoint's, when the asker may reach it.
@@ -352,7 +388,7 @@ def address_answer(node: Node, asker: str | None, versions: tuple[int, ...], ttl
         found = tuple(r for block, version in zip(packed, versions, strict=True)
                       for r in _address_records(block, version, answer.POINTER_TO_QNAME, ttl))
         return ((found,) if found else ()), answer.FIXED, [], None
-    chosen, groups = address_groups(node, asker, versions)
+    chosen, groups = address_groups(node, asker, versions, none_ready=none_ready)
     units: list[list[WeighedRecords]] = []
     first: Tier | None = None
     for version, group in groups:
@@ -368,8 +404,8 @@ AddressGroup = tuple[int, list[tuple[str, bytes]]]
 version, each shard with the addresses the asker reaches it by, in the answer's order."""
 
 
-def address_groups(node: Node, asker: str | None, versions: tuple[int, ...],
-                   why: dict[str, str] | None = None) -> tuple[Policy, list[AddressGroup]]:
+def address_groups(node: Node, asker: str | None, versions: tuple[int, ...], why: dict[str, str] | None = None,
+                   none_ready: NoneReady = NoneReady.ANSWER) -> tuple[Policy, list[AddressGroup]]:
     """The service's policy and the address records of ``node`` (a service's name) for cluster
     ``asker``: per IP version of ``versions`` (4, 6), per group of :func:`ranked`, the shards
     that have an address for the asker (a shard with no externalIP only for its own cluster).
@@ -379,7 +415,7 @@ def address_groups(node: Node, asker: str | None, versions: tuple[int, ...],
     """
     assert node.shards is not None and node.federation is not None
     fed = node.federation
-    chosen, groups = ranked(node, asker, why)
+    chosen, groups = ranked(node, asker, why, none_ready)
     out: list[AddressGroup] = []
     reached: set[str] = set()
     for version in versions:
@@ -456,7 +492,8 @@ def _address_records(packed: bytes, version: int, owner: bytes, ttl: int) -> lis
     return [answer.address_rr(packed[i : i + width], ttl, owner) for i in range(0, len(packed), width)]
 
 
-def srv_answer(node: Node, asker: str | None, base: bytes, ttl: int) -> Arranged:
+def srv_answer(node: Node, asker: str | None, base: bytes, ttl: int,
+               none_ready: NoneReady = NoneReady.ANSWER) -> Arranged:
     """SRV records (RFC 2782) of the healthy, reachable shards with ``node``'s named
     port, and the additional A/AAAA records of their targets (answered as for
     cluster ``asker``). A target is ``<cluster>.`` + ``base`` (the service's name in wire
@@ -469,7 +506,7 @@ def srv_answer(node: Node, asker: str | None, base: bytes, ttl: int) -> Arranged
     """
     assert node.shards is not None and node.federation is not None
     fed = node.federation
-    chosen, groups = ranked(node, asker)
+    chosen, groups = ranked(node, asker, none_ready=none_ready)
     name = PolicyName(chosen.name)
     weighted = name in _WEIGHTED_POLICIES
     units: list[list[WeighedRecords]] = []

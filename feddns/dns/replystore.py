@@ -30,10 +30,12 @@ Labels = tuple[str, str, str]
 """Metric labels of an entry: ``(qtype, rcode, source)``, source being
 ``"cluster"`` when the asking cluster was found, else ``"none"``."""
 
-FirstTier = tuple[str, str]
-"""The locality matrix's key of an entry: ``(source cluster, tier)``, the asking cluster's
-name (``""``: none found) and the tier its first records come from (``own``, ``zone``,
-``region``, ``other``; ``none``: no record), for ``feddns_dns_answers_first_tier_total``."""
+FirstTier = tuple[str, str, bool]
+"""The locality matrix's key of an entry: ``(source cluster, tier, fail open)``, the asking
+cluster's name (``""``: none found), the tier its first records come from (``own``, ``zone``,
+``region``, ``other``; ``none``: no record), for ``feddns_dns_answers_first_tier_total``, and
+whether its records are a fail-open answer (no shard ready), for
+``feddns_dns_answers_none_ready_total``."""
 
 
 class Entry:

@@ -40,7 +40,7 @@ from feddns.dns.index import Index, Node, NodeKind, NotAName
 from feddns.dns.wire import CLASS_IN, FIRST_ROOT, LAST_ROOT, TXT, MetaType, QType, Query, Rcode
 from feddns.keys import Layout
 from feddns.names import ServiceId
-from feddns.records import IPAddress
+from feddns.records import IPAddress, NoneReady
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,9 @@ class AnswerSettings:
     ``--cluster-option-code``)."""
     stable: bool = False
     """One fixed order per answer instead of rotating it (``--order stable``)."""
+    none_ready: NoneReady = NoneReady.ANSWER
+    """What a service none of whose shards is ready answers, unless its records say
+    (``--none-ready``; docs/reference.md section 2)."""
     ns_addresses: tuple[IPAddress, ...] = ()
     """The addresses ``ns.dns.<zone>`` answers (``--ns-address``; else the listen addresses)."""
     serial: int = 1
@@ -432,8 +435,10 @@ class Responder:
             labels = (qtype_label(qtype), "NOERROR", "cluster" if source else "none")
             first = None
             if node.kind in _MATRIX_KINDS:
-                rank = built[1]
-                first = (asker or "", "none" if rank is None else policy.TIER_LABELS[rank])
+                rank, shards = built[1], node.shards
+                assert shards is not None  # a service's names (_MATRIX_KINDS) hold its shards
+                first = (asker or "", "none" if rank is None else policy.TIER_LABELS[rank],
+                         rank is not None and policy.fails_open(shards, self.settings.none_ready))
             found = cache.keep_answer(key, built[0], node.service, labels, first)
         return cache.reply(found, data, query, ecs, tcp, by_address)
 
@@ -529,10 +534,12 @@ class Responder:
             if qtype not in (QType.SRV, QType.ANY):
                 return None
             assert node.service is not None
-            tiers, ordering, additional, first = policy.srv_answer(node, asker, zone.service_name(node.service), ttl)
+            tiers, ordering, additional, first = policy.srv_answer(node, asker, zone.service_name(node.service), ttl,
+                                                                   self.settings.none_ready)
             return Sections(tiers, additional=additional), ordering, first
         if kind in _ADDRESS_KINDS and qtype in _VERSIONS:
-            tiers, ordering, _, first = policy.address_answer(node, asker, _VERSIONS[qtype], ttl)
+            tiers, ordering, _, first = policy.address_answer(node, asker, _VERSIONS[qtype], ttl,
+                                                              self.settings.none_ready)
             return Sections(tiers), ordering, first
         return None
 

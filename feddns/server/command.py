@@ -48,6 +48,7 @@ from feddns.libc import one_malloc_arena
 from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.observe import ObserveServer
 from feddns.querylog import DEFAULT_RATE, WINDOW_SECONDS, DroppedCollector, QueryLog
+from feddns.records import NoneReady
 from feddns.server import forking, workers
 from feddns.server.settings import ServeSettings, settings_from, worker_shares
 from feddns.store import Feed
@@ -83,6 +84,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics, /health and /ready here")
     add("--order", choices=("rotate", "stable"), default="rotate",
         help="order within a tier: rotate from query to query (default) or stable")
+    add("--none-ready", choices=tuple(NoneReady), default=NoneReady.ANSWER.value,
+        help="when no shard of a service is ready: answer every shard as if it were (default: answer, fail "
+             "open) or NOERROR with no records (nodata); a service's annotation federation.feddns.io/none-ready "
+             "overrides it")
     add("--cluster-option-code", type=int, default=0xFEDD,
         help="EDNS0 option code carrying the asking cluster's name (default 65245)")
     add("--ns-address", action="append", metavar="IP",

@@ -34,7 +34,7 @@ from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.hostport import check_resolves, parse_hostport
 from feddns.keys import Layout
 from feddns.querylog import DEFAULT_RATE
-from feddns.records import IPAddress
+from feddns.records import IPAddress, NoneReady
 from feddns.server import cpus
 from feddns.store.file import EXAMPLE
 
@@ -193,7 +193,8 @@ def _answers(args: argparse.Namespace, listens: tuple[tuple[str, int], ...]) -> 
     mcs_zone, mcs_federation = _mcs(args.mcs_zone, args.mcs_federation, zone)
     return AnswerSettings(
         zone=zone, ttl=args.ttl, negative_ttl=args.negative_ttl, option_code=args.cluster_option_code,
-        stable=args.order == "stable", ns_addresses=_ns_addresses(args.ns_address, listens),
+        stable=args.order == "stable", none_ready=NoneReady(args.none_ready),
+        ns_addresses=_ns_addresses(args.ns_address, listens),
         serial=int(time.time()) & 0xFFFFFFFF, cache_size=parse_size(args.cache_size),
         mcs_zone=mcs_zone, mcs_federation=mcs_federation, max_udp_size=args.max_udp_size,
     )

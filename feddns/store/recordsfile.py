@@ -149,6 +149,7 @@ class _Shard(_Shape):
     policy: Any = None
     failover_order: Any = Field(None, alias="failoverOrder")
     weight: Any = None
+    none_ready: Any = Field(None, alias="noneReady")
     endpoints: list[_Endpoint] | None = None
 
 

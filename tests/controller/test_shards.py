@@ -188,6 +188,27 @@ def test_annotations_set_the_policy_or_say_what_is_wrong(annotations, name, orde
     assert (found is None) if problem is None else (problem in (found or "")), found
 
 
+NONE_READY = "federation.feddns.io/none-ready"
+
+
+@pytest.mark.parametrize(("annotations", "none_ready", "name", "problem"), [
+    ({}, None, "locality", None),
+    ({NONE_READY: "nodata"}, "nodata", "locality", None),
+    ({NONE_READY: " answer "}, "answer", "locality", None),
+    ({POLICY: "failover", ORDER: "baz", NONE_READY: "nodata"}, "nodata", "failover", None),
+    ({NONE_READY: "never"}, None, "locality", "federation.feddns.io/none-ready 'never' is not one of answer, nodata"),
+    ({POLICY: "weighted", WEIGHT: "x", NONE_READY: "nodata"}, "nodata", "locality", "weight 'x'"),
+])
+def test_the_none_ready_annotation_whatever_the_policy(annotations, none_ready, name, problem):
+    """federation.feddns.io/none-ready is carried as the record's noneReady (reference section 2)."""
+    policy, found = shards.read_annotations(annotations, CLUSTERS)
+    assert (policy.none_ready, policy.name) == (none_ready, name)
+    assert (found is None) if problem is None else (problem in (found or "")), found
+    record = ShardRecord(policy=policy)
+    assert record.to_json().get("noneReady") == none_ready
+    assert ShardRecord.from_json(record.to_json()).policy == policy
+
+
 def test_a_bad_annotation_still_makes_a_shard_with_the_default_policy():
     obj = service("ns", "a", labels=LABELS, cluster_ip="10.0.0.1", annotations={POLICY: "weighted", WEIGHT: "x"})
     info = shards.service_info(obj, FED, LABEL, CLUSTERS)

@@ -22,6 +22,8 @@ RECORDS = """
 /fed/prod/web/d: {clusterIP: 10.0.0.4, externalIP: 1.1.1.4, ready: 0, ports: [{name: http, protocol: TCP, port: 80}]}
 /fed/prod/web/e: {clusterIP: 10.0.0.5, ports: [{name: http, protocol: TCP, port: 80}]}
 /fed/prod/down/a: {clusterIP: 10.0.1.1, externalIP: 1.1.2.1, ready: 0}
+/fed/prod/down/b: {clusterIP: 10.0.1.2, externalIP: 1.1.2.2, ready: 0}
+/fed/prod/quiet/a: {clusterIP: 10.0.3.1, externalIP: 3.3.3.1, ready: 0, noneReady: nodata}
 /fed/prod/dual/a: {clusterIPs: [10.0.2.1, "fd00::1"], externalIPs: [2.2.2.1, "2001:db8::1"]}
 /fed/prod/dual/b: {clusterIPs: [10.0.2.2], externalIPs: [2.2.2.2, "2001:db8::2"]}
 /fed/prod/dual/d: {clusterIP: 10.0.2.4, externalIP: 2.2.2.4}

@@ -37,8 +37,13 @@ CASES = [
     Case("web.prod.FED.svc.federation.", "A", "A", "NOERROR",
          ordered(a("web.prod.FED.svc.federation.", "10.0.0.1", "1.1.1.2", "1.1.1.3")),
          id="mixed case, cluster name in upper case"),
-    # every shard unready: NODATA
-    Case(f"down.prod.fed.svc.{Z}", "A", "a", "NOERROR", authority=NEG, id="every shard unready: NODATA"),
+    # every shard unready: every shard as if ready, in the usual order (fail open)
+    Case(f"down.prod.fed.svc.{Z}", "A", "a", "NOERROR", ordered(a(f"down.prod.fed.svc.{Z}", "10.0.1.1", "1.1.2.2")),
+         id="every shard unready: fail open"),
+    Case(f"down.prod.fed.svc.{Z}", "A", "b", "NOERROR", ordered(a(f"down.prod.fed.svc.{Z}", "10.0.1.2", "1.1.2.1")),
+         id="every shard unready: fail open, from b"),
+    # ... unless the records say noneReady: nodata (the annotation federation.feddns.io/none-ready)
+    Case(f"quiet.prod.fed.svc.{Z}", "A", "a", "NOERROR", authority=NEG, id="every shard unready, noneReady nodata"),
     # AAAA from the same tiers
     Case(DUAL, "AAAA", "a", "NOERROR", ordered(aaaa(DUAL, "fd00::1", "2001:db8::2")), id="AAAA"),
     Case(DUAL, "A", "d", "NOERROR", ordered(a(DUAL, "10.0.2.4", "2.2.2.1", "2.2.2.2")), id="A of a dual-stack service"),

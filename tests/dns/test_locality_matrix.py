@@ -1,7 +1,8 @@
 """The locality matrix, `feddns_dns_answers_first_tier_total{source_cluster, tier}`: each tier
 counted for the asking cluster, through the answer cache and the UDP reply cache (counted per
 entry, as the qtype and rcode counts), after entries leave the cache, and summed over two
-workers of a real server."""
+workers of a real server; and `feddns_dns_answers_none_ready_total`, the fail-open answers
+(no shard ready) among them, counted the same way."""
 
 import pytest
 
@@ -13,20 +14,25 @@ from harness.serve import ServeProcess, write_records
 from tests.dns import tables
 
 # Clusters of federation `m`: a and b share zone z1; c shares region r1 only; d is far.
-# Service `one` has a shard in a only; `none` has one, not ready; `pair` shards in a and d.
+# Service `one` has a shard in a only; `none` has one, not ready, and answers NODATA then
+# (noneReady: nodata); `down` has one in a and one in d, neither ready: it fails open;
+# `pair` shards in a and d.
 RECORDS = """
 /m/_clusters/a: {zone: z1, region: r1}
 /m/_clusters/b: {zone: z1, region: r1}
 /m/_clusters/c: {zone: z2, region: r1}
 /m/_clusters/d: {zone: z3, region: r2}
 /m/ns/one/a: {clusterIP: 10.0.0.1, externalIP: 1.1.1.1, ports: [{name: http, protocol: TCP, port: 80}]}
-/m/ns/none/a: {clusterIP: 10.0.1.1, externalIP: 1.1.2.1, ready: 0}
+/m/ns/none/a: {clusterIP: 10.0.1.1, externalIP: 1.1.2.1, ready: 0, noneReady: nodata}
+/m/ns/down/a: {clusterIP: 10.0.4.1, externalIP: 1.1.4.1, ready: 0}
+/m/ns/down/d: {clusterIP: 10.0.4.4, externalIP: 1.1.4.4, ready: 0}
 /m/ns/pair/a: {clusterIP: 10.0.2.1, externalIP: 1.1.3.1, policy: failover, failoverOrder: [d, a]}
 /m/ns/pair/d: {clusterIP: 10.0.2.4, externalIP: 1.1.3.4, policy: failover, failoverOrder: [d, a]}
 """
 ONE = "one.ns.m.svc.federation."
 NONE = "none.ns.m.svc.federation."
 PAIR = "pair.ns.m.svc.federation."
+DOWN = "down.ns.m.svc.federation."
 SRV_ONE = "_http._tcp." + ONE
 
 # (qname, qtype, asking cluster, tier of the first record)
@@ -41,7 +47,11 @@ CASES = [
     (PAIR, "A", "a", "other"),  # failover sends a to d first
     (PAIR, "A", "d", "own"),
     (SRV_ONE, "SRV", "b", "zone"),
+    (DOWN, "A", "d", "own"),  # fail open: d's own shard first, though not ready
+    (DOWN, "A", "b", "zone"),  # a, in b's zone
 ]
+FAIL_OPEN = 2
+"""Cases above whose answer is a fail-open one (``down``)."""
 ASKED = 5
 """Times each case is asked over UDP: built, answered from the answer, then from the kept reply."""
 
@@ -71,6 +81,13 @@ def collected(responder: Responder) -> dict[tuple[str, str], float]:
             for s in family.samples if s.name.endswith("_total")}
 
 
+def none_ready(responder: Responder) -> float:
+    """``feddns_dns_answers_none_ready_total`` as the collector gives it."""
+    collector = ServeCollector(responder, lambda: 0, lambda: 0)
+    return next(s.value for family in collector.collect() if family.name == "feddns_dns_answers_none_ready"
+                for s in family.samples if s.name.endswith("_total"))
+
+
 def test_each_tier_is_counted_through_the_answer_and_reply_caches():
     responder = tables.make_responder(RECORDS, stable=True)
     udp = tables.in_process(responder, False)
@@ -78,6 +95,7 @@ def test_each_tier_is_counted_through_the_answer_and_reply_caches():
         for _ in range(ASKED):
             udp(qname, qtype, cluster)
     assert collected(responder) == expected(ASKED)
+    assert none_ready(responder) == FAIL_OPEN * ASKED
     kept = [entry for entry in responder.cache.store.entries() if entry.first is not None]
     assert any(type(entry).__name__ == "Reply" and entry.hits for entry in kept), "no query came from a kept reply"
 
@@ -93,6 +111,7 @@ def test_counts_survive_entries_leaving_the_cache():
     for qname, qtype, cluster, _ in CASES:
         udp(qname, qtype, cluster)
     assert collected(responder) == expected(3)
+    assert none_ready(responder) == FAIL_OPEN * 3
 
 
 def test_clusters_past_the_cap_are_counted_as_other(monkeypatch: pytest.MonkeyPatch):
@@ -115,5 +134,7 @@ def test_two_workers_sum_the_matrix_over_the_cached_udp_path():
             for _ in range(ASKED):  # each from a socket of its own: spread over both workers
                 server.query(qname, qtype, cluster)
         got = matrix(server.metrics())
+        after = server.metrics()
     delta = {key: got.get(key, 0.0) - before.get(key, 0.0) for key in got}
     assert delta == expected(ASKED)
+    assert after["feddns_dns_answers_none_ready_total"] == FAIL_OPEN * ASKED

@@ -24,7 +24,7 @@ from feddns.dns import answer, policy, wire
 from feddns.dns.index import Endpoints, Federation, Node, NodeKind, Shard
 from feddns.dns.policy import Tier
 from feddns.dns.weights import Draw
-from feddns.records import DEFAULT_POLICY, ClusterRecord, Policy, Port
+from feddns.records import DEFAULT_POLICY, ClusterRecord, NoneReady, Policy, Port
 
 NUMBER = {name: n for n, name in enumerate("abcdexy", start=1)}
 RECORDS = {
@@ -91,6 +91,8 @@ def every(*clusters: str, **fields: object) -> tuple[S, ...]:
 
 FAILOVER = Policy("failover", ("c", "a"))
 FAILOVER_X = Policy("failover", ("x", "a"))
+NODATA = Policy(none_ready=NoneReady.NODATA)
+ANSWER = Policy(none_ready=NoneReady.ANSWER)
 
 
 def weighted(weight: int | None) -> Policy:
@@ -145,7 +147,15 @@ RANKED = [
     ("health: ready 0 is left out", (S("a"), S("b", ready=0), S("c", ready=3), S("d")), "a", "locality",
      [(0, ["a"]), (20, ["c"]), (30, ["d"])]),
     ("health: own shard unready", (S("a", ready=0), S("b"), S("d")), "a", "locality", [(10, ["b"]), (30, ["d"])]),
-    ("health: none ready", every("a", "b", ready=0), "a", "locality", []),
+    ("health: none ready: every shard, as if ready (fail open)", every("a", "b", ready=0), "a", "locality",
+     [(0, ["a"]), (10, ["b"])]),
+    ("health: none ready, every record says noneReady nodata", every("a", "b", ready=0, policy=NODATA), "a",
+     "locality", []),
+    ("health: none ready, one record says nodata: the default (fail open)",
+     (S("a", ready=0, policy=NODATA), S("b", ready=0)), "a", "locality", [(0, ["a"]), (10, ["b"])]),
+    ("health: none ready, fail open keeps weight 0 out", (S("a", ready=0, policy=weighted(0)),
+                                                         S("b", ready=0, policy=weighted(2))), "a", "weighted",
+     [(0, ["b"])]),
     ("health: no ready count counts as ready", (S("a", ready=None), S("b", ready=1)), "b", "locality",
      [(0, ["b"]), (10, ["a"])]),
     ("failover: the list's order for everyone, unlisted last", every(*ALL, policy=FAILOVER), "b", "failover",
@@ -194,6 +204,22 @@ def test_ranked(shards: tuple[S, ...], asker: str | None, name: str, groups: lis
     assert (chosen.name, got) == (name, groups)
 
 
+@pytest.mark.parametrize(("shards", "default", "groups", "fails_open"), [
+    (every("a", "b", ready=0), NoneReady.NODATA, [], False),
+    (every("a", "b", ready=0, policy=ANSWER), NoneReady.NODATA, [(0, ["a"]), (10, ["b"])], True),
+    (every("a", "b", ready=0, policy=NODATA), NoneReady.ANSWER, [], False),
+    ((S("a", ready=0), S("b", ready=1)), NoneReady.ANSWER, [(10, ["b"])], False),
+], ids=["serve's --none-ready nodata", "every record says answer: over serve's nodata",
+        "every record says nodata: over serve's answer", "one shard ready: no fail open"])
+def test_none_ready_default_and_records(shards: tuple[S, ...], default: NoneReady,
+                                        groups: list[tuple[int, list[str]]], fails_open: bool) -> None:
+    """Serve's --none-ready decides unless every shard's record names the same noneReady."""
+    node = service(*shards)
+    assert policy.ranked(node, "a", none_ready=default)[1] == groups
+    assert node.shards is not None
+    assert policy.fails_open(node.shards, default) is fails_open
+
+
 # -- address_answer ----------------------------------------------------------------------
 
 A, AAAA, ANY = (4,), (6,), (4, 6)
@@ -228,7 +254,8 @@ ADDRESSES = [
     ("A: no externalIP: only from its own cluster", (S("a"), S("e", external=False)), "a", A, [["10.0.0.1"]], None),
     ("A: no externalIP, from itself", (S("a"), S("e", external=False)), "e", A, [["10.0.0.5"], ["1.1.1.1"]], None),
     ("A: unready left out", (S("a", ready=0), S("b"), S("c")), "a", A, [["1.1.1.2"], ["1.1.1.3"]], None),
-    ("A: none ready", (S("a", ready=0),), "a", A, [], None),
+    ("A: none ready: fail open", (S("a", ready=0), S("d", ready=0)), "a", A, [["10.0.0.1"], ["1.1.1.4"]], None),
+    ("A: none ready, noneReady nodata", (S("a", ready=0, policy=NODATA),), "a", A, [], None),
     ("AAAA: the same tiers", every("a", "b", "d", v6=True), "a", AAAA, [["fd00::1"], ["2001:db8::2"],
                                                                        ["2001:db8::4"]], None),
     ("AAAA of IPv4-only shards", every("a", "b"), "a", AAAA, [], None),
