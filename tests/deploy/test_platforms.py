@@ -277,30 +277,86 @@ def test_the_uninstall_hook_runs_the_endpoints_arguments_with_remove_all(
     assert hook["containers"][0]["securityContext"] == pod["containers"][0]["securityContext"]
 
 
-def test_the_probe_server_is_the_value_and_its_interval_comes_with_it(renders: dict[str, list[Obj]]) -> None:
-    """With no value and no API server (helm template), no probe; a value gives both flags."""
-    assert flag(stubzone_args(renders["kubeadm"]), "probe-server") == []
-    assert flag(stubzone_args(renders["kubeadm"]), "probe-interval") == []
-    gke = stubzone_args(renders["gke"])
-    assert (flag(gke, "probe-server"), flag(gke, "probe-interval")) == (["10.0.0.10:53"], ["60"])
+PROBE_SERVICES = {
+    "kubeadm": "kube-system/k8s-app=kube-dns", "aks": "kube-system/k8s-app=kube-dns",
+    "k3s": "kube-system/k8s-app=kube-dns", "gke": "kube-system/k8s-app=kube-dns",
+    "eks": "kube-system/k8s-app=kube-dns", "forwarder": "kube-system/k8s-app=kube-dns",
+    "rke2": "kube-system/app.kubernetes.io/instance=rke2-coredns",
+    "openshift": "openshift-dns/dns.operator.openshift.io/owning-dns=default",
+}
+"""``--probe-service`` of each platform: the labels its cluster DNS Service ships with (docs/stubzone.md)."""
+assert set(PROBE_SERVICES) == set(PLATFORMS)
 
 
-def test_the_probe_server_is_the_platforms_dns_service_found_at_install(kube_foo: KubeCluster) -> None:
-    """helm's lookup against the real API server (``--dry-run=server``, as install reads it): OpenShift's
-    Service openshift-dns/dns-default, made here with its clusterIP, becomes ``--probe-server IP:53``."""
+def probe_role(objects: list[Obj]) -> tuple[Obj, Obj] | None:
+    """The Role and RoleBinding feddns-stubzone-probe (``None`` when not rendered)."""
+    found = [o for o in objects if o["metadata"]["name"] == "feddns-stubzone-probe"]
+    if not found:
+        return None
+    (role,) = [o for o in found if o["kind"] == "Role"]
+    (binding,) = [o for o in found if o["kind"] == "RoleBinding"]
+    assert len(found) == 2, found  # the Role and its binding, nothing else
+    return role, binding
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_helm_template_renders_the_path_check_finding_the_platforms_dns_service(
+        renders: dict[str, list[Obj]], platform: str) -> None:
+    """No API server at render time, still a probe: ``--probe-service`` with the platform's labels, and a Role
+    that lets the endpoint list Services in that namespace, nothing else."""
+    args = stubzone_args(renders[platform])
+    assert flag(args, "probe-service") == [PROBE_SERVICES[platform]]
+    assert flag(args, "probe-server") == []
+    assert flag(args, "probe-interval") == ["60" if platform == "gke" else "30"]
+    found = probe_role(renders[platform])
+    assert found is not None
+    role, binding = found
+    namespace = PROBE_SERVICES[platform].partition("/")[0]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == namespace
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["services"], "verbs": ["list"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "feddns-stubzone-probe"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "feddns-stubzone",
+                                    "namespace": "feddns-system" if platform == "openshift" else CHART_NAMESPACE}]
+
+
+PROBE_SERVERS = {
+    "NodeLocal DNSCache's default address": (("nodeLocalDNS.enabled=true",), "169.254.20.10:53"),
+    "NodeLocal DNSCache's address set": (("nodeLocalDNS.enabled=true", "nodeLocalDNS.address=169.254.0.10"),
+                                         "169.254.0.10:53"),
+    "NodeLocal DNSCache on IPv6": (("nodeLocalDNS.enabled=true", "nodeLocalDNS.address=fd00::10"), "[fd00::10]:53"),
+    "a fixed address over NodeLocal DNSCache": (("nodeLocalDNS.enabled=true", "clusterDNS.probeServer=10.96.0.10:53"),
+                                                "10.96.0.10:53"),
+}
+
+
+@pytest.mark.parametrize("case", list(PROBE_SERVERS))
+def test_with_nodelocal_dnscache_the_path_check_asks_the_cache(case: str) -> None:
+    """Pods ask the cache (IPVS mode: only its link-local address); so does the probe, and needs no Role."""
+    values, server = PROBE_SERVERS[case]
+    objects = template("kubeadm", *values)
+    args = stubzone_args(objects)
+    assert (flag(args, "probe-server"), flag(args, "probe-service")) == ([server], [])
+    assert probe_role(objects) is None
+
+
+def test_helm_install_renders_the_same_probe_as_helm_template(kube_foo: KubeCluster,
+                                                              renders: dict[str, list[Obj]]) -> None:
+    """Against the real API server (``--dry-run=server``, as install reads it), with the platform's DNS
+    Service present, the probe's flags are those of ``helm template``: nothing depends on a lookup."""
     kube_foo.ensure_namespace("openshift-dns")
-    service = kube_foo.apply({"apiVersion": "v1", "kind": "Service",
-                              "metadata": {"name": "dns-default", "namespace": "openshift-dns"},
-                              "spec": {"selector": {"dns.operator.openshift.io/daemonset-dns": "default"},
-                                       "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]}})
+    kube_foo.apply({"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": "dns-default", "namespace": "openshift-dns",
+                                 "labels": {"dns.operator.openshift.io/owning-dns": "default"}},
+                    "spec": {"selector": {"dns.operator.openshift.io/daemonset-dns": "default"},
+                             "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]}})
     try:
         done = subprocess.run([peers.binary("helm"), "template", "feddns-member", str(MEMBER), "--namespace",
                                "feddns-system", "--dry-run=server", "--values", str(MEMBER / "samples/openshift.yaml")],
                               capture_output=True, text=True, timeout=120, check=False, env=script_env(kube_foo))
         assert done.returncode == 0, done.stderr
-        args = stubzone_args([o for o in yaml.safe_load_all(done.stdout) if o])
-        assert flag(args, "probe-server") == [f"{service['spec']['clusterIP']}:53"]
-        assert flag(args, "probe-interval") == ["30"]
+        installed = [o for o in yaml.safe_load_all(done.stdout) if o]
+        assert stubzone_args(installed) == stubzone_args(renders["openshift"])
     finally:
         kube_foo.delete("Service", "openshift-dns", "dns-default")
 
