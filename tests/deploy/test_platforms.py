@@ -18,6 +18,8 @@ this module holds each platform's render to what docs/operations.md ("Join a clu
   against the real API server, deletes the federations and keeps every other key.
 """
 
+import json
+import re
 import socket
 import subprocess
 import sys
@@ -39,12 +41,15 @@ import yaml
 
 from harness import peers
 from harness.kubecluster import KubeCluster
+from harness.platformdns import OpenShiftOperator
 from harness.ports import free_port
 from harness.process import ChildProcess
+from harness.serve import ServeProcess, write_records
 from stubzone.backends.corefile import parse, render
 from stubzone.model import Nameserver
 from tests.deploy.manifests import REPO, containers, find, flag
 from tests.deploy.test_charts import MEMBER, PLATFORMS, Obj, helm, script_env
+from tests.stubzone import platforms as stubzone_platforms
 
 CHART_NAMESPACE = "kube-system"
 """``stubzone.namespace`` of the samples but openshift's."""
@@ -81,9 +86,8 @@ PLATFORMS_RENDER = {
     "k3s": CUSTOM,
     "gke": Platform("kube-dns", {"configmap": ["kube-system/kube-dns"], "coredns-port": []},
                     ("Role", "kube-system", (_configmap_rule("kube-dns"),))),
-    "openshift": Platform("openshift", {"configmap": [], "coredns-port": []},
-                          ("ClusterRole", "", ({"apiGroups": ["operator.openshift.io"], "resources": ["dnses"],
-                                                "resourceNames": ["default"], "verbs": ["get", "update"]},))),
+    "openshift": Platform("coredns", {"configmap": ["feddns-system/feddns-forwarder-zones"], "coredns-port": ["1053"]},
+                          ("Role", "feddns-system", (_configmap_rule("feddns-forwarder-zones"),)), forwarder=True),
     "eks": FORWARDER,
     "rke2": CHART_CONFIGMAP,
     "forwarder": FORWARDER,
@@ -142,6 +146,7 @@ def test_no_object_the_platform_owns_is_rendered(renders: dict[str, list[Obj]], 
     chart_configmaps = {name for kind, name in rendered if kind == "ConfigMap"}
     assert chart_configmaps == {"kubeadm": {"coredns-feddns"}, "eks": {"feddns-forwarder", "feddns-forwarder-zones"},
                                 "rke2": {"coredns-feddns"},
+                                "openshift": {"feddns-forwarder", "feddns-forwarder-zones"},
                                 "forwarder": {"feddns-forwarder", "feddns-forwarder-zones"}}.get(platform, set())
 
 
@@ -158,11 +163,65 @@ def test_openshift_pods_ask_for_no_user_and_the_others_run_as_65532(
             assert (pod["runAsUser"], pod["runAsGroup"]) == (65532, 65532), pod
 
 
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret"}
+"""The volume types OpenShift's restricted-v2 SCC allows (its ``volumes``)."""
+
+
+def restricted_scc_refusals(pod: Obj) -> list[str]:
+    """What OpenShift's restricted-v2 SCC would refuse in the pod spec ``pod`` (no OpenShift runs here, so its
+    rules, as the SCC object states them, checked field by field): no host namespaces, ports or paths; no
+    privilege or its escalation; capabilities dropped (ALL) and none added but NET_BIND_SERVICE; user, fsGroup
+    and SELinux options left to the SCC (MustRunAsRange, MustRunAs: a fixed one outside the namespace's
+    range is refused, and the range is not known before the namespace exists); seccomp runtime/default."""
+    refusals = [f"spec.{field}" for field in ("hostNetwork", "hostPID", "hostIPC") if pod.get(field)]
+    refusals += [f"volume {v['name']}" for v in pod.get("volumes", []) if not set(v) - {"name"} <= RESTRICTED_VOLUMES]
+    contexts = [("pod", pod.get("securityContext") or {})]
+    for container in pod.get("initContainers", []) + pod["containers"]:
+        context = container.get("securityContext") or {}
+        contexts.append((container["name"], context))
+        caps = context.get("capabilities") or {}
+        if "ALL" not in caps.get("drop", []) or not set(caps.get("add", [])) <= {"NET_BIND_SERVICE"}:
+            refusals.append(f"{container['name']}: capabilities {caps}")
+        if context.get("privileged") or context.get("allowPrivilegeEscalation", True):
+            refusals.append(f"{container['name']}: privilege escalation not turned off")
+        refusals += [f"{container['name']}: hostPort" for port in container.get("ports", []) if "hostPort" in port]
+    for where, context in contexts:
+        refusals += [f"{where}: {field}" for field in ("runAsUser", "fsGroup", "seLinuxOptions") if field in context]
+        if context.get("seccompProfile", {"type": "RuntimeDefault"}) != {"type": "RuntimeDefault"}:
+            refusals.append(f"{where}: seccompProfile {context['seccompProfile']}")
+    return refusals
+
+
+def test_every_openshift_pod_is_one_the_restricted_scc_admits(renders: dict[str, list[Obj]]) -> None:
+    """The endpoint, its uninstall hook and feddns-forwarder; kubeadm's fixed user is what the check refuses."""
+    pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in renders["openshift"]
+            if o["kind"] in ("Deployment", "Job")}
+    assert set(pods) == {"feddns-stubzone", "feddns-stubzone-remove-all", "feddns-forwarder"}
+    for name, pod in pods.items():
+        assert restricted_scc_refusals(pod) == [], name
+    kubeadm = next(o for o in renders["kubeadm"] if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert restricted_scc_refusals(kubeadm) == ["pod: runAsUser"]
+
+
+def test_openshift_without_the_forwarder_writes_the_dns_operators_object_untagged() -> None:
+    """The fallback for a cluster that cannot run feddns-forwarder: --backend openshift, a ClusterRole on
+    DNS default only, no forwarder."""
+    objects = template("openshift", "clusterDNS.openshift.forwarder=false")
+    args = stubzone_args(objects)
+    assert (flag(args, "backend"), flag(args, "configmap"), flag(args, "coredns-port")) == (["openshift"], [], [])
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "feddns-stubzone"]
+    assert role["rules"] == [{"apiGroups": ["operator.openshift.io"], "resources": ["dnses"],
+                              "resourceNames": ["default"], "verbs": ["get", "update"]}]
+    assert not [o for o in objects if o["metadata"]["name"].startswith("feddns-forwarder")]
+
+
 @pytest.mark.parametrize("platform", [p for p in PLATFORMS if PLATFORMS_RENDER[p].forwarder])
 def test_the_forwarder_serves_the_endpoints_blocks_and_nothing_else(
         renders: dict[str, list[Obj]], platform: str) -> None:
     objects = renders[platform]
-    corefile = parse(find(objects, "ConfigMap", CHART_NAMESPACE, "feddns-forwarder")["data"]["Corefile"])
+    namespace = "feddns-system" if platform == "openshift" else CHART_NAMESPACE
+    corefile = parse(find(objects, "ConfigMap", namespace, "feddns-forwarder")["data"]["Corefile"])
     assert corefile.imports == ("/etc/coredns/feddns/*.server",)
     (block,) = corefile.blocks
     assert block.keys == ("federation.:1053",)  # no catch-all ".:1053": nothing else is resolved
@@ -173,7 +232,7 @@ def test_the_forwarder_serves_the_endpoints_blocks_and_nothing_else(
     volume = next(v for v in container.workload["spec"]["template"]["spec"]["volumes"] if v["name"] == "stub-zones")
     assert volume["configMap"]["name"] == "feddns-forwarder-zones"
     assert {(p["containerPort"], p["protocol"]) for p in container.spec["ports"]} >= {(1053, "UDP"), (1053, "TCP")}
-    service = find(objects, "Service", CHART_NAMESPACE, "feddns-forwarder")
+    service = find(objects, "Service", namespace, "feddns-forwarder")
     assert service["spec"]["type"] == "ClusterIP"
     assert {(p["port"], p["targetPort"], p["protocol"]) for p in service["spec"]["ports"]} == {
         (53, "dns", "UDP"), (53, "dns-tcp", "TCP")}
@@ -181,7 +240,7 @@ def test_the_forwarder_serves_the_endpoints_blocks_and_nothing_else(
     (port,) = flag(stubzone_args(objects), "coredns-port")
     written = parse(render("f", "f.svc.federation.", "foo", (Nameserver.parse("203.0.113.53"),), int(port)))
     assert written.blocks[0].keys == ("f.svc.federation.:1053",)
-    assert find(objects, "PodDisruptionBudget", CHART_NAMESPACE, "feddns-forwarder")["spec"]["minAvailable"] == 1
+    assert find(objects, "PodDisruptionBudget", namespace, "feddns-forwarder")["spec"]["minAvailable"] == 1
 
 
 class Upstream:
@@ -216,24 +275,40 @@ class Upstream:
         self.sock.close()
 
 
-def test_the_real_coredns_runs_the_forwarders_corefile_and_tags_what_it_forwards(
-        renders: dict[str, list[Obj]], tmp_path: Path) -> None:
-    """The chart's Corefile with its ports moved to free ones and its import directory to ``tmp_path``;
-    the block the endpoint would write, rendered for the endpoint's ``--coredns-port``."""
-    objects = renders["eks"]
-    corefile = find(objects, "ConfigMap", CHART_NAMESPACE, "feddns-forwarder")["data"]["Corefile"]
+@dataclass
+class ForwarderRun:
+    """feddns-forwarder's CoreDNS, run: ``child`` answers on 127.0.0.1:``port``; ``ready`` its /ready port."""
+
+    child: ChildProcess
+    port: int
+    ready: int
+
+
+def run_forwarder(objects: list[Obj], namespace: str, directory: Path, federation: str, upstream: int) -> ForwarderRun:
+    """The real CoreDNS on the chart's Corefile with its ports moved to free ones and its import directory to
+    ``directory``, with the block the endpoint writes for ``federation`` (rendered for the endpoint's
+    ``--coredns-port``) forwarding to 127.0.0.1:``upstream``."""
+    corefile = find(objects, "ConfigMap", namespace, "feddns-forwarder")["data"]["Corefile"]
     (port,) = flag(stubzone_args(objects), "coredns-port")
     dns_port, health, ready = free_port(), free_port(), free_port()
-    imports = tmp_path / "feddns"
+    imports = directory / "feddns"
     imports.mkdir()
-    (tmp_path / "Corefile").write_text(corefile.replace(f":{port}", f":{dns_port}").replace(
+    (directory / "Corefile").write_text(corefile.replace(f":{port}", f":{dns_port}").replace(
         ":8080", f":{health}").replace(":8181", f":{ready}").replace("/etc/coredns/feddns", str(imports)))
+    block = render(federation, f"{federation}.svc.federation.", "foo", (Nameserver.parse(f"127.0.0.1:{upstream}"),),
+                   int(port))
+    (imports / f"{federation}.server").write_text(block.replace(f":{port} {{", f":{dns_port} {{"))
+    child = ChildProcess([peers.binary("coredns"), "-conf", str(directory / "Corefile")], ready=r"^CoreDNS-\d",
+                         name="coredns (feddns-forwarder)", log_path=directory / "coredns.log")
+    child.start(timeout=30)
+    return ForwarderRun(child, dns_port, ready)
+
+
+def test_the_real_coredns_runs_the_forwarders_corefile_and_tags_what_it_forwards(
+        renders: dict[str, list[Obj]], tmp_path: Path) -> None:
     upstream = Upstream()
-    block = render("f", "f.svc.federation.", "foo", (Nameserver.parse(f"127.0.0.1:{upstream.port}"),), int(port))
-    (imports / "f.server").write_text(block.replace(f":{port} {{", f":{dns_port} {{"))
-    coredns = ChildProcess([peers.binary("coredns"), "-conf", str(tmp_path / "Corefile")], ready=r"^CoreDNS-\d",
-                           name="coredns (feddns-forwarder)", log_path=tmp_path / "coredns.log")
-    coredns.start(timeout=30)
+    forwarder = run_forwarder(renders["eks"], CHART_NAMESPACE, tmp_path, "f", upstream.port)
+    dns_port, ready, coredns = forwarder.port, forwarder.ready, forwarder.child
     try:
         def ask(qname: str) -> dns.message.Message:
             return dns.query.udp(dns.message.make_query(qname, "A"), "127.0.0.1", port=dns_port, timeout=5)
@@ -248,6 +323,81 @@ def test_the_real_coredns_runs_the_forwarders_corefile_and_tags_what_it_forwards
     finally:
         coredns.stop()
         upstream.close()
+
+
+def notes(cluster: KubeCluster, platform: str, *values: str) -> str:
+    """The chart's NOTES for samples/<platform>.yaml (and ``--set`` ``values``), as helm install prints them.
+    In namespaces of their own and without the controller's access: helm refuses to print them over objects
+    of the same names that other tests made in the shared cluster."""
+    ns = f"feddns-notes-{uuid.uuid4().hex[:8]}"
+    sets = [arg for value in (f"stubzone.namespace={ns}", "controllerAccess.enabled=false", *values)
+            for arg in ("--set", value)]
+    done = subprocess.run([peers.binary("helm"), "install", "feddns-member", str(MEMBER), "--dry-run=client",
+                           "--namespace", ns, "--values", str(MEMBER / "samples" / f"{platform}.yaml"),
+                           *sets], capture_output=True, text=True, timeout=120, check=False, env=script_env(cluster))
+    assert done.returncode == 0, done.stderr
+    return done.stdout[done.stdout.index("NOTES:"):]
+
+
+class OperatorOf(OpenShiftOperator):
+    """The DNS operator's CoreDNS for a ``DNS default`` whose ``spec.servers`` are ``servers`` (no CRD needed)."""
+
+    def __init__(self, kube: KubeCluster, servers: list[Obj]) -> None:
+        super().__init__(kube)
+        self.servers = servers
+
+    def sync(self) -> None:
+        self.corefile.write_text(self.render({"spec": {"servers": self.servers}}))
+
+
+def whoami(port: int, federation: str) -> dict[str, str]:
+    """What Federated-DNS says of the asker of ``_whoami.<federation>.svc.federation.`` TXT through 127.0.0.1:port."""
+    reply = dns.query.udp(dns.message.make_query(f"_whoami.{federation}.svc.federation.", "TXT"), "127.0.0.1",
+                          port=port, timeout=5)
+    assert reply.rcode() == dns.rcode.NOERROR, reply
+    words = [raw.decode() for rrset in reply.answer for rr in rrset for raw in rr.strings]
+    return dict(word.split("=", 1) for word in words)
+
+
+def test_openshift_the_dns_operator_forwards_to_the_forwarder_and_serve_names_the_cluster_by_option(
+        kube_foo: KubeCluster, renders: dict[str, list[Obj]], tmp_path: Path) -> None:
+    """The spec.servers entry the NOTES print, rendered as the DNS operator does and run by the real CoreDNS;
+    feddns-forwarder's real CoreDNS behind it (kube-proxy's part, the Service address to its port, played by
+    the test); a real feddns serve whose foo cidrs do not match the loopback: by=option, the forwarder's
+    tag. The same entry straight to serve (the untagged fallback): no cluster."""
+    printed = notes(kube_foo, "openshift", "forwarder.clusterIP=10.0.0.53")
+    (patch,) = re.findall(r"oc patch dns.operator.openshift.io/default --type json --patch '(.*)'", printed)
+    ((operation,),) = [json.loads(patch)]
+    assert (operation["op"], operation["path"]) == ("add", "/spec/servers/-")
+    entry = operation["value"]
+    assert (entry["zones"], entry["forwardPlugin"]["upstreams"]) == (["federation"], ["10.0.0.53:53"])
+    with ServeProcess(records=write_records(stubzone_platforms.records(["10.240.0.0/16"]))) as serve:
+        forwarder = run_forwarder(renders["openshift"], "feddns-system", tmp_path, "myfederation", serve.port)
+        routes = {"10.0.0.53:53": f"127.0.0.1:{forwarder.port}"}  # the forwarder Service's address, as kube-proxy
+        tagged = {**entry, "forwardPlugin": {"upstreams": [routes[u] for u in entry["forwardPlugin"]["upstreams"]]}}
+        untagged = {**entry, "name": "untagged", "zones": ["svc.federation"],
+                    "forwardPlugin": {"upstreams": [f"127.0.0.1:{serve.port}"]}}
+        operator = OperatorOf(kube_foo, [tagged])
+        direct = OperatorOf(kube_foo, [untagged])
+        try:
+            operator.start()
+            direct.start()
+            said = whoami(operator.port, "myfederation")
+            assert (said["cluster"], said["by"]) == ("foo", "option")
+            said = whoami(direct.port, "myfederation")
+            assert (said["cluster"], said["by"]) == ("", "none")
+        finally:
+            operator.close()
+            direct.close()
+            forwarder.child.stop()
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_notes_say_when_a_mode_cannot_tag(kube_foo: KubeCluster, platform: str) -> None:
+    untagged = "THIS MODE CANNOT TAG" in notes(kube_foo, platform)
+    assert untagged == (platform == "gke")
+    if platform == "openshift":
+        assert "THIS MODE CANNOT TAG" in notes(kube_foo, platform, "clusterDNS.openshift.forwarder=false")
 
 
 def test_the_forwarders_image_and_address_are_values(renders: dict[str, list[Obj]]) -> None:

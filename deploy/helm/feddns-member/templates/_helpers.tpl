@@ -47,10 +47,15 @@ capabilities: {drop: [ALL]}
 {{- $_ = set $dns "configMap" "kube-system/kube-dns" -}}
 {{- $_ = set $dns "chartOwned" false -}}
 {{- else if eq $platform "openshift" -}}
-{{- $_ := set $dns "backend" "openshift" -}}
+{{- $_ := set $dns "probeService" "openshift-dns/dns.operator.openshift.io/owning-dns=default" -}}
+{{- if .Values.clusterDNS.openshift.forwarder -}}
+{{- $_ = set $dns "configMap" (printf "%s/feddns-forwarder-zones" $ns) -}}
+{{- $_ = set $dns "forwarder" true -}}
+{{- else -}}
+{{- $_ = set $dns "backend" "openshift" -}}
 {{- $_ = set $dns "configMap" "" -}}
 {{- $_ = set $dns "chartOwned" false -}}
-{{- $_ = set $dns "probeService" "openshift-dns/dns.operator.openshift.io/owning-dns=default" -}}
+{{- end -}}
 {{- else if eq $platform "rke2" -}}
 {{- $_ := set $dns "probeService" "kube-system/app.kubernetes.io/instance=rke2-coredns" -}}
 {{- else if has $platform (list "eks" "forwarder") -}}
