@@ -400,6 +400,15 @@ def test_the_notes_say_when_a_mode_cannot_tag(kube_foo: KubeCluster, platform: s
         assert "THIS MODE CANNOT TAG" in notes(kube_foo, platform, "clusterDNS.openshift.forwarder=false")
 
 
+def test_with_nodelocal_dnscache_the_notes_name_the_way_that_lasts(kube_foo: KubeCluster) -> None:
+    """kubeadm: the import script; RKE2, whose chart renders node-local-dns again at each upgrade (the script
+    refuses it): the HelmChartConfig's nodelocal values."""
+    kubeadm = notes(kube_foo, "kubeadm", "nodeLocalDNS.enabled=true")
+    rke2 = notes(kube_foo, "rke2", "nodeLocalDNS.enabled=true")
+    assert "node-local-dns-import.sh" in kubeadm and "extraClusterDomains" not in kubeadm
+    assert "nodelocal.extraClusterDomains" in rke2 and "node-local-dns-import.sh" not in rke2
+
+
 def test_the_forwarders_image_and_address_are_values(renders: dict[str, list[Obj]]) -> None:
     def forwarder(objects: list[Obj]) -> tuple[str, Any]:
         (container,) = [c for c in containers(objects) if c.workload["metadata"]["name"] == "feddns-forwarder"]
