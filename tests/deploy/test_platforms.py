@@ -45,6 +45,7 @@ from harness.platformdns import OpenShiftOperator
 from harness.ports import free_port
 from harness.process import ChildProcess
 from harness.serve import ServeProcess, write_records
+from stubzone.backends import BACKENDS
 from stubzone.backends.corefile import parse, render
 from stubzone.model import Nameserver
 from tests.deploy.manifests import REPO, containers, find, flag
@@ -407,6 +408,81 @@ def test_with_nodelocal_dnscache_the_notes_name_the_way_that_lasts(kube_foo: Kub
     rke2 = notes(kube_foo, "rke2", "nodeLocalDNS.enabled=true")
     assert "node-local-dns-import.sh" in kubeadm and "extraClusterDomains" not in kubeadm
     assert "nodelocal.extraClusterDomains" in rke2 and "node-local-dns-import.sh" not in rke2
+
+
+OPERATIONS = REPO / "docs" / "operations.md"
+TABLE_HEAD = ("| platform | what is written where | tagged or by `cidrs` | what its upgrade does "
+              "| how the path check sees it |")
+
+
+def platform_table() -> list[list[str]]:
+    """The rows of docs/operations.md's platform table ("Join a cluster"), each as its five cells."""
+    lines = OPERATIONS.read_text().splitlines()
+    start = lines.index(TABLE_HEAD) + 2
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        assert len(cells) == 5, line
+        rows.append(cells)
+    return rows
+
+
+def _named(cell: str, what: str) -> list[str]:
+    """The backticked names that follow ``what`` in ``cell`` (``ConfigMap `ns/name```: ``ns/name``)."""
+    return re.findall(rf"{what} `([^`]+)`", cell)
+
+
+@pytest.mark.parametrize("row", platform_table(), ids=lambda row: row[0].replace("`", ""))
+def test_the_platform_table_names_what_the_chart_renders(row: list[str]) -> None:
+    """What docs/operations.md's table says of each platform (and value) is what the chart renders: the
+    backend, the ConfigMap written (the chart's, or the platform's that it must not render), the forwarder's
+    Service, tagged or not, and where the path check asks."""
+    platform, *values = re.findall(r"`([^`]+)`", row[0])
+    objects = template(platform, *values)
+    args = stubzone_args(objects)
+    written, tagged, probe = row[1], row[2], row[4]
+    (backend,) = re.findall(r"^`--backend ([a-z-]+)`", written)
+    assert flag(args, "backend") == [backend]
+    chart_owned = {f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in objects if o["kind"] == "ConfigMap"}
+    configmaps = [c for c in _named(written, "ConfigMap") if "node-local-dns" not in c]
+    assert flag(args, "configmap") == configmaps[:1], written  # the one it writes; none for openshift's object
+    for configmap in configmaps:
+        assert (configmap in chart_owned) == ("(the chart's)" in written or "feddns-forwarder" in configmap), configmap
+    services = {f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in objects if o["kind"] == "Service"}
+    assert set(_named(written, "Service")) <= services
+    assert ("feddns-forwarder" in " ".join(services)) == bool(_named(written, "Service"))
+    assert tagged == ("tagged" if BACKENDS[backend].tags else "by `cidrs`")
+    (where,) = re.findall(r"^`--(probe-server|probe-service) ([^`]+)`", probe)
+    assert flag(args, where[0]) == [where[1]]
+
+
+SECTIONS = {"kubeadm": "#### kubeadm", "eks": "#### EKS", "aks": "#### AKS", "k3s": "#### AKS", "rke2": "#### RKE2",
+            "gke": "#### GKE", "openshift": "#### OpenShift", "forwarder": "#### EKS"}
+"""Each platform's section of docs/operations.md ("Join a cluster"); k3s's says "As AKS", forwarder's "as EKS"."""
+
+
+def section(heading: str) -> str:
+    """The text of docs/operations.md from the line that starts with ``heading`` to the next heading."""
+    text = OPERATIONS.read_text()
+    start = text.index("\n" + heading) + 1
+    return text[start:text.index("\n#", start + 1)]
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_each_platforms_section_names_the_backend_and_the_configmap_rendered(
+        renders: dict[str, list[Obj]], platform: str) -> None:
+    text = section(SECTIONS[platform])
+    args = stubzone_args(renders[platform])
+    (backend,) = flag(args, "backend")
+    assert f"--backend {backend}" in text
+    for configmap in flag(args, "configmap"):
+        assert f"`{configmap.split('/')[1]}`" in text or f"`{configmap}`" in text, configmap
+
+
+def test_the_platform_table_has_a_row_for_every_platform() -> None:
+    assert {re.findall(r"`([^`]+)`", row[0])[0] for row in platform_table()} == set(PLATFORMS)
 
 
 def test_the_forwarders_image_and_address_are_values(renders: dict[str, list[Obj]]) -> None:
