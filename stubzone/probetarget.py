@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from feddns import names
 from feddns.errors import ConfigError, FeddnsError
+from feddns.kubeapi import describe_failure
 
 LABEL_KEY = r"(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 LABEL_VALUE = r"(?:[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
@@ -141,8 +142,6 @@ class ServiceTarget:
         import urllib3.exceptions  # noqa: PLC0415 - with the client, as above
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
-        from feddns.kubeapi import describe_failure  # noqa: PLC0415
-
         try:
             response: Any = self._api.list_namespaced_service(self.namespace, label_selector=self.selector,
                                                               _preload_content=False, _request_timeout=self.timeout)
@@ -152,7 +151,7 @@ class ServiceTarget:
                 response.release_conn()
         except ApiException as exc:
             raise TargetNotFound(f"listing Services {self.namespace}/{self.selector}: the API server answered "
-                           f"{describe_failure(exc)}") from exc
+                                 f"{describe_failure(exc)}") from exc
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             raise TargetNotFound(f"listing Services {self.namespace}/{self.selector}: "
                                  f"{describe_failure(exc)}", unreachable=True) from exc
