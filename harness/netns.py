@@ -104,15 +104,23 @@ class Forwarder:
                 else:
                     self._pump(sock)
 
+    def _connect(self, target: tuple[str, int]) -> socket.socket:
+        """The other end of an accepted connection: ``target`` reached from inside the namespace."""
+        inside = self.netns.socket_in()
+        inside.settimeout(5)
+        try:
+            inside.connect(target)
+        except OSError:
+            inside.close()
+            raise
+        return inside
+
     def _accept(self, listener: socket.socket) -> None:
         with contextlib.suppress(BlockingIOError):
             client, _ = listener.accept()
-            inside = self.netns.socket_in()
-            inside.settimeout(5)
             try:
-                inside.connect(self._targets[listener])
+                inside = self._connect(self._targets[listener])
             except OSError:
-                inside.close()
                 client.close()
                 return
             for one, other in ((client, inside), (inside, client)):

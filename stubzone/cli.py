@@ -36,7 +36,7 @@ from feddns.listen import (
 )
 from feddns.observe import ObserveServer
 from stubzone import probe as probe_module
-from stubzone import tls
+from stubzone import probetarget, tls
 from stubzone.auth import AllowList, authorizer
 from stubzone.backends import BACKENDS, Backend, BackendUnavailable, NotWrittenHere, load
 from stubzone.metrics import NAMESPACE, StubzoneMetrics
@@ -48,6 +48,7 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
     "configmap": ("coredns", "coredns-custom", "kube-dns"),
     "kubeconfig": ("coredns", "coredns-custom", "kube-dns", "openshift"),
     "kube_context": ("coredns", "coredns-custom", "kube-dns", "openshift"),
+    "probe_service": ("coredns", "coredns-custom", "kube-dns", "openshift"),
     "coredns_port": ("coredns", "coredns-custom"),
     "etcd": ("skydns",),
     "etcd_prefix": ("skydns",),
@@ -111,9 +112,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     unbound.add_argument("--unbound-checkconf", metavar="PATH", help="unbound-checkconf program (default: from PATH)")
     probe = parser.add_argument_group("the path check (docs/stubzone.md)")
     probe.add_argument("--probe-server", metavar="HOST:PORT",
-                       help="the cluster DNS Service (e.g. 10.96.0.10:53) to ask _whoami.F.svc.ZONE TXT through, "
-                            "for each federation held: metric feddns_stubzone_path_ok and the /health body "
+                       help="the address pods ask the cluster DNS at (its Service, e.g. 10.96.0.10:53, or "
+                            "NodeLocal DNSCache's, 169.254.20.10:53) to ask _whoami.F.svc.ZONE TXT through, for "
+                            "each federation held: metric feddns_stubzone_path_ok and the /health body "
                             "(default: no probe; needs --cluster)")
+    probe.add_argument("--probe-service", metavar="NAMESPACE/SELECTOR",
+                       help="coredns, coredns-custom, kube-dns, openshift: instead of --probe-server, the cluster DNS "
+                            "Service found through the API every round by its labels (e.g. "
+                            "kube-system/k8s-app=kube-dns), asked at its clusterIP and UDP port; needs list of "
+                            "Services in NAMESPACE (metric feddns_stubzone_path_target_found 0 when none matches)")
     probe.add_argument("--probe-interval", type=float, default=probe_module.DEFAULT_INTERVAL, metavar="SECONDS",
                        help=f"seconds between two probes (default {probe_module.DEFAULT_INTERVAL:g})")
     parser.add_argument("--tls-reload-interval", type=float, default=tls.RELOAD_INTERVAL, metavar="SECONDS",
@@ -142,7 +149,8 @@ class StubzoneSettings:
     reload_interval: float
     """Seconds between two looks at the certificate files (``--tls-reload-interval``)."""
     probe: probe_module.ProbeSettings | None = None
-    """How the path through the cluster DNS is probed (``--probe-server``, ``--probe-interval``; ``None``: not)."""
+    """How the path through the cluster DNS is probed (``--probe-server`` or ``--probe-service``,
+    ``--probe-interval``; ``None``: not)."""
 
 
 def check_flags(args: argparse.Namespace) -> StubDomains:
@@ -169,15 +177,23 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
             raise ConfigError(f"{flag} is for --backend {choices}, not {args.backend}")
     ListenAddresses.from_flags(args.listen, args.metrics)
     AllowList(args.allow)
-    probe_settings(args)
+    check_probe_flags(args)
     return StubDomains(args.federation_zone, args.cluster_domain)
 
 
-def probe_settings(args: argparse.Namespace) -> probe_module.ProbeSettings | None:
-    """The path check's settings (``None`` without ``--probe-server``); raises :class:`ConfigError`
-    naming ``--probe-server`` when it is not IP:PORT (the cluster DNS Service's clusterIP: a name would
-    need the very DNS the probe checks) or ``--cluster`` is missing, and ``--probe-interval`` when it is
-    not a finite number of seconds."""
+def check_probe_flags(args: argparse.Namespace) -> tuple[str, int] | None:
+    """Check the path check's flags; returns ``--probe-server``'s address (``None`` without it).
+
+    Raises :class:`ConfigError` naming ``--probe-server`` when it is not IP:PORT (an address: a name
+    would need the very DNS the probe checks), ``--probe-service`` when it is not NAMESPACE/SELECTOR or
+    comes with ``--probe-server``, ``--cluster`` when either comes without it, and ``--probe-interval``
+    when it is not a finite number of seconds."""
+    if args.probe_service is not None:
+        if args.probe_server is not None:
+            raise ConfigError("--probe-server and --probe-service both say where to probe: give one")
+        probetarget.parse_service_selector(args.probe_service)
+        _check_probe_cluster(args, "--probe-service")
+        return None
     if args.probe_server is None:
         return None
     server = parse_hostport(args.probe_server, flag="--probe-server")
@@ -188,11 +204,33 @@ def probe_settings(args: argparse.Namespace) -> probe_module.ProbeSettings | Non
     except ValueError:
         raise ConfigError(f"--probe-server {args.probe_server}: {server[0]!r} is not an IP address (give the "
                           "cluster DNS Service's clusterIP)") from None
+    _check_probe_cluster(args, "--probe-server")
+    return server
+
+
+def _check_probe_cluster(args: argparse.Namespace, flag: str) -> None:
     if not math.isfinite(args.probe_interval):
         raise ConfigError(f"--probe-interval {args.probe_interval}: not a number of seconds")
     if args.cluster is None:
-        raise ConfigError("--probe-server checks that Federated-DNS names this cluster: --cluster NAME is required")
-    return probe_module.ProbeSettings(server, args.probe_interval, args.cluster, BACKENDS[args.backend].tags)
+        raise ConfigError(f"{flag} checks that Federated-DNS names this cluster: --cluster NAME is required")
+
+
+def probe_settings(args: argparse.Namespace) -> probe_module.ProbeSettings | None:
+    """The path check's settings (``None`` without ``--probe-server`` or ``--probe-service``); with
+    ``--probe-service``, loads the kubeconfig (or the service account). Raises :class:`ConfigError`
+    (:func:`check_probe_flags`)."""
+    server = check_probe_flags(args)
+    target: probetarget.ProbeTarget
+    if server is not None:
+        target = probetarget.FixedTarget(server)
+    elif args.probe_service is not None:
+        from stubzone.backends.configmap import client_configuration  # noqa: PLC0415 - it imports kubernetes
+
+        target = probetarget.service_target(client_configuration(args.kubeconfig, args.kube_context),
+                                            args.probe_service, args.backend_timeout)
+    else:
+        return None
+    return probe_module.ProbeSettings(target, args.probe_interval, args.cluster, BACKENDS[args.backend].tags)
 
 
 def settings_from(args: argparse.Namespace) -> StubzoneSettings:
@@ -286,6 +324,8 @@ async def serve(settings: StubzoneSettings) -> int:
         reloads.cancel()
         if probes is not None:
             probes.cancel()
+        if settings.probe is not None:
+            settings.probe.target.close()
         await listener.shut_down(server, observe, runner.cleanup)
     log.info("stopped")
     return 0

@@ -32,10 +32,15 @@ class StubzoneMetrics:
             "tls_certificate_expiry_timestamp_seconds", "Unix time at which the server certificate in use expires"
         )
         self.path_ok = gauge(
-            "path_ok", "1 when the last --probe-server probe of _whoami.F.svc.ZONE named this cluster "
+            "path_ok", "1 when the last probe of _whoami.F.svc.ZONE named this cluster "
             "(by option 0xFEDD for a tagging backend), else 0; by federation (stubzone.probe)", ("federation",),
         )
         self.path_cluster = gauge(
             "path_cluster_info", "1 for the cluster and rule (by: option, ecs, source, none) that Federated-DNS "
             "named in the last probe of the federation's _whoami name", ("federation", "cluster", "by"),
+        )
+        self.path_target_found = gauge(
+            "path_target_found", "1 when the last round of the path check had an address to ask (--probe-server, "
+            "or the Service --probe-service names, found), 0 when none: nothing is probed then; flag: the one "
+            "given, probe-server or probe-service (stubzone.probetarget)", ("flag",),
         )

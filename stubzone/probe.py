@@ -5,15 +5,18 @@ rewritten without its import line, a ConfigMap put back), and nothing in the
 endpoint would notice: its store still holds the stub zone. So every
 ``--probe-interval`` seconds, for each federation the backend holds
 (:meth:`stubzone.backends.Backend.list`), :class:`PathProbe` asks
-``_whoami.F.svc.<federation zone>`` TXT through the cluster DNS (``--probe-server``,
-its Service address) and reads what ``feddns serve`` says of the asker
-(docs/reference.md section 1): the path is ok when serve names this cluster
-(``--cluster``) found by option 0xFEDD, or, for a backend that does not tag
+``_whoami.F.svc.<federation zone>`` TXT through the cluster DNS where pods ask it
+(:mod:`stubzone.probetarget`: ``--probe-server``, a fixed address such as NodeLocal DNSCache's, or
+``--probe-service``, the cluster DNS Service found through the API each round) and reads what
+``feddns serve`` says of the asker (docs/reference.md section 1): the path is ok when serve names
+this cluster (``--cluster``) found by option 0xFEDD, or, for a backend that does not tag
 (kube-dns, openshift, skydns), found by ECS or source address.
 
 What it keeps (docs/stubzone.md, "The path check"): ``feddns_stubzone_path_ok{federation}``
 and ``feddns_stubzone_path_cluster_info{federation,cluster,by}``, and per federation a
-line of the ``/health`` body. The probe never changes the status of ``/health`` or
+line of the ``/health`` body. When there is nowhere to ask (no Service matches), no federation
+is probed: ``feddns_stubzone_path_target_found`` is 0, the ``/health`` body says why, and the
+log says so once, until an address is found again. The probe never changes the status of ``/health`` or
 ``/ready``: the endpoint is what repairs the path, so it must stay in its Service.
 Each change of state is logged once. A round waits for its own queries (each bounded by
 :data:`MAX_TIMEOUT` and the interval) before the next one starts, so a server that never
@@ -35,6 +38,7 @@ from feddns.hostport import host_port
 from stubzone.backends import Backend, BackendUnavailable
 from stubzone.metrics import StubzoneMetrics
 from stubzone.model import StubZone
+from stubzone.probetarget import ProbeTarget, TargetNotFound
 
 log = logging.getLogger("stubzone")
 
@@ -70,8 +74,8 @@ class PathState:
 class ProbeSettings:
     """How the path is probed (``feddns stubzone``'s flags, docs/reference.md section 5)."""
 
-    server: tuple[str, int]
-    """The cluster DNS asked: its Service address and port (``--probe-server``)."""
+    target: ProbeTarget
+    """Where the cluster DNS is asked (``--probe-server`` or ``--probe-service``)."""
     interval: float
     """Seconds between two rounds (``--probe-interval``)."""
     cluster: str
@@ -84,17 +88,13 @@ class ProbeSettings:
         """Seconds one probe waits: :data:`MAX_TIMEOUT`, or the interval when shorter."""
         return min(MAX_TIMEOUT, self.interval)
 
-    @property
-    def server_text(self) -> str:
-        """``HOST:PORT`` of the server, for messages."""
-        return host_port(*self.server)
-
 
 class PathProbe:
     """Probes each federation of ``backend`` through the cluster DNS every interval (see the module doc).
 
     ``states`` maps each federation probed to its last :class:`PathState`; it is replaced
-    whole after each round, so the ``/health`` thread reads one round's states.
+    whole after each round, so the ``/health`` thread reads one round's states. ``server`` is
+    the address asked in the last round; ``no_target`` why there was none (else ``None``).
     """
 
     def __init__(self, settings: ProbeSettings, backend: Backend, metrics: StubzoneMetrics) -> None:
@@ -102,9 +102,14 @@ class PathProbe:
         self.backend = backend
         self.metrics = metrics
         self.states: Mapping[str, PathState] = {}
+        self.server: tuple[str, int] | None = None
+        self.no_target: str | None = None
 
     def health_lines(self) -> str:
-        """One line per federation probed, for the ``/health`` body (empty before the first round)."""
+        """One line per federation probed, for the ``/health`` body (empty before the first round);
+        ``path check: no target: WHY`` when there was nowhere to ask."""
+        if self.no_target is not None:
+            return f"path check: no target: {self.no_target}"
         return "\n".join(state.line(federation) for federation, state in sorted(self.states.items()))
 
     async def run(self) -> None:
@@ -120,13 +125,20 @@ class PathProbe:
 
     async def round(self) -> None:
         """Probe each federation the backend holds once, all at once; a federation no longer
-        held is forgotten. The backend out of reach: nothing changes until it answers again."""
+        held is forgotten. The backend out of reach: nothing changes until it answers again. No
+        target: every federation is forgotten (see the module doc)."""
+        try:
+            server = await self.settings.target.find()
+        except TargetNotFound as exc:
+            self._lost_target(str(exc))
+            return
+        self._found_target(server)
         try:
             zones = await self.backend.list()
         except BackendUnavailable as exc:
             log.debug("path check skipped: %s", exc)
             return
-        found = await asyncio.gather(*(self.probe(zone) for zone in zones))
+        found = await asyncio.gather(*(self.probe(zone, server) for zone in zones))
         states = {zone.federation: state for zone, state in zip(zones, found, strict=True)}
         for federation, state in states.items():
             self._record(federation, self.states.get(federation), state)
@@ -134,22 +146,39 @@ class PathProbe:
             self._forget(federation, self.states[federation])
         self.states = states
 
-    async def probe(self, zone: StubZone) -> PathState:
-        """Ask ``_whoami.<stub domain>`` TXT through the cluster DNS; what the answer says of the path."""
-        settings = self.settings
+    def _lost_target(self, why: str) -> None:
+        """No address to ask: forget every federation's state, say so once (metric, log, /health)."""
+        if self.no_target is None:
+            log.warning("path check: no target, nothing probed: %s", why)
+        self.no_target, self.server = why, None
+        for federation, old in self.states.items():
+            self._forget(federation, old)
+        self.states = {}
+        self.metrics.path_target_found.labels(self.settings.target.flag).set(0)
+
+    def _found_target(self, server: tuple[str, int]) -> None:
+        """An address to ask: metric 1; logged when it is new."""
+        if server != self.server:
+            log.info("path check asks %s at %s", self.settings.target.source, host_port(*server))
+        self.no_target, self.server = None, server
+        self.metrics.path_target_found.labels(self.settings.target.flag).set(1)
+
+    async def probe(self, zone: StubZone, server: tuple[str, int]) -> PathState:
+        """Ask ``_whoami.<stub domain>`` TXT through the cluster DNS at ``server``; what the answer says
+        of the path."""
+        timeout = self.settings.timeout
         query = dns.message.make_query(f"{WHOAMI}.{zone.stub_domain}", dns.rdatatype.TXT)
-        host, port = settings.server
         try:
-            reply = await dns.asyncquery.udp(query, host, port=port, timeout=settings.timeout)
+            reply = await dns.asyncquery.udp(query, server[0], port=server[1], timeout=timeout)
         except (dns.exception.DNSException, OSError) as exc:
             if isinstance(exc, dns.exception.Timeout):
-                return PathState(False, f"no answer from {settings.server_text} within {settings.timeout:g} s")
-            return PathState(False, f"no answer from {settings.server_text}: {exc}")
-        return self.judge(zone, reply)
+                return PathState(False, f"no answer from {host_port(*server)} within {timeout:g} s")
+            return PathState(False, f"no answer from {host_port(*server)}: {exc}")
+        return self.judge(zone, reply, server)
 
-    def judge(self, zone: StubZone, reply: dns.message.Message) -> PathState:
-        """The state a reply shows: ok when serve names ``--cluster`` by a rule this backend
-        uses (option 0xFEDD when it tags, else ECS or the source address)."""
+    def judge(self, zone: StubZone, reply: dns.message.Message, server: tuple[str, int]) -> PathState:
+        """The state a reply from ``server`` shows: ok when serve names ``--cluster`` by a rule this
+        backend uses (option 0xFEDD when it tags, else ECS or the source address)."""
         rcode = reply.rcode()
         if rcode != dns.rcode.NOERROR:
             return PathState(False, f"answered {dns.rcode.to_text(rcode)}: the cluster DNS does not forward "
@@ -162,7 +191,7 @@ class PathProbe:
         problem = self._problem(cluster, by)
         if problem is not None:
             return PathState(False, problem, cluster, by)
-        return PathState(True, f"cluster {cluster} by {by} via {self.settings.server_text}", cluster, by)
+        return PathState(True, f"cluster {cluster} by {by} via {host_port(*server)}", cluster, by)
 
     def _problem(self, cluster: str, by: str) -> str | None:
         """What is wrong with serve naming ``cluster`` by rule ``by``; ``None`` when nothing is."""

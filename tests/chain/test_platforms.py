@@ -159,13 +159,15 @@ def import_script(kube: KubeCluster, ns: str, *args: str) -> str:
     return done.stdout
 
 
-def cache(chain: Chain, text: str) -> CoreDNS:
-    """A node-local cache running ``text`` as node-cache would: its pillars filled, on loopback."""
-    assert ADDRESSES in text, "the stock Corefile's bind line moved: update ADDRESSES"
+def cache(chain: Chain, text: str, addresses: str = ADDRESSES) -> CoreDNS:
+    """A node-local cache running ``text`` as node-cache would: its pillars filled, on loopback
+    (``addresses``: its bind line on a node)."""
+    assert addresses in text, "the stock Corefile's bind line moved: update ADDRESSES"
     dead = free_port()  # the node's resolvers: nothing answers there, as nothing knows the federation
 
     def runtime(port: int) -> str:
-        return (text.replace(ADDRESSES, "bind 127.0.0.1").replace(":53 {", f":{port} {{")
+        return (text.replace(addresses, "bind 127.0.0.1")
+                .replace(":53 federation.:53 {", f":{port} federation.:{port} {{").replace(":53 {", f":{port} {{")
                 .replace("__PILLAR__CLUSTER__DNS__", f"127.0.0.1:{chain.coredns['foo'].port}")
                 .replace("__PILLAR__UPSTREAM__SERVERS__", f"127.0.0.1:{dead}")
                 .replace("prometheus :9253", f"prometheus 127.0.0.1:{free_port()}")
@@ -202,3 +204,56 @@ def test_the_federation_zone_goes_through_the_node_local_cache_to_coredns_which_
 
     import_script(kube_foo, node_local_dns, "--undo")
     assert corefile(kube_foo, node_local_dns) == stock
+
+
+RKE2_ADDRESSES = "bind 169.254.20.10 10.43.0.10"
+"""The bind line of RKE2's node-local-dns Corefile on a node (its cluster DNS address 10.43.0.10)."""
+
+
+def rke2_node_local_dns() -> dict[str, dict[str, Any]]:
+    """RKE2's node-local-dns ConfigMaps (tests/deploy/stock/rke2-nodelocaldns.yaml) by name."""
+    return {obj["metadata"]["name"]: obj for obj in yaml.safe_load_all((STOCK / "rke2-nodelocaldns.yaml").read_text())
+            if obj}
+
+
+def test_rke2_sends_the_federation_zone_to_coredns_through_its_helmchartconfig_nodelocal_values(
+        chain: Chain) -> None:
+    """RKE2's node-local-dns as its chart renders it: without nodelocal.extraClusterDomains the federation
+    is lost at the cache; with [federation.] (deploy/cluster-dns/rke2/), CoreDNS gets it and tags it."""
+    config = yaml.safe_load((REPO / "deploy/cluster-dns/rke2/rke2-coredns-config.yaml").read_text())
+    assert yaml.safe_load(config["spec"]["valuesContent"])["nodelocal"] == {"extraClusterDomains": ["federation."]}
+    rendered = rke2_node_local_dns()  # with-feddns: rendered with those values
+    for name, reached in (("node-local-dns", False), ("node-local-dns-with-feddns", True)):
+        node_cache = cache(chain, rendered[name]["data"]["Corefile"], RKE2_ADDRESSES)
+        try:
+            if reached:
+                assert node_cache.addresses(QNAME) == chain.expected("foo", members=("foo",))
+            else:
+                lost = node_cache.query(QNAME)
+                assert lost.rcode() != dns.rcode.NOERROR or not lost.answer, "the stock cache should not reach feddns"
+        finally:
+            node_cache.close()
+
+
+def test_the_import_script_refuses_a_node_local_dns_configmap_that_a_helm_release_renders(
+        kube_foo: KubeCluster) -> None:
+    """RKE2's node-local-dns, with the ownership Helm gives what it installs: a patch would be gone at the next
+    upgrade, so the script changes nothing and names RKE2's way."""
+    ns = f"nodelocaldns-{uuid.uuid4().hex[:8]}"
+    kube_foo.ensure_namespace(ns)
+    try:
+        configmap = rke2_node_local_dns()["node-local-dns"]
+        configmap["metadata"].update(namespace=ns, annotations={"meta.helm.sh/release-name": "rke2-coredns",
+                                                                "meta.helm.sh/release-namespace": "kube-system"})
+        configmap["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "Helm"
+        kube_foo.apply(configmap)
+        done = subprocess.run(["bash", str(SCRIPT), "--context", kube_foo.name, "--namespace", ns],
+                              capture_output=True, text=True, timeout=120, check=False, env=script_env(kube_foo))
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.stderr.strip().splitlines()[-1] == (
+            "node-local-dns-import.sh: ConfigMap node-local-dns belongs to Helm release rke2-coredns, which puts it "
+            "back at its next upgrade; not patched. RKE2: add federation. to nodelocal.extraClusterDomains in the "
+            "valuesContent of HelmChartConfig rke2-coredns (deploy/cluster-dns/rke2/rke2-coredns-config.yaml)")
+        assert corefile(kube_foo, ns) == configmap["data"]["Corefile"]
+    finally:
+        kube_foo.request("DELETE", f"/api/v1/namespaces/{ns}")

@@ -275,11 +275,15 @@ def test_stubzone_may_get_and_update_only_the_configmap_it_writes(backend):
     (container,) = [c for c in containers(objects) if c.spec["args"][0] == "stubzone"]
     (written,) = flag(container.spec["args"], "configmap")
     account = container.workload["spec"]["template"]["spec"]["serviceAccountName"]
-    (binding,) = [o for o in objects if o["kind"] == "RoleBinding"
-                  and {"kind": "ServiceAccount", "name": account, "namespace": "kube-system"} in o["subjects"]]
-    role = find(objects, "Role", "kube-system", binding["roleRef"]["name"])
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
-                              "resourceNames": [written.split("/")[1]], "verbs": ["get", "update"]}]
+    bindings = [o for o in objects if o["kind"] == "RoleBinding"
+                and {"kind": "ServiceAccount", "name": account, "namespace": "kube-system"} in o["subjects"]]
+    rules = sorted((find(objects, "Role", "kube-system", b["roleRef"]["name"])["rules"] for b in bindings),
+                   key=lambda rule: rule[0]["resources"])
+    assert rules == [[{"apiGroups": [""], "resources": ["configmaps"],
+                       "resourceNames": [written.split("/")[1]], "verbs": ["get", "update"]}],
+                     # the path check's --probe-service: list of Services, in kube-system only
+                     [{"apiGroups": [""], "resources": ["services"], "verbs": ["list"]}]], rules
+    assert flag(container.spec["args"], "probe-service") == ["kube-system/k8s-app=kube-dns"]
     assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
 
 

@@ -18,6 +18,8 @@ this module holds each platform's render to what docs/operations.md ("Join a clu
   against the real API server, deletes the federations and keeps every other key.
 """
 
+import json
+import re
 import socket
 import subprocess
 import sys
@@ -39,12 +41,16 @@ import yaml
 
 from harness import peers
 from harness.kubecluster import KubeCluster
+from harness.platformdns import OpenShiftOperator
 from harness.ports import free_port
 from harness.process import ChildProcess
+from harness.serve import ServeProcess, write_records
+from stubzone.backends import BACKENDS
 from stubzone.backends.corefile import parse, render
 from stubzone.model import Nameserver
 from tests.deploy.manifests import REPO, containers, find, flag
 from tests.deploy.test_charts import MEMBER, PLATFORMS, Obj, helm, script_env
+from tests.stubzone import platforms as stubzone_platforms
 
 CHART_NAMESPACE = "kube-system"
 """``stubzone.namespace`` of the samples but openshift's."""
@@ -81,9 +87,8 @@ PLATFORMS_RENDER = {
     "k3s": CUSTOM,
     "gke": Platform("kube-dns", {"configmap": ["kube-system/kube-dns"], "coredns-port": []},
                     ("Role", "kube-system", (_configmap_rule("kube-dns"),))),
-    "openshift": Platform("openshift", {"configmap": [], "coredns-port": []},
-                          ("ClusterRole", "", ({"apiGroups": ["operator.openshift.io"], "resources": ["dnses"],
-                                                "resourceNames": ["default"], "verbs": ["get", "update"]},))),
+    "openshift": Platform("coredns", {"configmap": ["feddns-system/feddns-forwarder-zones"], "coredns-port": ["1053"]},
+                          ("Role", "feddns-system", (_configmap_rule("feddns-forwarder-zones"),)), forwarder=True),
     "eks": FORWARDER,
     "rke2": CHART_CONFIGMAP,
     "forwarder": FORWARDER,
@@ -142,6 +147,7 @@ def test_no_object_the_platform_owns_is_rendered(renders: dict[str, list[Obj]], 
     chart_configmaps = {name for kind, name in rendered if kind == "ConfigMap"}
     assert chart_configmaps == {"kubeadm": {"coredns-feddns"}, "eks": {"feddns-forwarder", "feddns-forwarder-zones"},
                                 "rke2": {"coredns-feddns"},
+                                "openshift": {"feddns-forwarder", "feddns-forwarder-zones"},
                                 "forwarder": {"feddns-forwarder", "feddns-forwarder-zones"}}.get(platform, set())
 
 
@@ -158,11 +164,65 @@ def test_openshift_pods_ask_for_no_user_and_the_others_run_as_65532(
             assert (pod["runAsUser"], pod["runAsGroup"]) == (65532, 65532), pod
 
 
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret"}
+"""The volume types OpenShift's restricted-v2 SCC allows (its ``volumes``)."""
+
+
+def restricted_scc_refusals(pod: Obj) -> list[str]:
+    """What OpenShift's restricted-v2 SCC would refuse in the pod spec ``pod`` (no OpenShift runs here, so its
+    rules, as the SCC object states them, checked field by field): no host namespaces, ports or paths; no
+    privilege or its escalation; capabilities dropped (ALL) and none added but NET_BIND_SERVICE; user, fsGroup
+    and SELinux options left to the SCC (MustRunAsRange, MustRunAs: a fixed one outside the namespace's
+    range is refused, and the range is not known before the namespace exists); seccomp runtime/default."""
+    refusals = [f"spec.{field}" for field in ("hostNetwork", "hostPID", "hostIPC") if pod.get(field)]
+    refusals += [f"volume {v['name']}" for v in pod.get("volumes", []) if not set(v) - {"name"} <= RESTRICTED_VOLUMES]
+    contexts = [("pod", pod.get("securityContext") or {})]
+    for container in pod.get("initContainers", []) + pod["containers"]:
+        context = container.get("securityContext") or {}
+        contexts.append((container["name"], context))
+        caps = context.get("capabilities") or {}
+        if "ALL" not in caps.get("drop", []) or not set(caps.get("add", [])) <= {"NET_BIND_SERVICE"}:
+            refusals.append(f"{container['name']}: capabilities {caps}")
+        if context.get("privileged") or context.get("allowPrivilegeEscalation", True):
+            refusals.append(f"{container['name']}: privilege escalation not turned off")
+        refusals += [f"{container['name']}: hostPort" for port in container.get("ports", []) if "hostPort" in port]
+    for where, context in contexts:
+        refusals += [f"{where}: {field}" for field in ("runAsUser", "fsGroup", "seLinuxOptions") if field in context]
+        if context.get("seccompProfile", {"type": "RuntimeDefault"}) != {"type": "RuntimeDefault"}:
+            refusals.append(f"{where}: seccompProfile {context['seccompProfile']}")
+    return refusals
+
+
+def test_every_openshift_pod_is_one_the_restricted_scc_admits(renders: dict[str, list[Obj]]) -> None:
+    """The endpoint, its uninstall hook and feddns-forwarder; kubeadm's fixed user is what the check refuses."""
+    pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in renders["openshift"]
+            if o["kind"] in ("Deployment", "Job")}
+    assert set(pods) == {"feddns-stubzone", "feddns-stubzone-remove-all", "feddns-forwarder"}
+    for name, pod in pods.items():
+        assert restricted_scc_refusals(pod) == [], name
+    kubeadm = next(o for o in renders["kubeadm"] if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert restricted_scc_refusals(kubeadm) == ["pod: runAsUser"]
+
+
+def test_openshift_without_the_forwarder_writes_the_dns_operators_object_untagged() -> None:
+    """The fallback for a cluster that cannot run feddns-forwarder: --backend openshift, a ClusterRole on
+    DNS default only, no forwarder."""
+    objects = template("openshift", "clusterDNS.openshift.forwarder=false")
+    args = stubzone_args(objects)
+    assert (flag(args, "backend"), flag(args, "configmap"), flag(args, "coredns-port")) == (["openshift"], [], [])
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "feddns-stubzone"]
+    assert role["rules"] == [{"apiGroups": ["operator.openshift.io"], "resources": ["dnses"],
+                              "resourceNames": ["default"], "verbs": ["get", "update"]}]
+    assert not [o for o in objects if o["metadata"]["name"].startswith("feddns-forwarder")]
+
+
 @pytest.mark.parametrize("platform", [p for p in PLATFORMS if PLATFORMS_RENDER[p].forwarder])
 def test_the_forwarder_serves_the_endpoints_blocks_and_nothing_else(
         renders: dict[str, list[Obj]], platform: str) -> None:
     objects = renders[platform]
-    corefile = parse(find(objects, "ConfigMap", CHART_NAMESPACE, "feddns-forwarder")["data"]["Corefile"])
+    namespace = "feddns-system" if platform == "openshift" else CHART_NAMESPACE
+    corefile = parse(find(objects, "ConfigMap", namespace, "feddns-forwarder")["data"]["Corefile"])
     assert corefile.imports == ("/etc/coredns/feddns/*.server",)
     (block,) = corefile.blocks
     assert block.keys == ("federation.:1053",)  # no catch-all ".:1053": nothing else is resolved
@@ -173,7 +233,7 @@ def test_the_forwarder_serves_the_endpoints_blocks_and_nothing_else(
     volume = next(v for v in container.workload["spec"]["template"]["spec"]["volumes"] if v["name"] == "stub-zones")
     assert volume["configMap"]["name"] == "feddns-forwarder-zones"
     assert {(p["containerPort"], p["protocol"]) for p in container.spec["ports"]} >= {(1053, "UDP"), (1053, "TCP")}
-    service = find(objects, "Service", CHART_NAMESPACE, "feddns-forwarder")
+    service = find(objects, "Service", namespace, "feddns-forwarder")
     assert service["spec"]["type"] == "ClusterIP"
     assert {(p["port"], p["targetPort"], p["protocol"]) for p in service["spec"]["ports"]} == {
         (53, "dns", "UDP"), (53, "dns-tcp", "TCP")}
@@ -181,7 +241,7 @@ def test_the_forwarder_serves_the_endpoints_blocks_and_nothing_else(
     (port,) = flag(stubzone_args(objects), "coredns-port")
     written = parse(render("f", "f.svc.federation.", "foo", (Nameserver.parse("203.0.113.53"),), int(port)))
     assert written.blocks[0].keys == ("f.svc.federation.:1053",)
-    assert find(objects, "PodDisruptionBudget", CHART_NAMESPACE, "feddns-forwarder")["spec"]["minAvailable"] == 1
+    assert find(objects, "PodDisruptionBudget", namespace, "feddns-forwarder")["spec"]["minAvailable"] == 1
 
 
 class Upstream:
@@ -216,24 +276,40 @@ class Upstream:
         self.sock.close()
 
 
-def test_the_real_coredns_runs_the_forwarders_corefile_and_tags_what_it_forwards(
-        renders: dict[str, list[Obj]], tmp_path: Path) -> None:
-    """The chart's Corefile with its ports moved to free ones and its import directory to ``tmp_path``;
-    the block the endpoint would write, rendered for the endpoint's ``--coredns-port``."""
-    objects = renders["eks"]
-    corefile = find(objects, "ConfigMap", CHART_NAMESPACE, "feddns-forwarder")["data"]["Corefile"]
+@dataclass
+class ForwarderRun:
+    """feddns-forwarder's CoreDNS, run: ``child`` answers on 127.0.0.1:``port``; ``ready`` its /ready port."""
+
+    child: ChildProcess
+    port: int
+    ready: int
+
+
+def run_forwarder(objects: list[Obj], namespace: str, directory: Path, federation: str, upstream: int) -> ForwarderRun:
+    """The real CoreDNS on the chart's Corefile with its ports moved to free ones and its import directory to
+    ``directory``, with the block the endpoint writes for ``federation`` (rendered for the endpoint's
+    ``--coredns-port``) forwarding to 127.0.0.1:``upstream``."""
+    corefile = find(objects, "ConfigMap", namespace, "feddns-forwarder")["data"]["Corefile"]
     (port,) = flag(stubzone_args(objects), "coredns-port")
     dns_port, health, ready = free_port(), free_port(), free_port()
-    imports = tmp_path / "feddns"
+    imports = directory / "feddns"
     imports.mkdir()
-    (tmp_path / "Corefile").write_text(corefile.replace(f":{port}", f":{dns_port}").replace(
+    (directory / "Corefile").write_text(corefile.replace(f":{port}", f":{dns_port}").replace(
         ":8080", f":{health}").replace(":8181", f":{ready}").replace("/etc/coredns/feddns", str(imports)))
+    block = render(federation, f"{federation}.svc.federation.", "foo", (Nameserver.parse(f"127.0.0.1:{upstream}"),),
+                   int(port))
+    (imports / f"{federation}.server").write_text(block.replace(f":{port} {{", f":{dns_port} {{"))
+    child = ChildProcess([peers.binary("coredns"), "-conf", str(directory / "Corefile")], ready=r"^CoreDNS-\d",
+                         name="coredns (feddns-forwarder)", log_path=directory / "coredns.log")
+    child.start(timeout=30)
+    return ForwarderRun(child, dns_port, ready)
+
+
+def test_the_real_coredns_runs_the_forwarders_corefile_and_tags_what_it_forwards(
+        renders: dict[str, list[Obj]], tmp_path: Path) -> None:
     upstream = Upstream()
-    block = render("f", "f.svc.federation.", "foo", (Nameserver.parse(f"127.0.0.1:{upstream.port}"),), int(port))
-    (imports / "f.server").write_text(block.replace(f":{port} {{", f":{dns_port} {{"))
-    coredns = ChildProcess([peers.binary("coredns"), "-conf", str(tmp_path / "Corefile")], ready=r"^CoreDNS-\d",
-                           name="coredns (feddns-forwarder)", log_path=tmp_path / "coredns.log")
-    coredns.start(timeout=30)
+    forwarder = run_forwarder(renders["eks"], CHART_NAMESPACE, tmp_path, "f", upstream.port)
+    dns_port, ready, coredns = forwarder.port, forwarder.ready, forwarder.child
     try:
         def ask(qname: str) -> dns.message.Message:
             return dns.query.udp(dns.message.make_query(qname, "A"), "127.0.0.1", port=dns_port, timeout=5)
@@ -248,6 +324,165 @@ def test_the_real_coredns_runs_the_forwarders_corefile_and_tags_what_it_forwards
     finally:
         coredns.stop()
         upstream.close()
+
+
+def notes(cluster: KubeCluster, platform: str, *values: str) -> str:
+    """The chart's NOTES for samples/<platform>.yaml (and ``--set`` ``values``), as helm install prints them.
+    In namespaces of their own and without the controller's access: helm refuses to print them over objects
+    of the same names that other tests made in the shared cluster."""
+    ns = f"feddns-notes-{uuid.uuid4().hex[:8]}"
+    sets = [arg for value in (f"stubzone.namespace={ns}", "controllerAccess.enabled=false", *values)
+            for arg in ("--set", value)]
+    done = subprocess.run([peers.binary("helm"), "install", "feddns-member", str(MEMBER), "--dry-run=client",
+                           "--namespace", ns, "--values", str(MEMBER / "samples" / f"{platform}.yaml"),
+                           *sets], capture_output=True, text=True, timeout=120, check=False, env=script_env(cluster))
+    assert done.returncode == 0, done.stderr
+    return done.stdout[done.stdout.index("NOTES:"):]
+
+
+class OperatorOf(OpenShiftOperator):
+    """The DNS operator's CoreDNS for a ``DNS default`` whose ``spec.servers`` are ``servers`` (no CRD needed)."""
+
+    def __init__(self, kube: KubeCluster, servers: list[Obj]) -> None:
+        super().__init__(kube)
+        self.servers = servers
+
+    def sync(self) -> None:
+        self.corefile.write_text(self.render({"spec": {"servers": self.servers}}))
+
+
+def whoami(port: int, federation: str) -> dict[str, str]:
+    """What Federated-DNS says of the asker of ``_whoami.<federation>.svc.federation.`` TXT through 127.0.0.1:port."""
+    reply = dns.query.udp(dns.message.make_query(f"_whoami.{federation}.svc.federation.", "TXT"), "127.0.0.1",
+                          port=port, timeout=5)
+    assert reply.rcode() == dns.rcode.NOERROR, reply
+    words = [raw.decode() for rrset in reply.answer for rr in rrset for raw in rr.strings]
+    return dict(word.split("=", 1) for word in words)
+
+
+def test_openshift_the_dns_operator_forwards_to_the_forwarder_and_serve_names_the_cluster_by_option(
+        kube_foo: KubeCluster, renders: dict[str, list[Obj]], tmp_path: Path) -> None:
+    """The spec.servers entry the NOTES print, rendered as the DNS operator does and run by the real CoreDNS;
+    feddns-forwarder's real CoreDNS behind it (kube-proxy's part, the Service address to its port, played by
+    the test); a real feddns serve whose foo cidrs do not match the loopback: by=option, the forwarder's
+    tag. The same entry straight to serve (the untagged fallback): no cluster."""
+    printed = notes(kube_foo, "openshift", "forwarder.clusterIP=10.0.0.53")
+    (patch,) = re.findall(r"oc patch dns.operator.openshift.io/default --type json --patch '(.*)'", printed)
+    ((operation,),) = [json.loads(patch)]
+    assert (operation["op"], operation["path"]) == ("add", "/spec/servers/-")
+    entry = operation["value"]
+    assert (entry["zones"], entry["forwardPlugin"]["upstreams"]) == (["federation"], ["10.0.0.53:53"])
+    with ServeProcess(records=write_records(stubzone_platforms.records(["10.240.0.0/16"]))) as serve:
+        forwarder = run_forwarder(renders["openshift"], "feddns-system", tmp_path, "myfederation", serve.port)
+        routes = {"10.0.0.53:53": f"127.0.0.1:{forwarder.port}"}  # the forwarder Service's address, as kube-proxy
+        tagged = {**entry, "forwardPlugin": {"upstreams": [routes[u] for u in entry["forwardPlugin"]["upstreams"]]}}
+        untagged = {**entry, "name": "untagged", "zones": ["svc.federation"],
+                    "forwardPlugin": {"upstreams": [f"127.0.0.1:{serve.port}"]}}
+        operator = OperatorOf(kube_foo, [tagged])
+        direct = OperatorOf(kube_foo, [untagged])
+        try:
+            operator.start()
+            direct.start()
+            said = whoami(operator.port, "myfederation")
+            assert (said["cluster"], said["by"]) == ("foo", "option")
+            said = whoami(direct.port, "myfederation")
+            assert (said["cluster"], said["by"]) == ("", "none")
+        finally:
+            operator.close()
+            direct.close()
+            forwarder.child.stop()
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_notes_say_when_a_mode_cannot_tag(kube_foo: KubeCluster, platform: str) -> None:
+    untagged = "THIS MODE CANNOT TAG" in notes(kube_foo, platform)
+    assert untagged == (platform == "gke")
+    if platform == "openshift":
+        assert "THIS MODE CANNOT TAG" in notes(kube_foo, platform, "clusterDNS.openshift.forwarder=false")
+
+
+def test_with_nodelocal_dnscache_the_notes_name_the_way_that_lasts(kube_foo: KubeCluster) -> None:
+    """kubeadm: the import script; RKE2, whose chart renders node-local-dns again at each upgrade (the script
+    refuses it): the HelmChartConfig's nodelocal values."""
+    kubeadm = notes(kube_foo, "kubeadm", "nodeLocalDNS.enabled=true")
+    rke2 = notes(kube_foo, "rke2", "nodeLocalDNS.enabled=true")
+    assert "node-local-dns-import.sh" in kubeadm and "extraClusterDomains" not in kubeadm
+    assert "nodelocal.extraClusterDomains" in rke2 and "node-local-dns-import.sh" not in rke2
+
+
+OPERATIONS = REPO / "docs" / "operations.md"
+TABLE_HEAD = ("| platform | what is written where | tagged or by `cidrs` | what its upgrade does "
+              "| how the path check sees it |")
+
+
+def platform_table() -> list[list[str]]:
+    """The rows of docs/operations.md's platform table ("Join a cluster"), each as its five cells."""
+    lines = OPERATIONS.read_text().splitlines()
+    start = lines.index(TABLE_HEAD) + 2
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        assert len(cells) == 5, line
+        rows.append(cells)
+    return rows
+
+
+def _named(cell: str, what: str) -> list[str]:
+    """The backticked names that follow ``what`` in ``cell`` (``ConfigMap `ns/name```: ``ns/name``)."""
+    return re.findall(rf"{what} `([^`]+)`", cell)
+
+
+@pytest.mark.parametrize("row", platform_table(), ids=lambda row: row[0].replace("`", ""))
+def test_the_platform_table_names_what_the_chart_renders(row: list[str]) -> None:
+    """What docs/operations.md's table says of each platform (and value) is what the chart renders: the
+    backend, the ConfigMap written (the chart's, or the platform's that it must not render), the forwarder's
+    Service, tagged or not, and where the path check asks."""
+    platform, *values = re.findall(r"`([^`]+)`", row[0])
+    objects = template(platform, *values)
+    args = stubzone_args(objects)
+    written, tagged, probe = row[1], row[2], row[4]
+    (backend,) = re.findall(r"^`--backend ([a-z-]+)`", written)
+    assert flag(args, "backend") == [backend]
+    chart_owned = {f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in objects if o["kind"] == "ConfigMap"}
+    configmaps = [c for c in _named(written, "ConfigMap") if "node-local-dns" not in c]
+    assert flag(args, "configmap") == configmaps[:1], written  # the one it writes; none for openshift's object
+    for configmap in configmaps:
+        assert (configmap in chart_owned) == ("(the chart's)" in written or "feddns-forwarder" in configmap), configmap
+    services = {f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in objects if o["kind"] == "Service"}
+    assert set(_named(written, "Service")) <= services
+    assert ("feddns-forwarder" in " ".join(services)) == bool(_named(written, "Service"))
+    assert tagged == ("tagged" if BACKENDS[backend].tags else "by `cidrs`")
+    (where,) = re.findall(r"^`--(probe-server|probe-service) ([^`]+)`", probe)
+    assert flag(args, where[0]) == [where[1]]
+
+
+SECTIONS = {"kubeadm": "#### kubeadm", "eks": "#### EKS", "aks": "#### AKS", "k3s": "#### AKS", "rke2": "#### RKE2",
+            "gke": "#### GKE", "openshift": "#### OpenShift", "forwarder": "#### EKS"}
+"""Each platform's section of docs/operations.md ("Join a cluster"); k3s's says "As AKS", forwarder's "as EKS"."""
+
+
+def section(heading: str) -> str:
+    """The text of docs/operations.md from the line that starts with ``heading`` to the next heading."""
+    text = OPERATIONS.read_text()
+    start = text.index("\n" + heading) + 1
+    return text[start:text.index("\n#", start + 1)]
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_each_platforms_section_names_the_backend_and_the_configmap_rendered(
+        renders: dict[str, list[Obj]], platform: str) -> None:
+    text = section(SECTIONS[platform])
+    args = stubzone_args(renders[platform])
+    (backend,) = flag(args, "backend")
+    assert f"--backend {backend}" in text
+    for configmap in flag(args, "configmap"):
+        assert f"`{configmap.split('/')[1]}`" in text or f"`{configmap}`" in text, configmap
+
+
+def test_the_platform_table_has_a_row_for_every_platform() -> None:
+    assert {re.findall(r"`([^`]+)`", row[0])[0] for row in platform_table()} == set(PLATFORMS)
 
 
 def test_the_forwarders_image_and_address_are_values(renders: dict[str, list[Obj]]) -> None:
@@ -277,30 +512,86 @@ def test_the_uninstall_hook_runs_the_endpoints_arguments_with_remove_all(
     assert hook["containers"][0]["securityContext"] == pod["containers"][0]["securityContext"]
 
 
-def test_the_probe_server_is_the_value_and_its_interval_comes_with_it(renders: dict[str, list[Obj]]) -> None:
-    """With no value and no API server (helm template), no probe; a value gives both flags."""
-    assert flag(stubzone_args(renders["kubeadm"]), "probe-server") == []
-    assert flag(stubzone_args(renders["kubeadm"]), "probe-interval") == []
-    gke = stubzone_args(renders["gke"])
-    assert (flag(gke, "probe-server"), flag(gke, "probe-interval")) == (["10.0.0.10:53"], ["60"])
+PROBE_SERVICES = {
+    "kubeadm": "kube-system/k8s-app=kube-dns", "aks": "kube-system/k8s-app=kube-dns",
+    "k3s": "kube-system/k8s-app=kube-dns", "gke": "kube-system/k8s-app=kube-dns",
+    "eks": "kube-system/k8s-app=kube-dns", "forwarder": "kube-system/k8s-app=kube-dns",
+    "rke2": "kube-system/app.kubernetes.io/instance=rke2-coredns",
+    "openshift": "openshift-dns/dns.operator.openshift.io/owning-dns=default",
+}
+"""``--probe-service`` of each platform: the labels its cluster DNS Service ships with (docs/stubzone.md)."""
+assert set(PROBE_SERVICES) == set(PLATFORMS)
 
 
-def test_the_probe_server_is_the_platforms_dns_service_found_at_install(kube_foo: KubeCluster) -> None:
-    """helm's lookup against the real API server (``--dry-run=server``, as install reads it): OpenShift's
-    Service openshift-dns/dns-default, made here with its clusterIP, becomes ``--probe-server IP:53``."""
+def probe_role(objects: list[Obj]) -> tuple[Obj, Obj] | None:
+    """The Role and RoleBinding feddns-stubzone-probe (``None`` when not rendered)."""
+    found = [o for o in objects if o["metadata"]["name"] == "feddns-stubzone-probe"]
+    if not found:
+        return None
+    (role,) = [o for o in found if o["kind"] == "Role"]
+    (binding,) = [o for o in found if o["kind"] == "RoleBinding"]
+    assert len(found) == 2, found  # the Role and its binding, nothing else
+    return role, binding
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_helm_template_renders_the_path_check_finding_the_platforms_dns_service(
+        renders: dict[str, list[Obj]], platform: str) -> None:
+    """No API server at render time, still a probe: ``--probe-service`` with the platform's labels, and a Role
+    that lets the endpoint list Services in that namespace, nothing else."""
+    args = stubzone_args(renders[platform])
+    assert flag(args, "probe-service") == [PROBE_SERVICES[platform]]
+    assert flag(args, "probe-server") == []
+    assert flag(args, "probe-interval") == ["60" if platform == "gke" else "30"]
+    found = probe_role(renders[platform])
+    assert found is not None
+    role, binding = found
+    namespace = PROBE_SERVICES[platform].partition("/")[0]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == namespace
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["services"], "verbs": ["list"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "feddns-stubzone-probe"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "feddns-stubzone",
+                                    "namespace": "feddns-system" if platform == "openshift" else CHART_NAMESPACE}]
+
+
+PROBE_SERVERS = {
+    "NodeLocal DNSCache's default address": (("nodeLocalDNS.enabled=true",), "169.254.20.10:53"),
+    "NodeLocal DNSCache's address set": (("nodeLocalDNS.enabled=true", "nodeLocalDNS.address=169.254.0.10"),
+                                         "169.254.0.10:53"),
+    "NodeLocal DNSCache on IPv6": (("nodeLocalDNS.enabled=true", "nodeLocalDNS.address=fd00::10"), "[fd00::10]:53"),
+    "a fixed address over NodeLocal DNSCache": (("nodeLocalDNS.enabled=true", "clusterDNS.probeServer=10.96.0.10:53"),
+                                                "10.96.0.10:53"),
+}
+
+
+@pytest.mark.parametrize("case", list(PROBE_SERVERS))
+def test_with_nodelocal_dnscache_the_path_check_asks_the_cache(case: str) -> None:
+    """Pods ask the cache (IPVS mode: only its link-local address); so does the probe, and needs no Role."""
+    values, server = PROBE_SERVERS[case]
+    objects = template("kubeadm", *values)
+    args = stubzone_args(objects)
+    assert (flag(args, "probe-server"), flag(args, "probe-service")) == ([server], [])
+    assert probe_role(objects) is None
+
+
+def test_helm_install_renders_the_same_probe_as_helm_template(kube_foo: KubeCluster,
+                                                              renders: dict[str, list[Obj]]) -> None:
+    """Against the real API server (``--dry-run=server``, as install reads it), with the platform's DNS
+    Service present, the probe's flags are those of ``helm template``: nothing depends on a lookup."""
     kube_foo.ensure_namespace("openshift-dns")
-    service = kube_foo.apply({"apiVersion": "v1", "kind": "Service",
-                              "metadata": {"name": "dns-default", "namespace": "openshift-dns"},
-                              "spec": {"selector": {"dns.operator.openshift.io/daemonset-dns": "default"},
-                                       "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]}})
+    kube_foo.apply({"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": "dns-default", "namespace": "openshift-dns",
+                                 "labels": {"dns.operator.openshift.io/owning-dns": "default"}},
+                    "spec": {"selector": {"dns.operator.openshift.io/daemonset-dns": "default"},
+                             "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]}})
     try:
         done = subprocess.run([peers.binary("helm"), "template", "feddns-member", str(MEMBER), "--namespace",
                                "feddns-system", "--dry-run=server", "--values", str(MEMBER / "samples/openshift.yaml")],
                               capture_output=True, text=True, timeout=120, check=False, env=script_env(kube_foo))
         assert done.returncode == 0, done.stderr
-        args = stubzone_args([o for o in yaml.safe_load_all(done.stdout) if o])
-        assert flag(args, "probe-server") == [f"{service['spec']['clusterIP']}:53"]
-        assert flag(args, "probe-interval") == ["30"]
+        installed = [o for o in yaml.safe_load_all(done.stdout) if o]
+        assert stubzone_args(installed) == stubzone_args(renders["openshift"])
     finally:
         kube_foo.delete("Service", "openshift-dns", "dns-default")
 

@@ -136,6 +136,22 @@ BAD = {
                                   "--probe-interval inf: not a number of seconds"),
     "probe server without --cluster": (lambda pki, tmp: {"probe_server": "10.96.0.10:53"},
                                        "--probe-server checks that Federated-DNS names this cluster: --cluster NAME"),
+    "probe service with skydns": (lambda pki, tmp: {"probe_service": "kube-system/k8s-app=kube-dns", "cluster": "foo"},
+                                  "--probe-service is for --backend coredns, coredns-custom, kube-dns or openshift, "
+                                  "not skydns"),
+    "probe service and server": (lambda pki, tmp: {"backend": "coredns", "etcd": None, "cluster": "foo",
+                                                   "probe_service": "kube-system/k8s-app=kube-dns",
+                                                   "probe_server": "10.96.0.10:53"},
+                                 "--probe-server and --probe-service both say where to probe: give one"),
+    "probe service without a selector": (lambda pki, tmp: {"backend": "coredns", "etcd": None, "cluster": "foo",
+                                                           "probe_service": "kube-system"},
+                                         "--probe-service 'kube-system' must be NAMESPACE/SELECTOR"),
+    "probe service with a set selector": (lambda pki, tmp: {"backend": "coredns", "etcd": None, "cluster": "foo",
+                                                            "probe_service": "kube-system/k8s-app in (kube-dns)"},
+                                          "'k8s-app in (kube-dns)' is not a label requirement key=value"),
+    "probe service without --cluster": (lambda pki, tmp: {"backend": "kube-dns", "etcd": None,
+                                                          "probe_service": "kube-system/k8s-app=kube-dns"},
+                                        "--probe-service checks that Federated-DNS names this cluster"),
 }
 
 

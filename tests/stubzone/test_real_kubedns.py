@@ -48,8 +48,10 @@ def kube(kube_foo: KubeCluster) -> Iterator[KubeCluster]:
 
 
 def rbac_objects(suffix: str) -> list[dict[str, Any]]:
-    """The manifest's ServiceAccount, Role and RoleBinding, each name with ``suffix``."""
-    objects = [obj for obj in yaml.safe_load_all(MANIFEST.read_text()) if obj and obj["kind"] in RBAC]
+    """The manifest's ServiceAccount, Role and RoleBinding of the backend (not the path check's
+    feddns-stubzone-probe), each name with ``suffix``."""
+    objects = [obj for obj in yaml.safe_load_all(MANIFEST.read_text())
+               if obj and obj["kind"] in RBAC and obj["metadata"]["name"] == "feddns-stubzone"]
     assert sorted(obj["kind"] for obj in objects) == sorted(RBAC), objects
     for obj in objects:
         obj["metadata"]["name"] += suffix

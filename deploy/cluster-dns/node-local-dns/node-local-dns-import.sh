@@ -9,7 +9,8 @@
 # marker comments; CoreDNS then tags each query with this cluster's name (its coredns-feddns import).
 # node-cache re-reads the ConfigMap (its reload plugin) without a restart.
 # Idempotent; a JSON patch whose "test" makes it fail, changing nothing, if someone else changed the
-# Corefile meanwhile (run it again). --undo takes the block out.
+# Corefile meanwhile (run it again). --undo takes the block out. A ConfigMap that a Helm release renders
+# (RKE2's rke2-coredns chart) is refused, naming the way that release keeps the block.
 # Usage: bash node-local-dns-import.sh [--context CONTEXT] [--namespace kube-system] [--zone federation.] [--undo]
 # Needs kubectl and python3.
 set -euo pipefail
@@ -30,7 +31,16 @@ patch="$("${kubectl[@]}" get configmap node-local-dns -o json | python3 -c '
 import json, re, sys
 zone, undo = sys.argv[1].rstrip(".") + ".", sys.argv[2] == "true"
 begin, end = f"# feddns: {zone} to CoreDNS (kube-dns-upstream), which tags it", "# feddns: end"
-corefile = json.load(sys.stdin)["data"]["Corefile"]
+configmap = json.load(sys.stdin)
+release = (configmap["metadata"].get("annotations") or {}).get("meta.helm.sh/release-name")
+if (configmap["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "Helm" and release:
+    # A Helm release renders this ConfigMap again at its next upgrade: a patch would be lost then.
+    way = (f"RKE2: add {zone} to nodelocal.extraClusterDomains in the valuesContent of HelmChartConfig "
+           "rke2-coredns (deploy/cluster-dns/rke2/rke2-coredns-config.yaml)" if release == "rke2-coredns" else
+           f"give the block to that release (its values), or ask its owner")
+    sys.exit(f"node-local-dns-import.sh: ConfigMap node-local-dns belongs to Helm release {release}, which "
+             f"puts it back at its next upgrade; not patched. {way}")
+corefile = configmap["data"]["Corefile"]
 lines = corefile.split("\n")
 if begin in lines:
     after = lines.index(end, lines.index(begin)) + 1

@@ -32,12 +32,12 @@ capabilities: {drop: [ALL]}
   configMap     NAMESPACE/NAME of --configmap ("" for openshift: it writes the DNS operator's object)
   chartOwned    the chart makes that ConfigMap (its own; else the platform's, never rendered here)
   forwarder     the chart runs its own tagging CoreDNS (feddns-forwarder) the platform's DNS forwards to
-  probeService  NAMESPACE/NAME of the platform's cluster DNS Service, for --probe-server */}}
+  probeService  NAMESPACE/SELECTOR of the platform's cluster DNS Service, by its labels, for --probe-service */}}
 {{- define "feddns.clusterDNS" -}}
 {{- $ns := .Values.stubzone.namespace -}}
 {{- $platform := .Values.clusterDNS.platform -}}
 {{- $dns := dict "backend" "coredns" "configMap" (printf "%s/coredns-feddns" $ns) "chartOwned" true
-      "forwarder" false "probeService" "kube-system/kube-dns" -}}
+      "forwarder" false "probeService" "kube-system/k8s-app=kube-dns" -}}
 {{- if has $platform (list "aks" "k3s") -}}
 {{- $_ := set $dns "backend" "coredns-custom" -}}
 {{- $_ = set $dns "configMap" "kube-system/coredns-custom" -}}
@@ -47,12 +47,17 @@ capabilities: {drop: [ALL]}
 {{- $_ = set $dns "configMap" "kube-system/kube-dns" -}}
 {{- $_ = set $dns "chartOwned" false -}}
 {{- else if eq $platform "openshift" -}}
-{{- $_ := set $dns "backend" "openshift" -}}
+{{- $_ := set $dns "probeService" "openshift-dns/dns.operator.openshift.io/owning-dns=default" -}}
+{{- if .Values.clusterDNS.openshift.forwarder -}}
+{{- $_ = set $dns "configMap" (printf "%s/feddns-forwarder-zones" $ns) -}}
+{{- $_ = set $dns "forwarder" true -}}
+{{- else -}}
+{{- $_ = set $dns "backend" "openshift" -}}
 {{- $_ = set $dns "configMap" "" -}}
 {{- $_ = set $dns "chartOwned" false -}}
-{{- $_ = set $dns "probeService" "openshift-dns/dns-default" -}}
+{{- end -}}
 {{- else if eq $platform "rke2" -}}
-{{- $_ := set $dns "probeService" "kube-system/rke2-coredns-rke2-coredns" -}}
+{{- $_ := set $dns "probeService" "kube-system/app.kubernetes.io/instance=rke2-coredns" -}}
 {{- else if has $platform (list "eks" "forwarder") -}}
 {{- $_ := set $dns "configMap" (printf "%s/feddns-forwarder-zones" $ns) -}}
 {{- $_ = set $dns "forwarder" true -}}
@@ -60,18 +65,19 @@ capabilities: {drop: [ALL]}
 {{- toYaml $dns -}}
 {{- end }}
 
-{{/* --probe-server's HOST:PORT: clusterDNS.probeServer, else the clusterIP of the platform's cluster
-DNS Service read from the API server at install (helm's lookup; nothing with helm template), else "". */}}
-{{- define "feddns.probeServer" -}}
+{{/* Where the path check asks, as YAML for fromYaml: server (--probe-server HOST:PORT) or service
+(--probe-service NAMESPACE/SELECTOR). clusterDNS.probeServer when set; else NodeLocal DNSCache's
+address when nodeLocalDNS.enabled (what pods on the endpoint's node ask, in iptables and IPVS mode
+alike); else the platform's cluster DNS Service, found by the endpoint through the API at run time,
+so helm template and helm install render the same check. */}}
+{{- define "feddns.probeTarget" -}}
 {{- if .Values.clusterDNS.probeServer -}}
-{{ .Values.clusterDNS.probeServer }}
+server: {{ .Values.clusterDNS.probeServer | quote }}
+{{- else if .Values.nodeLocalDNS.enabled -}}
+{{- $ip := .Values.nodeLocalDNS.address -}}
+server: {{ ternary (printf "[%s]:53" $ip) (printf "%s:53" $ip) (contains ":" $ip) | quote }}
 {{- else -}}
-{{- $service := splitList "/" (include "feddns.clusterDNS" . | fromYaml).probeService -}}
-{{- $found := lookup "v1" "Service" (index $service 0) (index $service 1) -}}
-{{- $ip := dig "spec" "clusterIP" "" $found -}}
-{{- if and $ip (ne $ip "None") -}}
-{{ ternary (printf "[%s]:53" $ip) (printf "%s:53" $ip) (contains ":" $ip) }}
-{{- end -}}
+service: {{ (include "feddns.clusterDNS" . | fromYaml).probeService | quote }}
 {{- end -}}
 {{- end }}
 
@@ -79,7 +85,7 @@ DNS Service read from the API server at install (helm's lookup; nothing with hel
 {{- define "feddns.stubzoneArgs" -}}
 {{- $sz := .Values.stubzone -}}
 {{- $dns := include "feddns.clusterDNS" . | fromYaml -}}
-{{- $probe := include "feddns.probeServer" . -}}
+{{- $probe := include "feddns.probeTarget" . | fromYaml -}}
 - stubzone
 - --backend={{ $dns.backend }}
 - --cluster={{ .Values.cluster }}                      # this member cluster's name, as in the controller config
@@ -103,8 +109,10 @@ DNS Service read from the API server at install (helm's lookup; nothing with hel
 - --tls-handshake-timeout={{ $sz.tlsHandshakeTimeout }}         # seconds from the accept
 - --tls-reload-interval={{ $sz.tlsReloadInterval }}           # a renewed Secret applies without a restart
 - --backend-timeout={{ $sz.backendTimeout }}                # a request's whole time with the store; 503 after it
-{{- if $probe }}
-- --probe-server={{ $probe }}                  # the cluster DNS the path is checked through (_whoami)
-- --probe-interval={{ .Values.clusterDNS.probeInterval }}
+{{- if $probe.server }}
+- --probe-server={{ $probe.server }}                  # where pods ask the cluster DNS: the path is checked there (_whoami)
+{{- else }}
+- --probe-service={{ $probe.service }}      # the cluster DNS Service, found through the API: the path is checked there (_whoami)
 {{- end }}
+- --probe-interval={{ .Values.clusterDNS.probeInterval }}
 {{- end }}
