@@ -60,6 +60,10 @@ def add_https_arguments(parser: argparse.ArgumentParser, *, serves: str, ready: 
     limits.add_argument("--max-connections", type=int, default=LISTENER.max_connections, metavar="N",
                         help="connections past the TLS handshake open at once; more are closed "
                              f"(default {LISTENER.max_connections})")
+    limits.add_argument("--max-connections-per-client", type=int, default=LISTENER.max_connections_per_client,
+                        metavar="N", help="of those, from one address (IPv6: one /64), and with one client "
+                                          "certificate; more are closed after their handshake (default "
+                                          f"{LISTENER.max_connections_per_client})")
     limits.add_argument("--max-pending", type=int, default=LISTENER.max_pending, metavar="N",
                         help="connections whose TLS handshake is not done, open at once; when full, the oldest "
                              "of the address holding the most is closed (default "
@@ -83,6 +87,7 @@ def listener_settings(args: argparse.Namespace) -> ListenerSettings:
     return ListenerSettings(
         handshake_timeout=args.tls_handshake_timeout, max_connections=args.max_connections,
         max_pending=args.max_pending, max_pending_per_address=args.max_pending_per_address,
+        max_connections_per_client=args.max_connections_per_client,
         request_timeout=args.request_timeout, idle_timeout=args.idle_timeout,
     ).check()
 
