@@ -5,8 +5,9 @@ It holds ``--idle`` TCP connections that never send a byte, ``--trickling`` TLS 
 real ClientHello one byte every ``--trickle-interval`` seconds (never done within a handshake timeout),
 and ``--heads`` TLS connections that finish their handshake (trusting ``--ca``, showing ``--cert`` when
 given; ``--handshakes`` at once from a source, so that none is closed by the pending pool) and then
-trickle a request head, a header line every ``--trickle-interval`` seconds, never ending it; spread evenly over ``--sources`` (loopback addresses to connect from). Every connection the server
-closes is opened again ``--reopen-after`` seconds later, as an attacker who wants to keep them would.
+trickle a request head, a header line every ``--trickle-interval`` seconds, never ending it; spread
+evenly over ``--sources`` (loopback addresses to connect from). Every connection the server closes is
+opened again ``--reopen-after`` seconds later, as an attacker who wants to keep them would.
 Prints ``flooding`` once every connection has been opened once, then every second
 ``open idle=N trickling=N heads=N opened=N closed=N``, until SIGTERM or SIGINT.
 """
