@@ -94,11 +94,8 @@ class ListenerSettings:
     """Seconds a kept-alive connection may wait for its next request (``--idle-timeout``)."""
 
     def check(self) -> "ListenerSettings":
-        """``self``, or :class:`ConfigError` naming the flag of the first bad value."""
-        for flag, seconds in (("--tls-handshake-timeout", self.handshake_timeout),
-                              ("--request-timeout", self.request_timeout), ("--idle-timeout", self.idle_timeout)):
-            if not seconds > 0:
-                raise ConfigError(f"{flag} must be more than 0 seconds")
+        """``self``, or :class:`ConfigError` naming the flag of the first bad count (the flags of seconds are
+        checked as they are parsed: :mod:`feddns.numbers`)."""
         for flag, count in (("--max-connections", self.max_connections), ("--max-pending", self.max_pending),
                             ("--max-pending-per-address", self.max_pending_per_address),
                             ("--max-connections-per-client", self.max_connections_per_client)):

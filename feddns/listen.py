@@ -12,6 +12,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from feddns import numbers
 from feddns.hostport import check_resolves, host_port, parse_hostport
 from feddns.https import ListenerSettings
 from feddns.lifecycle import cannot_listen
@@ -71,13 +72,14 @@ def add_https_arguments(parser: argparse.ArgumentParser, *, serves: str, ready: 
     limits.add_argument("--max-pending-per-address", type=int, default=LISTENER.max_pending_per_address,
                         metavar="N", help="of those, from one address (IPv6: one /64); above it, that "
                                           f"address's oldest is closed (default {LISTENER.max_pending_per_address})")
-    limits.add_argument("--tls-handshake-timeout", type=float, default=LISTENER.handshake_timeout, metavar="SECONDS",
+    limits.add_argument("--tls-handshake-timeout", **numbers.seconds(),
+                        default=LISTENER.handshake_timeout, metavar="SECONDS",
                         help="time a client has from the accept to finish the TLS handshake "
                              f"(default {LISTENER.handshake_timeout:g})")
-    limits.add_argument("--request-timeout", type=float, default=LISTENER.request_timeout, metavar="SECONDS",
+    limits.add_argument("--request-timeout", **numbers.seconds(), default=LISTENER.request_timeout, metavar="SECONDS",
                         help="time a request has from its first byte to arrive whole, head and body "
                              f"(default {LISTENER.request_timeout:g})")
-    limits.add_argument("--idle-timeout", type=float, default=LISTENER.idle_timeout, metavar="SECONDS",
+    limits.add_argument("--idle-timeout", **numbers.seconds(), default=LISTENER.idle_timeout, metavar="SECONDS",
                         help=f"time a kept-alive connection may wait for its next request "
                              f"(default {LISTENER.idle_timeout:g})")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import feddns.etcd.flags
+from feddns import numbers
 from feddns.dns.index import Index
 from feddns.errors import ConfigError, FeddnsError
 from feddns.etcd.endpoints import EtcdEndpoints
@@ -42,15 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser, files: bool) -> None:
     if files:
         add("--records", metavar="FILE", help="read a YAML records file (as feddns serve --records) instead of etcd")
         add("--example", action="store_true", help="read the built-in example federation (as feddns serve --example)")
-    add("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    add("--timeout", **numbers.seconds(), default=DEFAULT_TIMEOUT, metavar="SECONDS",
         help=f"give up on etcd after this long (default {DEFAULT_TIMEOUT:g})")
     add("--output", choices=OUTPUTS, default="text", help="text for people (default), json for scripts")
 
 
 def source_from(args: argparse.Namespace, files: bool) -> RecordsSource:
     """Where the flags say the records are; raises :class:`ConfigError` (exit 2) for a bad flag."""
-    if args.timeout <= 0:
-        raise ConfigError(f"--timeout {args.timeout:g} is not a positive number of seconds")
     layout = Layout(args.etcd_prefix)
     kind: SourceKind = "etcd"
     if files:

@@ -16,13 +16,13 @@ import asyncio
 import gc
 import ipaddress
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
 import feddns.etcd.flags
+from feddns import numbers
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
@@ -83,7 +83,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the cluster DNS's own domain, SkyDNS's -domain (default cluster.local.)")
     parser.add_argument("--federation-zone", default="federation.",
                         help="zone of the stub domains F.svc.ZONE (default federation.)")
-    parser.add_argument("--backend-timeout", "--etcd-timeout", dest="backend_timeout", type=float, default=5.0,
+    parser.add_argument("--backend-timeout", "--etcd-timeout", dest="backend_timeout", **numbers.seconds(),
+                        default=5.0,
                         metavar="SECONDS", help="deadline of each call to the backend's store (default 5)")
     kube = parser.add_argument_group("coredns, coredns-custom, kube-dns and openshift: the Kubernetes API")
     kube.add_argument("--configmap", metavar="NS/NAME",
@@ -114,9 +115,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="the cluster DNS Service (e.g. 10.96.0.10:53) to ask _whoami.F.svc.ZONE TXT through, "
                             "for each federation held: metric feddns_stubzone_path_ok and the /health body "
                             "(default: no probe; needs --cluster)")
-    probe.add_argument("--probe-interval", type=float, default=probe_module.DEFAULT_INTERVAL, metavar="SECONDS",
+    probe.add_argument("--probe-interval", **numbers.seconds(),
+                       default=probe_module.DEFAULT_INTERVAL, metavar="SECONDS",
                        help=f"seconds between two probes (default {probe_module.DEFAULT_INTERVAL:g})")
-    parser.add_argument("--tls-reload-interval", type=float, default=tls.RELOAD_INTERVAL, metavar="SECONDS",
+    parser.add_argument("--tls-reload-interval", **numbers.seconds(), default=tls.RELOAD_INTERVAL, metavar="SECONDS",
                         help="how often --cert, --key and --client-ca are read again; a change applies to new "
                              f"connections (default {tls.RELOAD_INTERVAL:g})")
     parser.add_argument("--remove-all", action="store_true",
@@ -150,11 +152,6 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
 
     Returns the stub domains; raises :class:`ConfigError` naming the first bad flag.
     """
-    for flag, seconds in (("--backend-timeout", args.backend_timeout),
-                          ("--tls-reload-interval", args.tls_reload_interval),
-                          ("--probe-interval", args.probe_interval)):
-        if not seconds > 0:
-            raise ConfigError(f"{flag} must be more than 0 seconds")
     listener_settings(args)
     if args.coredns_port is not None and not 0 < args.coredns_port < 65536:  # noqa: PLR2004 - the port range
         raise ConfigError(f"--coredns-port {args.coredns_port} is not a port (1-65535)")
@@ -176,8 +173,8 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
 def probe_settings(args: argparse.Namespace) -> probe_module.ProbeSettings | None:
     """The path check's settings (``None`` without ``--probe-server``); raises :class:`ConfigError`
     naming ``--probe-server`` when it is not IP:PORT (the cluster DNS Service's clusterIP: a name would
-    need the very DNS the probe checks) or ``--cluster`` is missing, and ``--probe-interval`` when it is
-    not a finite number of seconds."""
+    need the very DNS the probe checks) or ``--cluster`` is missing (``--probe-interval`` is checked as
+    it is parsed: :mod:`feddns.numbers`)."""
     if args.probe_server is None:
         return None
     server = parse_hostport(args.probe_server, flag="--probe-server")
@@ -188,8 +185,6 @@ def probe_settings(args: argparse.Namespace) -> probe_module.ProbeSettings | Non
     except ValueError:
         raise ConfigError(f"--probe-server {args.probe_server}: {server[0]!r} is not an IP address (give the "
                           "cluster DNS Service's clusterIP)") from None
-    if not math.isfinite(args.probe_interval):
-        raise ConfigError(f"--probe-interval {args.probe_interval}: not a number of seconds")
     if args.cluster is None:
         raise ConfigError("--probe-server checks that Federated-DNS names this cluster: --cluster NAME is required")
     return probe_module.ProbeSettings(server, args.probe_interval, args.cluster, BACKENDS[args.backend].tags)

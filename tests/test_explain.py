@@ -118,7 +118,7 @@ EXAMPLE = "myservice.myns.myfederation.svc.federation."
     ([EXAMPLE, "--from", "qux", "--example"], 2, "--from qux: no such cluster in federation myfederation"),
     (["myns.myfederation.svc.federation.", "--example"], 2, "is not a service's name"),
     ([EXAMPLE, "--from", "foo"], 2, "choose where the records come from"),
-    ([EXAMPLE, "--example", "--timeout", "0"], 2, "--timeout 0 is not a positive number"),
+    ([EXAMPLE, "--example", "--timeout", "0"], 2, "--timeout 0 is not a number of seconds more than 0"),
     ([EXAMPLE, "--etcd", "http://127.0.0.1:1", "--timeout", "2"], 3, "etcd unreachable: http://127.0.0.1:1"),
 ], ids=["answered", "nxdomain", "outside", "unknown cluster", "not a service", "no source", "timeout", "no etcd"])
 def test_explain_exit_status_and_one_line(args: list[str], status: int, says: str):

@@ -231,8 +231,6 @@ def _tcp_limits(args: argparse.Namespace) -> TcpLimits:
     """Check the TCP flags; raises :class:`ConfigError`."""
     if args.max_tcp_connections < 1:
         raise ConfigError(f"--max-tcp-connections {args.max_tcp_connections} is not at least 1")
-    if not 0 < args.tcp_idle_timeout <= MAX_TCP_IDLE_SECONDS:
-        raise ConfigError(f"--tcp-idle-timeout {args.tcp_idle_timeout} is not from 0 to 3600 seconds")
     return TcpLimits(idle_timeout=args.tcp_idle_timeout, max_connections=args.max_tcp_connections)
 
 
