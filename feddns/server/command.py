@@ -49,7 +49,13 @@ from feddns.lifecycle import StopSignals, cannot_listen
 from feddns.observe import ObserveServer
 from feddns.querylog import DEFAULT_RATE, WINDOW_SECONDS, DroppedCollector, QueryLog
 from feddns.server import forking, workers
-from feddns.server.settings import MAX_TCP_IDLE_SECONDS, ServeSettings, settings_from, worker_shares
+from feddns.server.settings import (
+    MAX_TCP_IDLE_SECONDS,
+    ServeSettings,
+    add_records_size_argument,
+    settings_from,
+    worker_shares,
+)
 from feddns.store import Feed
 from feddns.store.file import FileSource, read_records
 
@@ -76,8 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--records", metavar="FILE",
         help="serve a YAML records file instead of etcd (keys and values of docs/reference.md section 4; "
              "reloaded when it changes)")
-    add("--max-records-size", default="16MiB", metavar="BYTES",
-        help="refuse a --records file larger than this, unread; suffixes KiB, MiB, GiB (default 16MiB)")
+    add_records_size_argument(parser)
     add("--example", action="store_true",
         help="serve the built-in example federation (clusters foo, bar, baz with made-up addresses), to try feddns")
     add("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics, /health and /ready here")
