@@ -73,6 +73,8 @@ def test_key_of_another_certificate_exits_2(pki: Pki, kubeconfig: str, tmp_path:
      "policies[0].links[0]: 'a.b' is not <service>.<namespace>.<federation>"),
     ("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: 9A, service: a.b.c}]}\n",
      "policies[0].links[0]: prefix '9A'"),
+    ("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: KUBERNETES, service: a.b.c}]}\n",
+     "policies[0].links[0]: prefix KUBERNETES is reserved"),
     ("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: A, service: a.b.c, required: 'no'}]}\n",
      "policies[0].links[0].required: must be true or false"),
     (("policies:\n  - {name: p, namespace: s, selector: {}, links: [{prefix: A, service: a.b.c, "
