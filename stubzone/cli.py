@@ -73,6 +73,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client-ca", type=Path, required=True, help="CA that signs client certificates, PEM")
     parser.add_argument("--allow", action="append", default=[], metavar="NAME",
                         help="client identity let in: a certificate CN or SAN (repeatable; at least one)")
+    parser.add_argument("--allow-loopback-nameservers", action="store_true",
+                        help="accept loopback nameservers (127.0.0.0/8, ::1) in a POST: only where the cluster DNS "
+                             "does not run in a network namespace of its own, as in a test on one host")
     parser.add_argument("--backend", choices=sorted(BACKENDS), required=True,
                         help="the cluster DNS to program: " + "; ".join(
                             f"{name}: {kind.summary}" for name, kind in sorted(BACKENDS.items())))
@@ -144,6 +147,8 @@ class StubzoneSettings:
     reload_interval: float
     """Seconds between two looks at the certificate files (``--tls-reload-interval``)."""
     probe: probe_module.ProbeSettings | None = None
+    loopback: bool = False
+    """Whether a POST may name a loopback nameserver (``--allow-loopback-nameservers``)."""
     """How the path through the cluster DNS is probed (``--probe-server``, ``--probe-interval``; ``None``: not)."""
 
 
@@ -202,6 +207,7 @@ def settings_from(args: argparse.Namespace) -> StubzoneSettings:
         listener=listener_settings(args),
         reload_interval=args.tls_reload_interval,
         probe=probe_settings(args),
+        loopback=args.allow_loopback_nameservers,
     )
 
 
@@ -253,7 +259,8 @@ async def serve(settings: StubzoneSettings) -> int:
     registry = CollectorRegistry()
     metrics = StubzoneMetrics(registry)
     settings.credentials.observe(metrics)
-    runner = web.AppRunner(make_app(settings.backend, settings.allow, metrics), handle_signals=False)
+    app = make_app(settings.backend, settings.allow, metrics, loopback=settings.loopback)
+    runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     assert runner.server is not None, "runner.setup() makes it"
     credentials = settings.credentials

@@ -30,7 +30,7 @@ def one_line(result: subprocess.CompletedProcess[str], words: str) -> None:
 @pytest.mark.parametrize("args,words", [
     (["--zone", "bad_zone."], "--zone 'bad_zone.'"),
     (["--resolver", "dns.example:53"], "not an IP address"),
-    (["--resolver", "127.0.0.1:0"], "port must be from 1 to 65535"),
+    (["--resolver", "127.0.0.1:0"], "port must be 1 to 65535"),
     (["--gating-timeout", "0"], "--gating-timeout 0 is not a number of seconds more than 0 and at most 4"),
     (["--gating-timeout", "5"], "--gating-timeout"),
     (["--listen", "127.0.0.1"], "has no port"),

@@ -44,7 +44,8 @@ class Endpoint(StubzoneProcess):
         self.metrics_port = free_port()
         super().__init__(pki, "--backend", "coredns", "--cluster", cluster, "--kubeconfig", kubeconfig,
                          "--coredns-port", str(coredns_port), "--metrics", f"127.0.0.1:{self.metrics_port}",
-                         "--probe-server", probe_server, "--probe-interval", str(INTERVAL))
+                         "--probe-server", probe_server, "--probe-interval", str(INTERVAL),
+                         "--allow-loopback-nameservers")  # Federated-DNS is on 127.0.0.1
 
     def samples(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
         """The samples of ``name`` by their labels (sorted ``(label, value)`` pairs)."""
