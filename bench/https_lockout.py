@@ -61,16 +61,30 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[max(math.ceil(fraction * len(ordered)) - 1, 0)]
 
 
-def measure(label: str, seconds: float, attempt: Callable[[], bool]) -> None:
-    """Call ``attempt`` (one request of the good client: succeeded?) for ``seconds``; print the figures."""
-    latencies: list[float] = []
-    succeeded = 0
-    started = time.monotonic()
-    while time.monotonic() - started < seconds:
-        before = time.monotonic()
-        succeeded += attempt()
-        latencies.append(time.monotonic() - before)
-    print(f"{label}: {succeeded} of {len(latencies)} succeeded ({100 * succeeded / len(latencies):.1f} %), "
+def succeeded(request: Callable[[], int]) -> bool:
+    """Whether ``request`` (one request of the good client, its status) answered 200."""
+    try:
+        return request() == 200
+    except (OSError, ssl.SSLError, http.client.HTTPException):
+        return False
+
+
+def during_flood(label: str, peer: ChildProcess, refused: Callable[[], float], seconds: float,
+                 request: Callable[[], int]) -> None:
+    """Once the server has closed the ``peer``'s connections over its share (``refused``: its counter), send
+    ``request`` for ``seconds``; print how many succeeded and their p50, p99 and max. Stops ``peer``."""
+    try:
+        wait_until(lambda: refused() >= HEADS - 256, timeout=30, what="the peer's connections over its share closed")
+        latencies: list[float] = []
+        count = 0
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            before = time.monotonic()
+            count += succeeded(request)
+            latencies.append(time.monotonic() - before)
+    finally:
+        peer.stop()
+    print(f"{label}: {count} of {len(latencies)} succeeded ({100 * count / len(latencies):.1f} %), "
           f"p50 {percentile(latencies, 0.5) * 1000:.0f} ms, p99 {percentile(latencies, 0.99) * 1000:.0f} ms, "
           f"max {max(latencies) * 1000:.0f} ms", flush=True)
 
@@ -81,21 +95,12 @@ def stubzone(root: Path, seconds: float) -> None:
     etcd.start()
     try:
         with Endpoint(pki, etcd.url, "/bench/skydns") as server:
-            def post() -> bool:
-                try:
-                    return server.request("POST", "/federations/fed", {"nameservers": ["192.0.2.1"]}).status == 200
-                except (OSError, ssl.SSLError, http.client.HTTPException):
-                    return False
-
-            for sources, what in (([f"127.0.0.{i}" for i in range(3, 4)], "one address"),
+            for sources, what in ((["127.0.0.3"], "one address"),
                                   ([f"127.0.0.{i}" for i in range(3, 35)], "32 addresses, one certificate")):
                 peer = flood(server.port, pki.ca, sources, "/federations/fed", pki.cert("san_only"))
-                try:
-                    wait_until(lambda: server.metric("feddns_stubzone_connections_refused_total") >= HEADS - 256,
-                               timeout=30, what="the peer's connections over its share closed")
-                    measure(f"stubzone POSTs, {HEADS} heads from {what}", seconds, post)
-                finally:
-                    peer.stop()
+                during_flood(f"stubzone POSTs, {HEADS} heads from {what}", peer,
+                             lambda: server.metric("feddns_stubzone_connections_refused_total"), seconds,
+                             lambda: server.request("POST", "/federations/fed", {"nameservers": ["192.0.2.1"]}).status)
     finally:
         etcd.destroy()
 
@@ -105,26 +110,15 @@ def links(root: Path, seconds: float) -> None:
     kube = FakeKube("foo")
     kube.start()
     try:
-        kubeconfig = kube.write_kubeconfig(str(root / "foo.kubeconfig"))
         metrics = free_port()
-        webhook = LinksProcess(pki, "--metrics", f"127.0.0.1:{metrics}", kubeconfig=kubeconfig,
-                               resolver="127.0.0.1:53").start()
+        webhook = LinksProcess(pki, "--metrics", f"127.0.0.1:{metrics}", resolver="127.0.0.1:53",
+                               kubeconfig=kube.write_kubeconfig(str(root / "foo.kubeconfig"))).start()
         try:
             body = json.dumps(admission_review(pod())).encode()
-
-            def review() -> bool:
-                try:
-                    return webhook.post(body, timeout=10).status == 200
-                except (OSError, ssl.SSLError, http.client.HTTPException):
-                    return False
-
             peer = flood(webhook.port, str(pki.ca), ["127.0.0.3"], "/mutate", None)
-            try:
-                wait_until(lambda: unlabelled_sample(metrics, "feddns_links_connections_refused_total") >= HEADS - 256,
-                           timeout=30, what="the peer's connections over its share closed")
-                measure(f"links reviews, {HEADS} heads from one address", seconds, review)
-            finally:
-                peer.stop()
+            during_flood(f"links reviews, {HEADS} heads from one address", peer,
+                         lambda: unlabelled_sample(metrics, "feddns_links_connections_refused_total"), seconds,
+                         lambda: webhook.post(body, timeout=10).status)
         finally:
             webhook.stop()
     finally:
