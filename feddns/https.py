@@ -156,7 +156,7 @@ def address_key(transport: asyncio.BaseTransport) -> str:
 
 def share_keys(transport: asyncio.BaseTransport, certificate: bytes | None) -> tuple[str, ...]:
     """The shares of the authenticated pool a connection counts against: its :func:`address_key`, and
-    ``certificate SHA256`` (the first 16 hex digits of the DER certificate's digest) when it showed one."""
+    ``"certificate <hex>"`` (the first 16 hex digits of the SHA-256 of the DER certificate) when it showed one."""
     address = address_key(transport)
     if certificate is None:
         return (address,)
