@@ -1,5 +1,5 @@
 """What a good client sees of `feddns stubzone` and `feddns links` while one peer holds 300 connections past
-the TLS handshake, each trickling a request head (issue 40; docs/stubzone.md, "Connections and memory").
+the TLS handshake, each trickling a request head (docs/stubzone.md, "Connections and memory").
 
 Starts, on loopback, every limit at its default:
 
