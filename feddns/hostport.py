@@ -7,21 +7,24 @@ from feddns.errors import ConfigError
 from feddns.records import MAX_PORT, IPAddress
 
 
-def parse_hostport(text: str, default_port: int | None = None, *, flag: str | None = None) -> tuple[str, int]:
+def parse_hostport(text: str, default_port: int | None = None, *, flag: str | None = None,
+                   lowest: int = 0) -> tuple[str, int]:
     """Split ``host:port``, ``[v6]:port``, or (with ``default_port``) a bare host.
 
-    A bare IPv6 address without brackets is a host with no port. Returns
-    ``(host, port)`` with the brackets removed; raises :class:`ConfigError`
-    naming ``text``, and ``flag`` (``--listen``) when given, when the port is
-    missing or not 0-65535.
+    A bare IPv6 address without brackets is a host with no port (``2001:db8::1:5353`` is the address
+    2001:db8::1:5353): an IPv6 address with a port is written in brackets, ``[2001:db8::1]:5353``
+    (RFC 3986 section 3.2.2). Returns ``(host, port)`` with the brackets removed; raises
+    :class:`ConfigError` naming ``text``, and ``flag`` (``--listen``) when given, when the port is
+    missing, not ``lowest`` (0: the system picks one) to 65535 (:func:`port_number`) or written with a
+    leading zero.
     """
     try:
-        return _split(text, default_port)
+        return _split(text, default_port, lowest)
     except ConfigError as exc:
         raise ConfigError(f"{flag} {exc}" if flag else str(exc)) from None
 
 
-def _split(text: str, default_port: int | None) -> tuple[str, int]:
+def _split(text: str, default_port: int | None, lowest: int) -> tuple[str, int]:
     host, sep, port_text = text.rpartition(":")
     if text.startswith("[") and "]" in text:
         inside, _, rest = text[1:].partition("]")
@@ -36,9 +39,19 @@ def _split(text: str, default_port: int | None) -> tuple[str, int]:
         if default_port is None:
             raise ConfigError(f"{text!r} has no port (expected HOST:PORT)")
         return host, default_port
-    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > MAX_PORT:
-        raise ConfigError(f"{text!r}: port {port_text!r} is not a number from 0 to {MAX_PORT}")
-    return host, int(port_text)
+    return host, port_number(text, port_text, lowest)
+
+
+def port_number(text: str, port_text: str, lowest: int) -> int:
+    """The port ``port_text`` of ``text`` (an address as written): digits from ``lowest`` to 65535, with no
+    leading zero (``0053`` is refused: whether it means 53, or octal 43 as ``inet_aton`` would read a
+    part of an address, is not for us to guess). Raises :class:`ConfigError` ``"'<text>': port must be
+    <lowest> to 65535"`` or ``"... has a leading zero"``."""
+    if not (port_text.isascii() and port_text.isdigit()) or not lowest <= int(port_text) <= MAX_PORT:
+        raise ConfigError(f"{text!r}: port must be {lowest} to {MAX_PORT}")
+    if port_text != str(int(port_text)):
+        raise ConfigError(f"{text!r}: port {port_text!r} has a leading zero (write {int(port_text)})")
+    return int(port_text)
 
 
 def host_port(host: str, port: int) -> str:
@@ -68,16 +81,16 @@ def unresolvable(flag: str, address: str, host: str, exc: socket.gaierror) -> Co
 def parse_ip_port(text: str, default_port: int | None, *, flag: str | None = None) -> tuple[IPAddress, int]:
     """Parse a nameserver: an IPv4 or IPv6 address with a port, optional when ``default_port`` is given.
 
-    ``1.2.3.4``, ``1.2.3.4:5353``, ``2001:db8::1``, ``[2001:db8::1]:5353``.
-    Raises :class:`ConfigError`, naming ``flag`` when given, for a hostname,
-    a missing port (``default_port`` ``None``) or a port outside 1-65535.
+    ``1.2.3.4``, ``1.2.3.4:5353``, ``2001:db8::1``, ``[2001:db8::1]:5353``: an IPv6 address with a port
+    is written in brackets; without them it is all address (``2001:db8::1:5353`` is the address
+    2001:db8::1:5353, with ``default_port``). Raises :class:`ConfigError`, naming ``flag`` when given,
+    for a hostname, a missing port (``default_port`` ``None``), a port outside 1 to 65535 (``"port must
+    be 1 to 65535"``) or one with a leading zero.
     """
-    host, port = parse_hostport(text, default_port, flag=flag)
+    host, port = parse_hostport(text, default_port, flag=flag, lowest=1)
     named = f"{flag} " if flag else ""
     try:
         address = ipaddress.ip_address(host)
     except ValueError as exc:
         raise ConfigError(f"{named}{text!r} is not an IP address (hostnames are not accepted)") from exc
-    if port == 0:
-        raise ConfigError(f"{named}{text!r}: port must be from 1 to {MAX_PORT}")
     return address, port

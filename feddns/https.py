@@ -10,7 +10,14 @@ A connection goes through two pools:
   holding the most, when that is more than its own address holds, and is closed itself otherwise. So
   however many sockets a peer opens, from however many addresses, a newcomer from an address with
   fewer gets a slot, and a client's handshake, a few milliseconds old, is the last to go.
-* **authenticated**, after the handshake: at most ``max_connections``. Only here is the application made.
+* **authenticated**, after the handshake: at most ``max_connections``, and ``max_connections_per_client``
+  from one address (or IPv6 /64) and, apart from that, with one client certificate (told by its SHA-256),
+  so that a client on many addresses is bounded too. Only here is the application made. A connection over a
+  share of its own is closed right after its handshake; one over the whole pool closes the oldest
+  connection of the share holding the most, when that is more than the newcomer's own shares hold, and is
+  closed itself otherwise: a client holding its share (a trickled request head in every connection, say)
+  leaves the rest of the pool to the others, and a newcomer from a lighter address always gets in. A
+  client's connections past its share are refused, never its older ones closed: those may carry a request.
 
 A pending connection holds nothing but its socket until the client's first bytes arrive; only then are
 the TLS objects made (asyncio's SSL protocol with a 16 KiB receive buffer instead of its 256 KiB, and
@@ -32,6 +39,7 @@ connection closed before its handshake ended (a ``tcpSocket`` probe) is logged a
 
 import asyncio
 import gc
+import hashlib
 import ipaddress
 import json
 import logging
@@ -77,19 +85,20 @@ class ListenerSettings:
     max_pending_per_address: int = 32
     """Connections not past the handshake open at once from one address or IPv6 /64
     (``--max-pending-per-address``)."""
+    max_connections_per_client: int = 64
+    """Connections past the handshake open at once from one address or IPv6 /64, and with one client
+    certificate (``--max-connections-per-client``); over ``max_connections``, it is ``max_connections``."""
     request_timeout: float = 10.0
     """Seconds from a request's first byte until it has arrived whole, head and body (``--request-timeout``)."""
     idle_timeout: float = 60.0
     """Seconds a kept-alive connection may wait for its next request (``--idle-timeout``)."""
 
     def check(self) -> "ListenerSettings":
-        """``self``, or :class:`ConfigError` naming the flag of the first bad value."""
-        for flag, seconds in (("--tls-handshake-timeout", self.handshake_timeout),
-                              ("--request-timeout", self.request_timeout), ("--idle-timeout", self.idle_timeout)):
-            if not seconds > 0:
-                raise ConfigError(f"{flag} must be more than 0 seconds")
+        """``self``, or :class:`ConfigError` naming the flag of the first bad count (the flags of seconds are
+        checked as they are parsed: :mod:`feddns.numbers`)."""
         for flag, count in (("--max-connections", self.max_connections), ("--max-pending", self.max_pending),
-                            ("--max-pending-per-address", self.max_pending_per_address)):
+                            ("--max-pending-per-address", self.max_pending_per_address),
+                            ("--max-connections-per-client", self.max_connections_per_client)):
             if count < 1:
                 raise ConfigError(f"{flag} must be at least 1")
         if self.max_pending_per_address > self.max_pending:
@@ -108,7 +117,8 @@ class ListenerMetrics:
                              "or whose client was refused", namespace=namespace, registry=registry)
         self.connections_refused = CounterMetric(
             "connections_refused", "TCP connections closed because a pool was full: --max-pending, "
-            "--max-pending-per-address (the oldest of an address is closed) or --max-connections",
+            "--max-pending-per-address (the oldest of an address is closed), --max-connections or "
+            "--max-connections-per-client",
             namespace=namespace, registry=registry)
         self.tls_refused = CounterMetric(
             "tls_refused", "TLS handshakes refused or timed out, and clients refused after it (403: not in --allow)",
@@ -142,6 +152,15 @@ def address_key(transport: asyncio.BaseTransport) -> str:
             return str(address.ipv4_mapped)
         return str(ipaddress.IPv6Network((address, 64), strict=False))
     return str(address)
+
+
+def share_keys(transport: asyncio.BaseTransport, certificate: bytes | None) -> tuple[str, ...]:
+    """The shares of the authenticated pool a connection counts against: its :func:`address_key`, and
+    ``"certificate <hex>"`` (the first 16 hex digits of the SHA-256 of the DER certificate) when it showed one."""
+    address = address_key(transport)
+    if certificate is None:
+        return (address,)
+    return address, f"certificate {hashlib.sha256(certificate).hexdigest()[:16]}"
 
 
 def peer_text(transport: asyncio.BaseTransport) -> str:
@@ -254,7 +273,8 @@ class TLSListener:
         self.timeouts = RateLimitedLog(log, "request timed out", "requests timed out")
         self._pending: dict[str, dict[asyncio.Transport, None]] = {}  # by address_key, oldest first
         self._pending_count = 0
-        self._authenticated: set[asyncio.Transport] = set()
+        self._authenticated: dict[asyncio.Transport, tuple[str, ...]] = {}  # each with its share keys
+        self._shares: dict[str, dict[asyncio.Transport, None]] = {}  # authenticated, by share key, oldest first
         self._closed = 0
         self._release: asyncio.TimerHandle | None = None
 
@@ -316,21 +336,33 @@ class TLSListener:
         self._count()
         return True
 
-    def promote(self, transport: asyncio.Transport) -> bool:
-        """Move a connection let in from pending to authenticated; ``False`` (and logged) when those are full."""
+    def promote(self, transport: asyncio.Transport, certificate: bytes | None) -> bool:
+        """Move a connection let in from pending to authenticated, making room as the module says; ``False``
+        (and logged) when it is closed. ``certificate``: the client's, DER (``None``: it showed none)."""
+        keys = share_keys(transport, certificate)
         if len(self._authenticated) >= self.settings.max_connections:
-            self._overflow(transport, f"{len(self._authenticated)} connections open (--max-connections)")
-            return False
+            reason = f"{len(self._authenticated)} connections open (--max-connections)"
+            heaviest = max(self._shares.values(), key=len)
+            if len(heaviest) <= max(len(self._shares.get(key, ())) for key in keys):
+                self._overflow(transport, reason)
+                return False
+            self._evict(heaviest, reason)
+        share = min(self.settings.max_connections_per_client, self.settings.max_connections)
+        for key in keys:
+            if len(self._shares.get(key, ())) >= share:
+                self._overflow(transport, f"{share} connections from {key} (--max-connections-per-client)")
+                return False
         if not self._forget_pending(transport):  # closed meanwhile: never serve a connection not counted
             return False
-        self._authenticated.add(transport)
+        self._authenticated[transport] = keys
+        for key in keys:
+            self._shares.setdefault(key, {})[transport] = None
         self._count()
         return True
 
     def release(self, transport: asyncio.Transport) -> None:
         """A connection closed (or was closed); its slot is free. Calling it twice is harmless."""
-        if self._forget_pending(transport) or transport in self._authenticated:
-            self._authenticated.discard(transport)
+        if self._forget_pending(transport) or self._forget_authenticated(transport):
             self._count()
             self._closed += 1
             if self._closed >= RELEASE_AFTER_CLOSES and self._release is None:
@@ -345,6 +377,17 @@ class TLSListener:
         if not share:
             del self._pending[key]
         self._pending_count -= 1
+        return True
+
+    def _forget_authenticated(self, transport: asyncio.Transport) -> bool:
+        keys = self._authenticated.pop(transport, None)
+        if keys is None:
+            return False
+        for key in keys:
+            share = self._shares[key]
+            del share[transport]
+            if not share:
+                del self._shares[key]
         return True
 
     def _evict(self, share: dict[asyncio.Transport, None], reason: str) -> None:
@@ -542,7 +585,7 @@ class HTTPConnection(asyncio.Protocol):
             transport.write(error_response(403, reason))
             self._timer = asyncio.get_running_loop().call_later(LINGER_SECONDS, self._close)
             return
-        if not listener.promote(self._raw):
+        if not listener.promote(self._raw, ssl_object.getpeercert(binary_form=True) if ssl_object else None):
             transport.abort()
             return
         self._app = listener.app_factory()

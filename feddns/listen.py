@@ -12,6 +12,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from feddns import numbers
 from feddns.hostport import check_resolves, host_port, parse_hostport
 from feddns.https import ListenerSettings
 from feddns.lifecycle import cannot_listen
@@ -60,6 +61,10 @@ def add_https_arguments(parser: argparse.ArgumentParser, *, serves: str, ready: 
     limits.add_argument("--max-connections", type=int, default=LISTENER.max_connections, metavar="N",
                         help="connections past the TLS handshake open at once; more are closed "
                              f"(default {LISTENER.max_connections})")
+    limits.add_argument("--max-connections-per-client", type=int, default=LISTENER.max_connections_per_client,
+                        metavar="N", help="of those, from one address (IPv6: one /64), and with one client "
+                                          "certificate; more are closed after their handshake (default "
+                                          f"{LISTENER.max_connections_per_client})")
     limits.add_argument("--max-pending", type=int, default=LISTENER.max_pending, metavar="N",
                         help="connections whose TLS handshake is not done, open at once; when full, the oldest "
                              "of the address holding the most is closed (default "
@@ -67,13 +72,14 @@ def add_https_arguments(parser: argparse.ArgumentParser, *, serves: str, ready: 
     limits.add_argument("--max-pending-per-address", type=int, default=LISTENER.max_pending_per_address,
                         metavar="N", help="of those, from one address (IPv6: one /64); above it, that "
                                           f"address's oldest is closed (default {LISTENER.max_pending_per_address})")
-    limits.add_argument("--tls-handshake-timeout", type=float, default=LISTENER.handshake_timeout, metavar="SECONDS",
+    limits.add_argument("--tls-handshake-timeout", **numbers.seconds(),
+                        default=LISTENER.handshake_timeout, metavar="SECONDS",
                         help="time a client has from the accept to finish the TLS handshake "
                              f"(default {LISTENER.handshake_timeout:g})")
-    limits.add_argument("--request-timeout", type=float, default=LISTENER.request_timeout, metavar="SECONDS",
+    limits.add_argument("--request-timeout", **numbers.seconds(), default=LISTENER.request_timeout, metavar="SECONDS",
                         help="time a request has from its first byte to arrive whole, head and body "
                              f"(default {LISTENER.request_timeout:g})")
-    limits.add_argument("--idle-timeout", type=float, default=LISTENER.idle_timeout, metavar="SECONDS",
+    limits.add_argument("--idle-timeout", **numbers.seconds(), default=LISTENER.idle_timeout, metavar="SECONDS",
                         help=f"time a kept-alive connection may wait for its next request "
                              f"(default {LISTENER.idle_timeout:g})")
 
@@ -83,6 +89,7 @@ def listener_settings(args: argparse.Namespace) -> ListenerSettings:
     return ListenerSettings(
         handshake_timeout=args.tls_handshake_timeout, max_connections=args.max_connections,
         max_pending=args.max_pending, max_pending_per_address=args.max_pending_per_address,
+        max_connections_per_client=args.max_connections_per_client,
         request_timeout=args.request_timeout, idle_timeout=args.idle_timeout,
     ).check()
 

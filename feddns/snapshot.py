@@ -15,11 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import feddns.etcd.flags
+from feddns import numbers
 from feddns.dns.index import Index
 from feddns.errors import ConfigError, FeddnsError
 from feddns.etcd.endpoints import EtcdEndpoints
 from feddns.keys import Layout
-from feddns.server.settings import RecordsSource, SourceKind, check_source
+from feddns.server.settings import (
+    DEFAULT_RECORDS_LIMIT,
+    RecordsSource,
+    SourceKind,
+    add_records_size_argument,
+    check_source,
+    records_limit,
+)
 from feddns.store.file import EXAMPLE, read_records
 
 DEFAULT_TIMEOUT = 5.0
@@ -34,7 +42,8 @@ class EtcdUnreachable(FeddnsError):
 
 def add_arguments(parser: argparse.ArgumentParser, files: bool) -> None:
     """Add ``--etcd`` (repeatable), ``--etcd-prefix``, the ``--etcd-*`` access flags,
-    ``--timeout`` and ``--output``; with ``files``, also ``--records`` and ``--example``."""
+    ``--timeout`` and ``--output``; with ``files``, also ``--records`` (with serve's
+    ``--max-records-size``) and ``--example``."""
     add = parser.add_argument
     add("--etcd", action="append", metavar="URL", help="etcd client URL (repeatable), e.g. http://127.0.0.1:2379")
     add("--etcd-prefix", default="", help="key prefix P of docs/reference.md section 4 (default empty)")
@@ -42,15 +51,14 @@ def add_arguments(parser: argparse.ArgumentParser, files: bool) -> None:
     if files:
         add("--records", metavar="FILE", help="read a YAML records file (as feddns serve --records) instead of etcd")
         add("--example", action="store_true", help="read the built-in example federation (as feddns serve --example)")
-    add("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        add_records_size_argument(parser)
+    add("--timeout", **numbers.seconds(), default=DEFAULT_TIMEOUT, metavar="SECONDS",
         help=f"give up on etcd after this long (default {DEFAULT_TIMEOUT:g})")
     add("--output", choices=OUTPUTS, default="text", help="text for people (default), json for scripts")
 
 
 def source_from(args: argparse.Namespace, files: bool) -> RecordsSource:
     """Where the flags say the records are; raises :class:`ConfigError` (exit 2) for a bad flag."""
-    if args.timeout <= 0:
-        raise ConfigError(f"--timeout {args.timeout:g} is not a positive number of seconds")
     layout = Layout(args.etcd_prefix)
     kind: SourceKind = "etcd"
     if files:
@@ -58,7 +66,8 @@ def source_from(args: argparse.Namespace, files: bool) -> RecordsSource:
     elif not args.etcd:
         raise ConfigError("--etcd URL is needed: the etcd of Federated-DNS")
     source = RecordsSource(kind, layout, None if kind == "etcd" else EXAMPLE if kind == "example"
-                           else Path(args.records), tuple(args.etcd or ()), feddns.etcd.flags.access_from(args))
+                           else Path(args.records), tuple(args.etcd or ()), feddns.etcd.flags.access_from(args),
+                           records_limit(args) if files else DEFAULT_RECORDS_LIMIT)
     source.endpoints()  # a bad URL or unreadable credentials file: ConfigError
     return source
 
@@ -131,7 +140,7 @@ def load_index(source: RecordsSource, timeout: float) -> Index:
     """
     index = Index(source.layout)
     if source.path is not None:
-        index.replace(read_records(source.path, source.layout))
+        index.replace(read_records(source.path, source.layout, source.limit))
         return index
     def put_page(kvs: Any) -> None:
         for kv in kvs:

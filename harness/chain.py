@@ -138,7 +138,8 @@ class Chain:
         token = kube.service_account_token("kube-system", "feddns-stubzone")
         kubeconfig = kube.write_kubeconfig(self.directory / f"{name}-stubzone.kubeconfig", token=token)
         return StubzoneProcess(self.pki, "--backend", "coredns", "--cluster", name, "--kubeconfig", kubeconfig,
-                               "--coredns-port", str(self.coredns[name].port))
+                               "--coredns-port", str(self.coredns[name].port),
+                               "--allow-loopback-nameservers")  # Federated-DNS is on 127.0.0.1
 
     def program(self, name: str) -> None:
         """POST Federated-DNS's address to ``name``'s stub-zone endpoint (the design's "Initial Setup")."""

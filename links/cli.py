@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from feddns import numbers
 from feddns.configfile import SizeLimit, parse_bytes
 from feddns.errors import ConfigError
 from feddns.hostport import parse_ip_port
@@ -64,7 +65,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "MiB (default 1MiB, the most a ConfigMap holds)")
     parser.add_argument("--resolver", metavar="HOST:PORT",
                         help="the cluster DNS asked whether required links exist (default: /etc/resolv.conf)")
-    parser.add_argument("--gating-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--gating-timeout", **numbers.seconds(MAX_GATING_TIMEOUT),
+                        default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"time all DNS checks of one pod may take (default {DEFAULT_TIMEOUT:g}, "
                              f"at most {MAX_GATING_TIMEOUT:g})")
     parser.add_argument("--zone", default="federation.", help="the federation zone Z of <svc>.<ns>.F.svc.Z "
@@ -104,8 +106,6 @@ def settings_from(args: argparse.Namespace) -> LinksSettings:
 
     addresses = ListenAddresses.from_flags(args.listen, args.metrics)
     listener = listener_settings(args)
-    if not 0 < args.gating_timeout <= MAX_GATING_TIMEOUT:
-        raise ConfigError(f"--gating-timeout must be more than 0 and at most {MAX_GATING_TIMEOUT:g} seconds")
     try:
         zone = normalize_zone(args.zone)
     except ValueError as exc:

@@ -30,6 +30,14 @@ SERVICES_ANNOTATION = "links.feddns.io/services"
 INJECTED_ANNOTATION = "links.feddns.io/injected"
 """The pod annotation the webhook sets to record what it injected; a pod that has it is not patched again."""
 
+RESERVED_PREFIXES = frozenset({"KUBERNETES"})
+"""Prefixes whose variables the kubelet sets in every container itself, whatever ``enableServiceLinks``
+says: ``KUBERNETES_SERVICE_HOST``, ``KUBERNETES_SERVICE_PORT`` and ``KUBERNETES_SERVICE_PORT_HTTPS``, the
+address of the cluster's API server (the ``kubernetes`` Service of ``default``), which client libraries
+read to reach it. A link with one of them would replace that address, so it is refused. (Any other
+prefix yields names ending in ``_SERVICE_HOST``, ``_SERVICE_PORT`` or ``_SERVICE_PORT_<NAME>`` that
+the kubelet sets only for a Service of the pod's own namespace, which a link is meant to replace.)"""
+
 _PREFIX = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _PORT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
 _LINK_START = re.compile(r"^\s*[^\s=:,?&]+\s*=")
@@ -84,10 +92,14 @@ def env_name(text: str) -> str:
 
 
 def parse_prefix(text: str) -> str:
-    """The normalised prefix of ``text``; raises :class:`LinkError` when it is not a C identifier then."""
+    """The normalised prefix of ``text``; raises :class:`LinkError` when it is not a C identifier then,
+    or when it is one of :data:`RESERVED_PREFIXES`."""
     prefix = env_name(text.strip())
     if not _PREFIX.match(prefix):
         raise LinkError(f"prefix {text.strip()!r} is not a variable name (letters, digits, '_' and '-')")
+    if prefix in RESERVED_PREFIXES:
+        raise LinkError(f"prefix {prefix} is reserved: kubelet sets {prefix}_SERVICE_HOST and {prefix}_SERVICE_PORT "
+                        "itself (the API server's address), and the link would replace them")
     return prefix
 
 

@@ -50,6 +50,7 @@ MAX_LOGGED = 200
 BACKEND = web.AppKey("backend", Backend)
 ALLOW = web.AppKey("allow", AllowList)
 METRICS = web.AppKey("metrics", StubzoneMetrics)
+LOOPBACK = web.AppKey("loopback", bool)
 REASON = web.RequestKey("reason", str)
 
 
@@ -66,13 +67,15 @@ class ApiError(FeddnsError):
         self.close = close
 
 
-def make_app(backend: Backend, allow: AllowList, metrics: StubzoneMetrics) -> web.Application:
+def make_app(backend: Backend, allow: AllowList, metrics: StubzoneMetrics, *,
+             loopback: bool = False) -> web.Application:
     """The aiohttp application; serve it only over :mod:`stubzone.tls` (client certificates).
 
-    The backend is closed when the application is cleaned up.
+    ``loopback``: a POST may name a loopback nameserver (``--allow-loopback-nameservers``). The backend
+    is closed when the application is cleaned up.
     """
     app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[guard])
-    app[BACKEND], app[ALLOW], app[METRICS] = backend, allow, metrics
+    app[BACKEND], app[ALLOW], app[METRICS], app[LOOPBACK] = backend, allow, metrics, loopback
     app.on_cleanup.append(_close_backend)
     app.router.add_get("/federations", list_federations)
     # Anything after /federations/ is the name, then checked: an empty name or
@@ -265,7 +268,7 @@ async def get_federation(request: web.Request) -> web.Response:
 async def post_federation(request: web.Request) -> web.Response:
     """``POST /federations/F`` ``{"nameservers": [...]}``: program F's stub zone."""
     federation = _federation(request)
-    nameservers = parse_body(await _json_body(request))
+    nameservers = parse_body(await _json_body(request), loopback=request.app[LOOPBACK])
     backend = request.app[BACKEND]
     try:
         check_count(backend, nameservers)
@@ -313,11 +316,16 @@ async def _json_body(request: web.Request) -> Any:
     except ConnectionResetError as exc:
         raise ApiError(400, "the connection closed before the whole body arrived", close=True) from exc
     try:
-        return json.loads(raw.decode("utf-8"), object_pairs_hook=_object)
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=_object, parse_constant=_not_json)
     except DuplicateKey as exc:
         raise ApiError(400, f"body: {exc}") from exc
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
         raise ApiError(400, f"body is not JSON (RFC 8259, UTF-8): {_clip(str(exc))}") from exc
+
+
+def _not_json(constant: str) -> Any:
+    """Python's ``json`` takes ``NaN``, ``Infinity`` and ``-Infinity``; RFC 8259 (section 6) has no such value."""
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 class DuplicateKey(ValueError):
@@ -334,11 +342,11 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
-def parse_body(body: Any) -> list[Nameserver]:
+def parse_body(body: Any, *, loopback: bool = False) -> list[Nameserver]:
     """The nameservers of a POST body; raises :class:`ApiError` 400 naming what is wrong.
 
     ``body`` must be ``{"nameservers": [...]}`` with 1 to 16 distinct IP
-    addresses, each with an optional port (section 5).
+    addresses, each with an optional port (section 5); loopback ones only with ``loopback``.
     """
     if not isinstance(body, dict):
         raise ApiError(400, f"body must be a JSON object, not {type(body).__name__}")
@@ -350,16 +358,20 @@ def parse_body(body: Any) -> list[Nameserver]:
         raise ApiError(400, "'nameservers' must be a list of IP addresses")
     if not 1 <= len(items) <= MAX_NAMESERVERS:
         raise ApiError(400, f"'nameservers' has {len(items)} entries; 1 to {MAX_NAMESERVERS} are allowed")
-    nameservers = [_nameserver(i, item) for i, item in enumerate(items)]
+    nameservers = [_nameserver(i, item, loopback) for i, item in enumerate(items)]
     if len(set(nameservers)) != len(nameservers):
         raise ApiError(400, "'nameservers' lists the same address and port twice")
     return nameservers
 
 
-def _nameserver(index: int, item: Any) -> Nameserver:
+def _nameserver(index: int, item: Any, loopback: bool) -> Nameserver:
     if not isinstance(item, str):
         raise ApiError(400, f"nameservers[{index}] must be a string, not {type(item).__name__}")
     try:
-        return Nameserver.parse(item)
+        nameserver = Nameserver.parse(item)
     except ValueError as exc:  # ConfigError too
         raise ApiError(400, f"nameservers[{index}]: {_clip(str(exc))}") from exc
+    if nameserver.address.is_loopback and not loopback:  # refused here, not in Nameserver: one read back stays
+        raise ApiError(400, f"nameservers[{index}]: {_clip(repr(item))} is loopback: the cluster DNS would send "
+                            "the queries to itself (--allow-loopback-nameservers)")
+    return nameserver

@@ -17,10 +17,13 @@ from pathlib import Path
 
 from cryptography import x509
 
+from feddns import numbers
 from feddns.errors import ConfigError
 from stubzone import pki
 
 DEFAULT_CA_CN = "feddns stub-zone CA"
+MAX_DAYS = 36500.0
+"""The longest validity ``--days`` takes: a hundred years (X.509 times end in 9999, Python's dates too)."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _add_common(parser: argparse.ArgumentParser, name: str, days: int) -> None:
     parser.add_argument("--dir", type=Path, default=Path("."), help="directory of the files (default: current)")
     parser.add_argument("--name", default=name, help=f"write NAME.crt and NAME.key (default {name})")
-    parser.add_argument("--days", type=float, default=days, help=f"validity in days (default {days})")
+    parser.add_argument("--days", **numbers.in_range(MAX_DAYS, "days"), default=days,
+                        help=f"validity in days (default {days})")
     parser.add_argument(
         "--not-before", type=_timestamp, metavar="TIME",
         help="start of validity, ISO 8601 (default: now minus 5 minutes); with --days, makes expired certificates",

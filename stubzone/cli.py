@@ -16,13 +16,13 @@ import asyncio
 import gc
 import ipaddress
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
 import feddns.etcd.flags
+from feddns import numbers
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.https import ListenerMetrics, ListenerSettings, TLSListener
@@ -74,6 +74,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client-ca", type=Path, required=True, help="CA that signs client certificates, PEM")
     parser.add_argument("--allow", action="append", default=[], metavar="NAME",
                         help="client identity let in: a certificate CN or SAN (repeatable; at least one)")
+    parser.add_argument("--allow-loopback-nameservers", action="store_true",
+                        help="accept loopback nameservers (127.0.0.0/8, ::1) in a POST: only where the cluster DNS "
+                             "does not run in a network namespace of its own, as in a test on one host")
     parser.add_argument("--backend", choices=sorted(BACKENDS), required=True,
                         help="the cluster DNS to program: " + "; ".join(
                             f"{name}: {kind.summary}" for name, kind in sorted(BACKENDS.items())))
@@ -84,7 +87,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the cluster DNS's own domain, SkyDNS's -domain (default cluster.local.)")
     parser.add_argument("--federation-zone", default="federation.",
                         help="zone of the stub domains F.svc.ZONE (default federation.)")
-    parser.add_argument("--backend-timeout", "--etcd-timeout", dest="backend_timeout", type=float, default=5.0,
+    parser.add_argument("--backend-timeout", "--etcd-timeout", dest="backend_timeout", **numbers.seconds(),
+                        default=5.0,
                         metavar="SECONDS", help="deadline of each call to the backend's store (default 5)")
     kube = parser.add_argument_group("coredns, coredns-custom, kube-dns and openshift: the Kubernetes API")
     kube.add_argument("--configmap", metavar="NS/NAME",
@@ -121,9 +125,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                             "Service found through the API every round by its labels (e.g. "
                             "kube-system/k8s-app=kube-dns), asked at its clusterIP and UDP port; needs list of "
                             "Services in NAMESPACE (metric feddns_stubzone_path_target_found 0 when none matches)")
-    probe.add_argument("--probe-interval", type=float, default=probe_module.DEFAULT_INTERVAL, metavar="SECONDS",
+    probe.add_argument("--probe-interval", **numbers.seconds(),
+                       default=probe_module.DEFAULT_INTERVAL, metavar="SECONDS",
                        help=f"seconds between two probes (default {probe_module.DEFAULT_INTERVAL:g})")
-    parser.add_argument("--tls-reload-interval", type=float, default=tls.RELOAD_INTERVAL, metavar="SECONDS",
+    parser.add_argument("--tls-reload-interval", **numbers.seconds(), default=tls.RELOAD_INTERVAL, metavar="SECONDS",
                         help="how often --cert, --key and --client-ca are read again; a change applies to new "
                              f"connections (default {tls.RELOAD_INTERVAL:g})")
     parser.add_argument("--remove-all", action="store_true",
@@ -151,6 +156,8 @@ class StubzoneSettings:
     probe: probe_module.ProbeSettings | None = None
     """How the path through the cluster DNS is probed (``--probe-server`` or ``--probe-service``,
     ``--probe-interval``; ``None``: not)."""
+    loopback: bool = False
+    """Whether a POST may name a loopback nameserver (``--allow-loopback-nameservers``)."""
 
 
 def check_flags(args: argparse.Namespace) -> StubDomains:
@@ -158,11 +165,6 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
 
     Returns the stub domains; raises :class:`ConfigError` naming the first bad flag.
     """
-    for flag, seconds in (("--backend-timeout", args.backend_timeout),
-                          ("--tls-reload-interval", args.tls_reload_interval),
-                          ("--probe-interval", args.probe_interval)):
-        if not seconds > 0:
-            raise ConfigError(f"{flag} must be more than 0 seconds")
     listener_settings(args)
     if args.coredns_port is not None and not 0 < args.coredns_port < 65536:  # noqa: PLR2004 - the port range
         raise ConfigError(f"--coredns-port {args.coredns_port} is not a port (1-65535)")
@@ -186,8 +188,8 @@ def check_probe_flags(args: argparse.Namespace) -> tuple[str, int] | None:
 
     Raises :class:`ConfigError` naming ``--probe-server`` when it is not IP:PORT (an address: a name
     would need the very DNS the probe checks), ``--probe-service`` when it is not NAMESPACE/SELECTOR or
-    comes with ``--probe-server``, ``--cluster`` when either comes without it, and ``--probe-interval``
-    when it is not a finite number of seconds."""
+    comes with ``--probe-server``, and ``--cluster`` when either comes without it (``--probe-interval``
+    is checked as it is parsed: :mod:`feddns.numbers`)."""
     if args.probe_service is not None:
         if args.probe_server is not None:
             raise ConfigError("--probe-server and --probe-service both say where to probe: give one")
@@ -209,8 +211,6 @@ def check_probe_flags(args: argparse.Namespace) -> tuple[str, int] | None:
 
 
 def _check_probe_cluster(args: argparse.Namespace, flag: str) -> None:
-    if not math.isfinite(args.probe_interval):
-        raise ConfigError(f"--probe-interval {args.probe_interval}: not a number of seconds")
     if args.cluster is None:
         raise ConfigError(f"{flag} checks that Federated-DNS names this cluster: --cluster NAME is required")
 
@@ -245,6 +245,7 @@ def settings_from(args: argparse.Namespace) -> StubzoneSettings:
         listener=listener_settings(args),
         reload_interval=args.tls_reload_interval,
         probe=probe_settings(args),
+        loopback=args.allow_loopback_nameservers,
     )
 
 
@@ -296,7 +297,8 @@ async def serve(settings: StubzoneSettings) -> int:
     registry = CollectorRegistry()
     metrics = StubzoneMetrics(registry)
     settings.credentials.observe(metrics)
-    runner = web.AppRunner(make_app(settings.backend, settings.allow, metrics), handle_signals=False)
+    app = make_app(settings.backend, settings.allow, metrics, loopback=settings.loopback)
+    runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     assert runner.server is not None, "runner.setup() makes it"
     credentials = settings.credentials

@@ -150,7 +150,7 @@ EXAMPLE = "myservice.myns.myfederation.svc.federation."
     ([EXAMPLE, "--from", "qux", "--example"], 2, "--from qux: no such cluster in federation myfederation"),
     (["myns.myfederation.svc.federation.", "--example"], 2, "is not a service's name"),
     ([EXAMPLE, "--from", "foo"], 2, "choose where the records come from"),
-    ([EXAMPLE, "--example", "--timeout", "0"], 2, "--timeout 0 is not a positive number"),
+    ([EXAMPLE, "--example", "--timeout", "0"], 2, "--timeout 0 is not a number of seconds more than 0"),
     ([EXAMPLE, "--etcd", "http://127.0.0.1:1", "--timeout", "2"], 3, "etcd unreachable: http://127.0.0.1:1"),
 ], ids=["answered", "nxdomain", "outside", "unknown cluster", "not a service", "no source", "timeout", "no etcd"])
 def test_explain_exit_status_and_one_line(args: list[str], status: int, says: str):
@@ -162,3 +162,19 @@ def test_explain_exit_status_and_one_line(args: list[str], status: int, says: st
     else:
         assert "1  1      foo      10.0.3.64      clusterIP   own" in result.stdout
         assert max(len(line) for line in result.stdout.splitlines()) <= 100
+
+
+@pytest.mark.parametrize(("size", "flags", "cap"), [
+    (17 * 1024 * 1024, [], 16 * 1024 * 1024),
+    (5000, ["--max-records-size", "4KiB"], 4096),
+], ids=["default cap", "--max-records-size"])
+def test_a_records_file_over_the_cap_is_refused_unread(tmp_path, size: int, flags: list[str], cap: int):
+    """As serve refuses it (--max-records-size, 16 MiB unless given): before, explain read a 20 MB file whole."""
+    path = tmp_path / "records.yaml"
+    with path.open("wb") as stream:
+        stream.truncate(size)  # sparse: written at once; read, a NUL would be a YAML error of its own
+    result = feddns("explain", EXAMPLE, "--from", "foo", "--records", str(path), *flags)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"feddns explain: error: records file {path}: {size:,} bytes, over the limit of {cap:,} bytes "
+        "(--max-records-size); not read"], result.stderr

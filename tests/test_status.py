@@ -108,7 +108,7 @@ def test_unreachable_etcd_is_said_within_the_timeout(black_hole: str):
 
 @pytest.mark.parametrize(("args", "says"), [
     ([], "--etcd URL is needed"),
-    (["--etcd", "http://127.0.0.1:2379", "--timeout", "-1"], "--timeout -1 is not a positive number"),
+    (["--etcd", "http://127.0.0.1:2379", "--timeout", "-1"], "--timeout -1 is not a number of seconds"),
     (["--etcd", "ftp://127.0.0.1:2379"], "ftp"),
 ])
 def test_bad_flags_exit_2_with_one_line(args: list[str], says: str):

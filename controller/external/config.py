@@ -29,7 +29,6 @@ from feddns import configfile
 from feddns.errors import ConfigError
 from feddns.hostport import parse_hostport
 from feddns.names import check_length, is_label, normalize_zone
-from feddns.records import MAX_PORT
 
 PROVIDERS = ("rfc2136", "dnsendpoint")
 # RFC 8945 section 6: HMAC-SHA256 is mandatory to implement; MD5 is deprecated and left out.
@@ -133,13 +132,11 @@ def _server(value: object) -> tuple[str, int]:
     """``HOST`` or ``HOST:PORT`` (``[v6]:PORT``) to ``(host, port)``, port 53 when not given."""
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"must be HOST or HOST:PORT, not {configfile.shown(value)}")
-    host, port = parse_hostport(value.strip(), DNS_PORT)
+    host, port = parse_hostport(value.strip(), DNS_PORT, lowest=1)
     try:
         check_length(host, "host", name=True)  # a name or an address, either no longer than a name
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    if port == 0:
-        raise ConfigError(f"{configfile.shown(value)}: port must be from 1 to {MAX_PORT}")
     return host, port
 
 

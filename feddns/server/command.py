@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from prometheus_client import CollectorRegistry
 
 import feddns.etcd.flags
-from feddns import logs
+from feddns import logs, numbers
 from feddns.dns import transport
 from feddns.dns.answer import OUR_PAYLOAD
 from feddns.dns.index import Index
@@ -50,7 +50,13 @@ from feddns.observe import ObserveServer
 from feddns.querylog import DEFAULT_RATE, WINDOW_SECONDS, DroppedCollector, QueryLog
 from feddns.records import NoneReady
 from feddns.server import forking, workers
-from feddns.server.settings import ServeSettings, settings_from, worker_shares
+from feddns.server.settings import (
+    MAX_TCP_IDLE_SECONDS,
+    ServeSettings,
+    add_records_size_argument,
+    settings_from,
+    worker_shares,
+)
 from feddns.store import Feed
 from feddns.store.file import FileSource, read_records
 
@@ -77,8 +83,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--records", metavar="FILE",
         help="serve a YAML records file instead of etcd (keys and values of docs/reference.md section 4; "
              "reloaded when it changes)")
-    add("--max-records-size", default="16MiB", metavar="BYTES",
-        help="refuse a --records file larger than this, unread; suffixes KiB, MiB, GiB (default 16MiB)")
+    add_records_size_argument(parser)
     add("--example", action="store_true",
         help="serve the built-in example federation (clusters foo, bar, baz with made-up addresses), to try feddns")
     add("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics, /health and /ready here")
@@ -101,7 +106,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--max-tcp-connections", type=int, default=1000, metavar="N",
         help="open DNS-over-TCP connections at most, for the whole server: the --workers split it evenly; "
              "more are closed at once (default 1000)")
-    add("--tcp-idle-timeout", type=float, default=10.0, metavar="SECONDS",
+    add("--tcp-idle-timeout", **numbers.seconds(MAX_TCP_IDLE_SECONDS), default=10.0, metavar="SECONDS",
         help="close a TCP connection that completes no message for this long (default 10)")
     add("--max-udp-size", type=int, default=OUR_PAYLOAD, metavar="BYTES",
         help="UDP replies at most this long, whatever the asker's EDNS buffer; longer ones are truncated "

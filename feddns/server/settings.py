@@ -105,6 +105,19 @@ RECORDS_SIZE_FLAG = "--max-records-size"
 DEFAULT_RECORDS_LIMIT = configfile.SizeLimit(configfile.DEFAULT_MAX_RECORDS_BYTES, RECORDS_SIZE_FLAG)
 
 
+def add_records_size_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--max-records-size``, the cap of a ``--records`` file, to every command that reads one
+    (``serve``, ``explain``); read back with :func:`records_limit`."""
+    parser.add_argument(RECORDS_SIZE_FLAG, default="16MiB", metavar="BYTES",
+                        help="refuse a --records file larger than this, unread; suffixes KiB, MiB, GiB "
+                             "(default 16MiB)")
+
+
+def records_limit(args: argparse.Namespace) -> configfile.SizeLimit:
+    """The cap ``--max-records-size`` sets; raises :class:`ConfigError` when it is not a size."""
+    return configfile.SizeLimit(configfile.parse_bytes(args.max_records_size, RECORDS_SIZE_FLAG), RECORDS_SIZE_FLAG)
+
+
 @dataclass(frozen=True, slots=True)
 class RecordsSource:
     """Where the records come from (docs/reference.md sections 4 and 6)."""
@@ -232,8 +245,6 @@ def _tcp_limits(args: argparse.Namespace) -> TcpLimits:
     """Check the TCP flags; raises :class:`ConfigError`."""
     if args.max_tcp_connections < 1:
         raise ConfigError(f"--max-tcp-connections {args.max_tcp_connections} is not at least 1")
-    if not 0 < args.tcp_idle_timeout <= MAX_TCP_IDLE_SECONDS:
-        raise ConfigError(f"--tcp-idle-timeout {args.tcp_idle_timeout} is not from 0 to 3600 seconds")
     return TcpLimits(idle_timeout=args.tcp_idle_timeout, max_connections=args.max_tcp_connections)
 
 
@@ -307,8 +318,7 @@ def _records_source(args: argparse.Namespace) -> RecordsSource:
     kind = check_source(args)
     access = feddns.etcd.flags.access_from(args)
     path = Path(args.records) if kind == "records" else EXAMPLE if kind == "example" else None
-    limit = configfile.SizeLimit(configfile.parse_bytes(args.max_records_size, RECORDS_SIZE_FLAG), RECORDS_SIZE_FLAG)
-    source = RecordsSource(kind, layout, path, tuple(args.etcd or ()), access, limit)
+    source = RecordsSource(kind, layout, path, tuple(args.etcd or ()), access, records_limit(args))
     if kind != "etcd" and access != Access():
         raise ConfigError("--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user and --etcd-password-file "
                           "need --etcd")

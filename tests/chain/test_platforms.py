@@ -64,7 +64,8 @@ def member_dns(chain: Chain, corefile: str, name: str, mount: str = "/etc/coredn
                   name=f"{name} foo")
     projector = ConfigMapProjector(kube, zones, namespace=namespace, name="coredns-feddns")
     endpoint = StubzoneProcess(chain.pki, "--backend", "coredns", "--cluster", "foo", "--kubeconfig", kube.kubeconfig,
-                               "--configmap", f"{namespace}/coredns-feddns", "--coredns-port", str(dns.port))
+                               "--configmap", f"{namespace}/coredns-feddns", "--coredns-port", str(dns.port),
+                               "--allow-loopback-nameservers")  # Federated-DNS is on 127.0.0.1
     endpoint.start()
     try:
         answer = endpoint.request("POST", f"/federations/{FEDERATION}",

@@ -3,15 +3,19 @@ with AEAD suites only, and 1.3), pending connections bounded per address, a dead
 an end to idle kept-alive connections."""
 
 import contextlib
+import http.client
 import json
 import socket
 import ssl
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from harness.ports import free_port, wait_until
+from harness.process import ChildProcess
 from harness.scrape import unlabelled_sample
 from tests.links.support import LinksProcess, Pki, admission_review, pod
 
@@ -128,4 +132,34 @@ def test_idle_sockets_from_one_address_take_only_its_share(pki: Pki, kubeconfig:
     finally:
         for sock in opened:
             sock.close()
+        assert webhook.stop() == 0, webhook.lines[-20:]
+
+
+def admitted(webhook: Webhook) -> bool:
+    """Whether one review of a pod, on a new connection, is answered (as the API server sends them)."""
+    try:
+        return webhook.review(pod()).allowed
+    except (OSError, ssl.SSLError, http.client.HTTPException):
+        return False
+
+
+def test_a_peer_holding_300_request_heads_leaves_room_for_the_api_server(pki: Pki, kubeconfig: str):
+    """A peer without a certificate (127.0.0.3) holds 300 connections past their handshake, each trickling
+    a request head (tests/stubzone/flood.py, each reopened a second after it is closed); the API server
+    (127.0.0.1) still gets its reviews answered: the peer holds its --max-connections-per-client share only.
+    Before the share, it held every one of the 256 --max-connections and most reviews failed."""
+    webhook = Webhook(pki, kubeconfig).start()  # every limit at its default
+    flood = ChildProcess([sys.executable, "-m", "tests.stubzone.flood", "--port", str(webhook.port), "--idle", "0",
+                          "--trickling", "0", "--heads", "300", "--reopen-after", "1", "--path", "/mutate",
+                          "--ca", str(pki.ca), "--sources", "127.0.0.3"],
+                         ready="^flooding$", name="flood", cwd=Path(__file__).resolve().parents[2])
+    try:
+        flood.start(timeout=60)
+        wait_until(lambda: webhook.metric("feddns_links_connections_refused_total") >= 300 - 256, timeout=30,
+                   what="the peer's connections over its share closed")
+        answered = [admitted(webhook) for _ in range(40)]
+        print(f"\n{answered.count(True)} of 40 reviews answered while 300 heads trickled from one address")
+        assert answered.count(True) >= 38, answered
+    finally:
+        flood.stop()
         assert webhook.stop() == 0, webhook.lines[-20:]

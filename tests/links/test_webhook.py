@@ -99,6 +99,7 @@ def test_pod_without_links_is_left_alone(webhook: LinksProcess):
     ("DB=postgres.data", "is not <service>.<namespace>.<federation>"),
     ("DB=postgres.data.myfederation.svc.federation.", "not the DNS name"),
     ("1DB=postgres.data.myfederation", "prefix '1DB' is not a variable name"),
+    ("kubernetes=postgres.data.myfederation", "prefix KUBERNETES is reserved: kubelet sets KUBERNETES_SERVICE_HOST"),
     ("DB=postgres.data.myfederation?required=maybe", "link DB: required='maybe'"),
     ("DB=postgres.data.myfederation?port=sql:1", "link DB: unknown parameter 'port=sql:1'"),
     ("DB=postgres.data.myfederation?ports=sql:99999", "link DB: port 'sql:99999'"),

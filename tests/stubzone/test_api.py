@@ -131,3 +131,24 @@ def test_other_skydns_domain_and_federation_zone(pki, etcd, etcd_prefix):
         assert list(etcd.v2_leaves(etcd_prefix)) == [
             f"{etcd_prefix}/skydns/example/cluster/dns/stub/org/example/feds/svc/f1/ns1"
         ]
+
+
+def test_an_ipv6_address_without_brackets_is_all_address_on_the_default_port(
+        stubzone: StubzoneProcess, etcd, skydns_prefix):
+    """The rule of section 5: an IPv6 address with a port is written ``[v6]:port``; without brackets the
+    text is the address, so ``2001:db8::1:5353`` is the address 2001:db8::1:5353 on port 53."""
+    answer = stubzone.request("POST", "/federations/bare6", {"nameservers": ["2001:db8::1:5353", "[2001:db8::1]:5353"]})
+    assert answer.status == 200, answer
+    assert answer.body["nameservers"] == ["2001:db8::1:5353", "[2001:db8::1]:5353"]
+    base = f"{skydns_prefix}/local/cluster/dns/stub/federation/svc/bare6"
+    assert stub_keys(etcd, base + "/") == {f"{base}/ns1": {"host": "2001:db8::1:5353", "port": 53},
+                                           f"{base}/ns2": {"host": "2001:db8::1", "port": 5353}}
+
+
+def test_a_loopback_nameserver_is_taken_with_the_flag_only(pki, etcd, skydns_prefix):
+    """Refused by default (tests/stubzone/test_refusals.py); ``--allow-loopback-nameservers`` takes it, as the
+    tests whose Federated-DNS runs on 127.0.0.1 need."""
+    with StubzoneProcess(pki, *skydns_args(etcd.url, skydns_prefix + "lo"), "--allow-loopback-nameservers") as server:
+        answer = server.request("POST", "/federations/lo", {"nameservers": ["127.0.0.1:5353", "::1"]})
+    assert answer.status == 200, answer
+    assert answer.body["nameservers"] == ["127.0.0.1:5353", "::1"]

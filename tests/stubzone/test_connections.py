@@ -88,10 +88,10 @@ def test_over_its_share_an_address_loses_its_oldest_connection_and_it_is_logged_
         assert server.request("GET", "/healthz").status == 200  # the newest connection of an address is served
 
 
-def keep_alive(server: StubzoneProcess) -> http.client.HTTPSConnection:
-    """A connection let in, kept open after one request."""
-    connection = http.client.HTTPSConnection("127.0.0.1", server.port, context=client_context(server.pki),
-                                             timeout=10)
+def keep_alive(server: StubzoneProcess, source: str = "127.0.0.1", cert: str = "client") -> http.client.HTTPSConnection:
+    """A connection let in from ``source`` with ``cert``, kept open after one request."""
+    connection = http.client.HTTPSConnection("127.0.0.1", server.port, context=client_context(server.pki, cert),
+                                             timeout=10, source_address=(source, 0))
     connection.request("GET", "/healthz")
     assert connection.getresponse().read()
     return connection
@@ -110,6 +110,28 @@ def test_clients_let_in_are_bounded_by_max_connections(pki, etcd, etcd_prefix):
         wait_until(lambda: server.open_connections() == 1, timeout=10, what="a connection slot free")
         assert server.request("GET", "/healthz").status == 200
         kept.pop().close()
+
+
+def test_past_the_handshake_an_address_holds_its_share_and_the_heaviest_yields_to_a_newcomer(pki, etcd, etcd_prefix):
+    """``client`` holds its share (3) from 127.0.0.2; ``san_only``, another allowed client, fills the pool (4)
+    from 127.0.0.3 and gets one more connection from 127.0.0.1: the heaviest's oldest is closed for it."""
+    with Endpoint(pki, etcd.url, etcd_prefix, "--max-connections", "4", "--max-connections-per-client", "3") as server:
+        heavy = [keep_alive(server, "127.0.0.2") for _ in range(3)]
+        log_start = len(server.lines)
+        with pytest.raises((ConnectionError, ssl.SSLError, http.client.RemoteDisconnected)):
+            keep_alive(server, "127.0.0.4")  # over the share of its certificate: closed after its handshake
+        server.wait_for_log(r'connection refused: peer=127\.0\.0\.4:\d+ reason="3 connections from certificate '
+                            r'[0-9a-f]{16} \(--max-connections-per-client\)"', start=log_start)
+        light = keep_alive(server, "127.0.0.3", "san_only")  # another client: the pool (4) is full now
+        assert server.request("GET", "/healthz", cert="san_only").status == 200  # 127.0.0.2's oldest closed
+        heavy[0].request("GET", "/healthz")
+        with pytest.raises((ConnectionError, http.client.RemoteDisconnected)):
+            heavy[0].getresponse()
+        heavy[0].close()
+        for connection in [light, *heavy[1:]]:  # the others are still served
+            connection.request("GET", "/healthz")
+            assert connection.getresponse().read()
+            connection.close()
 
 
 def test_refused_handshakes_are_logged_at_most_once_a_second_with_a_count(pki, etcd, etcd_prefix):

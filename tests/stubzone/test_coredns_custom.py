@@ -88,7 +88,7 @@ def custom(kube: KubeCluster) -> dict:
 
 def endpoint(pki: Pki, kubeconfig: str, coredns: PlatformCoreDNS) -> StubzoneProcess:
     return StubzoneProcess(pki, "--backend", "coredns-custom", "--cluster", "foo", "--kubeconfig", kubeconfig,
-                           "--coredns-port", str(coredns.port))
+                           "--coredns-port", str(coredns.port), "--allow-loopback-nameservers")  # serve: 127.0.0.1
 
 
 @pytest.mark.parametrize("platform", ["aks", "k3s"])

@@ -101,3 +101,38 @@ def test_an_allowed_client_gets_through_a_flood_of_anonymous_connections(pki, et
         assert statuses == [200] * len(statuses)
         assert p99 < 1.0, f"p99 {p99:.2f} s"
         assert peak_rss < RSS_LIMIT, f"peak RSS {peak_rss / MB:.0f} MB"
+
+
+HEAD_SOURCES = {"one address": ["127.0.0.3"], "32 addresses, one certificate": [f"127.0.0.{i}" for i in range(3, 35)]}
+GOOD_POSTS = 40
+
+
+def flood_of_heads(server: Endpoint, sources: list[str], *cert: str) -> ChildProcess:
+    """tests/stubzone/flood.py holding 300 connections past their handshake from ``sources``, each trickling a
+    request head; ``cert``: the certificate and key they show (none: they show none)."""
+    shown = ["--cert", cert[0], "--key", cert[1]] if cert else []
+    return ChildProcess([sys.executable, "-m", "tests.stubzone.flood", "--port", str(server.port), "--idle", "0",
+                         "--trickling", "0", "--heads", "300", "--reopen-after", "1", "--ca", server.pki.ca,
+                         *shown, "--sources", *sources], ready="^flooding$", name="flood", cwd=REPO)
+
+
+@pytest.mark.parametrize("sources", list(HEAD_SOURCES.values()), ids=list(HEAD_SOURCES))
+def test_an_allowed_client_holding_connections_past_the_handshake_leaves_room_for_the_others(
+        pki, etcd, etcd_prefix, sources):
+    """Another allowed client (``san_only``) holds 300 connections trickling a request head, from one address
+    (its --max-connections-per-client share by address) or from 32 (its share by certificate); the allowed
+    client (``client``, from 127.0.0.1) still gets its POSTs through, each on a new connection. Before the
+    shares, the flood held every one of the 256 --max-connections."""
+    with Endpoint(pki, etcd.url, etcd_prefix) as server:  # every limit at its default
+        assert post(server) == 200
+        flood = flood_of_heads(server, sources, *pki.cert("san_only"))
+        flood.start(timeout=60)
+        try:
+            wait_until(lambda: server.metric("feddns_stubzone_connections_refused_total") >= 300 - 256, timeout=30,
+                       what="the flood's connections over its share closed")
+            statuses = [post(server) for _ in range(GOOD_POSTS)]
+        finally:
+            flood.stop()
+        print(f"\n{statuses.count(200)} of {GOOD_POSTS} POSTs 200 while 300 heads trickled from {len(sources)} "
+              f"address(es)")
+        assert statuses.count(200) >= 0.95 * GOOD_POSTS, statuses

@@ -92,7 +92,8 @@ def operator(kube: KubeCluster) -> Iterator[OpenShiftOperator]:
 
 @pytest.fixture
 def endpoint(pki: Pki, kubeconfig: str) -> Iterator[StubzoneProcess]:
-    with StubzoneProcess(pki, "--backend", "openshift", "--kubeconfig", kubeconfig) as server:
+    with StubzoneProcess(pki, "--backend", "openshift", "--kubeconfig", kubeconfig,
+                         "--allow-loopback-nameservers") as server:  # Federated-DNS is on 127.0.0.1
         yield server
 
 

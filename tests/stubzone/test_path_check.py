@@ -58,7 +58,8 @@ class Endpoint(StubzoneProcess):
         self.metrics_reached = self.metrics_port  # where the test reaches --metrics (from the host's network)
         super().__init__(pki, "--backend", "coredns", "--cluster", cluster, "--kubeconfig", kubeconfig,
                          "--coredns-port", str(coredns_port), "--metrics", f"127.0.0.1:{self.metrics_port}",
-                         probe_flag, probe_server, "--probe-interval", str(INTERVAL))
+                         probe_flag, probe_server, "--probe-interval", str(INTERVAL),
+                         "--allow-loopback-nameservers")  # Federated-DNS is on 127.0.0.1
 
     def samples(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
         """The samples of ``name`` by their labels (sorted ``(label, value)`` pairs)."""

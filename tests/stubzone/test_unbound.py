@@ -97,7 +97,8 @@ def dig(resolver: UnboundResolver, qname: str = QNAME) -> tuple[str, list[str]]:
 
 
 def stubzone_for(pki, resolver: UnboundResolver) -> StubzoneProcess:
-    return StubzoneProcess(pki, "--backend", "unbound", "--cluster", "foo", "--unbound-config", str(resolver.conf))
+    return StubzoneProcess(pki, "--backend", "unbound", "--cluster", "foo", "--unbound-config", str(resolver.conf),
+                           "--allow-loopback-nameservers")  # Federated-DNS is on 127.0.0.1
 
 
 def test_push_model_end_to_end(pki, resolver: UnboundResolver, refuser: Refuser):
