@@ -524,8 +524,8 @@ assert set(PROBE_SERVICES) == set(PLATFORMS)
 
 
 def probe_role(objects: list[Obj]) -> tuple[Obj, Obj] | None:
-    """The Role and RoleBinding feddns-stubzone-probe (``None`` when not rendered)."""
-    found = [o for o in objects if o["metadata"]["name"] == "feddns-stubzone-probe"]
+    """The Role and RoleBinding feddns-stubzone-probe-<release namespace> (``None`` when not rendered)."""
+    found = [o for o in objects if o["metadata"]["name"].startswith("feddns-stubzone-probe-")]
     if not found:
         return None
     (role,) = [o for o in found if o["kind"] == "Role"]
@@ -549,10 +549,12 @@ def test_helm_template_renders_the_path_check_finding_the_platforms_dns_service(
     namespace = PROBE_SERVICES[platform].partition("/")[0]
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == namespace
     assert role["rules"] == [{"apiGroups": [""], "resources": ["services"], "verbs": ["list"]}]
+    release_namespace = "feddns-system" if platform == "openshift" else CHART_NAMESPACE
+    assert role["metadata"]["name"] == f"feddns-stubzone-probe-{release_namespace}"
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                  "name": "feddns-stubzone-probe"}
+                                  "name": f"feddns-stubzone-probe-{release_namespace}"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "feddns-stubzone",
-                                    "namespace": "feddns-system" if platform == "openshift" else CHART_NAMESPACE}]
+                                    "namespace": release_namespace}]
 
 
 PROBE_SERVERS = {
