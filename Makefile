@@ -7,9 +7,9 @@ demo:
 test:
 	bash scripts/test.sh
 
-# The e2e tier alone: a real node (kubelet, containerd, kube-proxy, CoreDNS) running the feddns image
-# and both charts (tests/e2e/); installs what it needs as the test command does, prints the join and
-# leave times it measured.
+# The e2e tier alone: two real clusters (kubelet, containerd, kube-proxy, CoreDNS each) running the
+# feddns image and both charts (tests/e2e/); installs what it needs as the test command does, prints
+# the join, leave and failover times it measured (`e2e figure:` lines).
 e2e:
 	bash scripts/test.sh tests/e2e
 

@@ -6,7 +6,7 @@
 part                       how
 =========================  ==================================================================
 etcd                       Debian's etcd on the namespace's 127.0.0.1:2379
-kube-apiserver             the peer build, on ``NODE_IP``:6443; the test reaches it through a
+kube-apiserver             the peer build, on the node's address, port 6443; the test reaches it through a
                            loopback port forwarded into the namespace (``url``)
 kube-controller-manager    service accounts, the root CA ConfigMaps, Deployments, StatefulSets,
 kube-scheduler             PersistentVolume binding, garbage collection, ...
@@ -17,14 +17,21 @@ kubelet                    cgroupfs driver on this cgroup v1 host (``failCgroupV
                            pods under the cgroup ``/<name>`` of every hierarchy
 kube-proxy                 iptables mode, inside the namespace
 cluster DNS                kubeadm's own CoreDNS Deployment, Service and Corefile (the release's
-                           ``manifests.go``), at ``DNS_IP``
+                           ``manifests.go``), at ``dns_ip``
 =========================  ==================================================================
 
-Addresses come from the benchmarking range 198.18.0.0/15 (RFC 2544) and exist only inside the
-namespace: pods in ``POD_SUBNET``, Services in ``SERVICE_CIDR``, the node at ``NODE_IP`` (on
-the namespace's ``lo``), load-balancer addresses from ``LOAD_BALANCER_RANGE`` (the test plays a
-cloud's load-balancer controller: :meth:`Node.assign_load_balancer`). The namespace has no
-route out, so no packet leaves it.
+Addresses come from the benchmarking range 198.18.0.0/15 (RFC 2544), per cluster
+(:class:`ClusterRanges`, :func:`cluster_ranges`: none of two clusters' ranges overlap): pods in
+``pod_subnet``, Services in ``service_cidr``, load-balancer addresses from
+``load_balancer_range``, the node at ``node_ip``. Alone, the node has its address on the
+namespace's ``lo`` and no route out, so no packet leaves it. On a :class:`Link` (the network
+between two clouds' regions: a namespace of its own with a bridge), the node's address is on its
+veth there, the other clusters' load-balancer ranges are routed through their nodes, and what a
+pod sends out is masqueraded to the node's address (as a cloud's NAT does); pod and Service ranges
+stay private to their cluster. The node plays the cloud's load-balancer controller: every Service
+of type LoadBalancer gets an address of its range in ``status.loadBalancer`` (a reserved one,
+``spec.loadBalancerIP``, or the next free one), which kube-proxy (iptables mode) serves where it
+arrives at the node.
 
 A part that fails to start raises :class:`NodeError` naming it, with the tail of its log.
 ``stop()`` tears everything down: the pods' processes (killed through their cgroups), every
@@ -37,15 +44,18 @@ layout), and ``nsenter --net`` rather than ``ip netns exec``.
 """
 
 import contextlib
+import ipaddress
 import json
 import os
 import re
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +66,44 @@ from harness.kubecluster import KubeCluster
 from harness.netns import Forwarder, NetworkNamespace
 from harness.process import LOG_TAIL, ChildProcess, child_env, descendants
 
-POD_SUBNET = "198.18.0.0/24"
-POD_GATEWAY = "198.18.0.1"
-CLUSTER_CIDR = "198.18.0.0/16"
-SERVICE_CIDR = "198.19.0.0/17"
-API_SERVICE_IP = "198.19.0.1"
-DNS_IP = "198.19.0.10"
-LOAD_BALANCER_RANGE = "198.19.128.0/24"
-NODE_IP = "198.19.255.2"
+LINK_SUBNET = "198.19.255.0/24"
+"""The link between clusters (:class:`Link`): each node's address, and the external client's."""
+EXTERNAL_CLIENT_IP = "198.19.255.100"
+
+
+@dataclass(frozen=True)
+class ClusterRanges:
+    """One cluster's addresses, all dotted-quad IPv4 strings or CIDRs inside 198.18.0.0/15.
+
+    ``cluster_cidr`` holds the pods (kube-controller-manager's and kube-proxy's clusterCIDR);
+    ``pod_subnet`` the node's share of it, ``pod_gateway`` the bridge's address there;
+    ``service_cidr`` the Services (``api_service_ip`` the ``kubernetes`` Service, ``dns_ip`` the
+    cluster DNS); ``load_balancer_range`` what the cloud gives Services of type LoadBalancer;
+    ``node_ip`` the node's address (on the link, when there is one)."""
+
+    cluster_cidr: str
+    pod_subnet: str
+    pod_gateway: str
+    service_cidr: str
+    api_service_ip: str
+    dns_ip: str
+    load_balancer_range: str
+    node_ip: str
+
+
+def cluster_ranges(index: int) -> ClusterRanges:
+    """The ranges of cluster number ``index`` (0..3): pods 198.18.<64 i>.0/18, Services
+    198.18.<128 + 16 i>.0/20, load balancers 198.19.<i>.0/24, the node 198.19.255.<2 + i>.
+    ValueError for another index."""
+    if not 0 <= index < 4:
+        raise ValueError(f"cluster index {index}: only 0 to 3 have ranges")
+    services = 128 + 16 * index
+    return ClusterRanges(cluster_cidr=f"198.18.{64 * index}.0/18", pod_subnet=f"198.18.{64 * index}.0/24",
+                         pod_gateway=f"198.18.{64 * index}.1", service_cidr=f"198.18.{services}.0/20",
+                         api_service_ip=f"198.18.{services}.1", dns_ip=f"198.18.{services}.10",
+                         load_balancer_range=f"198.19.{index}.0/24", node_ip=f"198.19.255.{2 + index}")
+
+
 CLUSTER_DOMAIN = "cluster.local"
 API_PORT = 6443
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -83,31 +123,32 @@ class NodeError(RuntimeError):
 
 class NodeApiServer(KubeCluster):
     """The node's kube-apiserver: KubeCluster's API client and credentials, run inside the
-    namespace on ``NODE_IP`` with the node's Service range, reached through ``forwarder``."""
-
-    SERVING_IPS = ("127.0.0.1", NODE_IP, API_SERVICE_IP)
+    namespace on the node's address with the node's Service range, reached through ``forwarder``.
+    Its kubeconfig's context is the cluster's name."""
 
     def __init__(self, node: "Node") -> None:
         self.node = node
-        super().__init__("node", "http://127.0.0.1:2379", node.directory / "apiserver")
+        self.SERVING_IPS = ("127.0.0.1", node.ranges.node_ip, node.ranges.api_service_ip)
+        super().__init__(node.cluster, "http://127.0.0.1:2379", node.directory / "apiserver")
         self.child = ChildProcess(node.netns.command(self._args()), name=f"kube-apiserver{SESSION}",
                                   log_path=self.directory / "kube-apiserver.log")
-        self.port = node.forwarder.add(NODE_IP, API_PORT)
+        self.port = node.forwarder.add(node.ranges.node_ip, API_PORT)
         self.kubeconfig = self.write_kubeconfig(self.directory / "admin.kubeconfig", token=self.admin_token)
 
     def _args(self) -> list[str]:
         args = [a for a in super()._args() if not a.startswith((
             "--bind-address", "--advertise-address", "--secure-port", "--service-cluster-ip-range",
             "--endpoint-reconciler-type", "--etcd-prefix"))]
-        return [*args, "--bind-address=0.0.0.0", f"--advertise-address={NODE_IP}", f"--secure-port={API_PORT}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}", "--etcd-prefix=/registry",
+        ranges = self.node.ranges
+        return [*args, "--bind-address=0.0.0.0", f"--advertise-address={ranges.node_ip}", f"--secure-port={API_PORT}",
+                f"--service-cluster-ip-range={ranges.service_cidr}", "--etcd-prefix=/registry",
                 "--kubelet-preferred-address-types=InternalIP", "--allow-privileged=true"]
 
     def in_cluster_kubeconfig(self, path: Path) -> str:
-        """A kubeconfig for the node's own programs: the admin at ``https://NODE_IP:6443``."""
+        """A kubeconfig for the node's own programs: the admin at ``https://<node_ip>:6443``."""
         self.write_kubeconfig(path)
         config = yaml.safe_load(path.read_text())
-        config["clusters"][0]["cluster"]["server"] = f"https://{NODE_IP}:{API_PORT}"
+        config["clusters"][0]["cluster"]["server"] = f"https://{self.node.ranges.node_ip}:{API_PORT}"
         path.write_text(yaml.safe_dump(config))
         return str(path)
 
@@ -117,8 +158,18 @@ class Node:
     ``timings`` the seconds each part took to start; ``kubeconfig`` the admin's, for kubectl
     and helm on this machine."""
 
-    def __init__(self, name: str | None = None, directory: Path | None = None) -> None:
+    def __init__(self, name: str | None = None, directory: Path | None = None, *, cluster: str = "foo",
+                 ranges: ClusterRanges | None = None, link: "Link | None" = None) -> None:
         self.name = name or f"feddns-node-{uuid.uuid4().hex[:8]}"
+        self.cluster = cluster
+        """The cluster's name: its kubeconfig's context, and what the tests call it."""
+        self.ranges = ranges or cluster_ranges(0)
+        self.link = link
+        self._reserved: dict[tuple[str, str], str] = {}
+        self._stopping = threading.Event()
+        self._balancer: threading.Thread | None = None
+        self.balancer_error = ""
+        """The last error of the load-balancer controller's loop (it keeps going), for a test's message."""
         self.directory = directory or Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         # Everything of the node (containerd's unpacked images among it) on a tmpfs of its own: the
         # teardown is an unmount, where removing a gigabyte of small files took over a minute.
@@ -143,6 +194,9 @@ class Node:
             self._timed("network", self._network)
             self._timed("etcd", self._etcd)
             self._timed("kube-apiserver", lambda: self.api.start(timeout=120))
+            self._balancer = threading.Thread(target=self._load_balancers, daemon=True,
+                                              name=f"{self.name} load balancers{SESSION}")
+            self._balancer.start()
             in_cluster = self.api.in_cluster_kubeconfig(self.directory / "node.kubeconfig")
             self._timed("kube-controller-manager", lambda: self._controller_manager(in_cluster))
             self._timed("kube-scheduler", lambda: self._scheduler(in_cluster))
@@ -176,13 +230,22 @@ class Node:
     def _network(self) -> None:
         run = self.netns.run
         run("ip", "link", "set", "lo", "up")
-        run("ip", "addr", "add", f"{NODE_IP}/32", "dev", "lo")
+        ranges = self.ranges
+        if self.link is None:
+            run("ip", "addr", "add", f"{ranges.node_ip}/32", "dev", "lo")
+        else:
+            self.link.attach(self.netns, self.cluster, ranges.node_ip)
+            # What pods send across the link leaves with the node's address, as a cloud's NAT does:
+            # their range stays private to the cluster.
+            run("iptables", "-t", "nat", "-A", "POSTROUTING", "-s", ranges.cluster_cidr, "-o", LINK_INTERFACE,
+                "-j", "MASQUERADE")
         # Service and load-balancer addresses: only kube-proxy's DNAT gives them meaning; a packet
         # to one it has no rule for goes to lo and ends there.
-        run("ip", "route", "add", "198.19.0.0/16", "dev", "lo")
+        run("ip", "route", "add", ranges.service_cidr, "dev", "lo")
+        run("ip", "route", "add", ranges.load_balancer_range, "dev", "lo")
         run("sysctl", "-qw", "net.ipv4.ip_forward=1")
         run("sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1")
-        (self.directory / "resolv.conf").write_text(f"nameserver {NODE_IP}\n")
+        (self.directory / "resolv.conf").write_text(f"nameserver {ranges.node_ip}\n")
         for subsystem in self._hierarchies():
             path = CGROUP_ROOT / subsystem / self.cgroup.lstrip("/")
             path.mkdir(exist_ok=True)
@@ -218,7 +281,7 @@ class Node:
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
             f"--service-account-private-key-file={d / 'sa.key'}", f"--root-ca-file={d / 'ca.crt'}",
             "--use-service-account-credentials=false", "--leader-elect=false", "--bind-address=127.0.0.1",
-            f"--cluster-cidr={CLUSTER_CIDR}", f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--cluster-cidr={self.ranges.cluster_cidr}", f"--service-cluster-ip-range={self.ranges.service_cidr}",
             "--controllers=*", "--v=1"])
 
     def _scheduler(self, kubeconfig: str) -> None:
@@ -243,7 +306,7 @@ class Node:
         return {"cniVersion": "0.4.0", "name": "feddns-node", "plugins": [
             {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False, "hairpinMode": True,
              "ipam": {"type": "host-local", "dataDir": str(self.directory / "cni" / "ipam"),
-                      "ranges": [[{"subnet": POD_SUBNET, "gateway": POD_GATEWAY}]],
+                      "ranges": [[{"subnet": self.ranges.pod_subnet, "gateway": self.ranges.pod_gateway}]],
                       "routes": [{"dst": "0.0.0.0/0"}]}},
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ]}
@@ -263,9 +326,9 @@ class Node:
             "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
             "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
             "authorization": {"mode": "AlwaysAllow"},
-            "clusterDNS": [DNS_IP], "clusterDomain": CLUSTER_DOMAIN,
+            "clusterDNS": [self.ranges.dns_ip], "clusterDomain": CLUSTER_DOMAIN,
             "resolvConf": str(self.directory / "resolv.conf"),
-            "address": NODE_IP, "readOnlyPort": 0, "healthzBindAddress": "127.0.0.1",
+            "address": self.ranges.node_ip, "readOnlyPort": 0, "healthzBindAddress": "127.0.0.1",
             "podLogsDir": str(self.directory / "pod-logs"),
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
@@ -276,13 +339,13 @@ class Node:
         self._spawn("kubelet", [
             peers.binary("kubelet"), f"--config={path}", f"--kubeconfig={kubeconfig}",
             f"--root-dir={self.directory / 'kubelet'}", f"--cert-dir={self.directory / 'kubelet-pki'}",
-            "--hostname-override=feddns-node", f"--node-ip={NODE_IP}", "--v=1"])
+            "--hostname-override=feddns-node", f"--node-ip={self.ranges.node_ip}", "--v=1"])
 
     def _kube_proxy(self, kubeconfig: str) -> None:
         config = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
-            "mode": "iptables", "clusterCIDR": CLUSTER_CIDR, "hostnameOverride": "feddns-node",
-            "clientConnection": {"kubeconfig": kubeconfig}, "bindAddress": NODE_IP,
+            "mode": "iptables", "clusterCIDR": self.ranges.cluster_cidr, "hostnameOverride": "feddns-node",
+            "clientConnection": {"kubeconfig": kubeconfig}, "bindAddress": self.ranges.node_ip,
             "metricsBindAddress": "127.0.0.1:10249", "healthzBindAddress": "127.0.0.1:10256",
             # 0: leave the kernel's conntrack table size and timeouts as they are (they are not
             # all this namespace's to set).
@@ -306,7 +369,7 @@ class Node:
         raise NodeError("kubelet", f"node feddns-node not Ready{self._tail('kubelet')}")
 
     def _cluster_dns(self, deadline: float) -> None:
-        for obj in kubeadm_coredns_objects(images.coredns_ref()):
+        for obj in kubeadm_coredns_objects(images.coredns_ref(), self.ranges.dns_ip):
             self.api.apply(obj)
         self.wait_rollout("kube-system", "Deployment", "coredns", deadline - time.monotonic())
 
@@ -343,11 +406,61 @@ class Node:
         events = self.kubectl("-n", namespace, "get", "events", "--sort-by=.lastTimestamp", check=False).stdout
         return f"{pods}\n{events[-3000:]}"
 
+    def reserve_load_balancer(self, namespace: str, name: str, ip: str) -> None:
+        """The address Service ``namespace/name`` gets when it is of type LoadBalancer (as a
+        cloud's static IP would be), so that a certificate can name it before the Service exists.
+        ValueError if ``ip`` is outside the cluster's ``load_balancer_range``."""
+        if ipaddress.ip_address(ip) not in ipaddress.ip_network(self.ranges.load_balancer_range):
+            raise ValueError(f"{ip} is not in {self.cluster}'s load-balancer range {self.ranges.load_balancer_range}")
+        self._reserved[(namespace, name)] = ip
+
+    def _load_balancers(self) -> None:
+        while not self._stopping.wait(0.5):
+            try:
+                self.assign_load_balancers()
+            except (OSError, RuntimeError, KeyError, StopIteration) as exc:  # a restart, a full range: next round
+                self.balancer_error = f"{type(exc).__name__}: {exc}"
+
+    def assign_load_balancers(self) -> None:
+        """One round of the cloud's load-balancer controller: every Service of type LoadBalancer
+        without ``status.loadBalancer.ingress`` gets its reserved address, its
+        ``spec.loadBalancerIP``, or the lowest free one of the range from .10 up."""
+        services = self.api.request("GET", "/api/v1/services")["items"]
+        taken = {ingress.get("ip") for svc in services
+                 for ingress in svc.get("status", {}).get("loadBalancer", {}).get("ingress") or []}
+        taken |= set(self._reserved.values())
+        free = (str(ip) for ip in ipaddress.ip_network(self.ranges.load_balancer_range).hosts()
+                if int(str(ip).rsplit(".", 1)[1]) >= 10 and str(ip) not in taken)
+        for svc in services:
+            meta, spec = svc["metadata"], svc["spec"]
+            if spec.get("type") != "LoadBalancer" or svc.get("status", {}).get("loadBalancer", {}).get("ingress"):
+                continue
+            key = (meta["namespace"], meta["name"])
+            ip = self._reserved.get(key) or spec.get("loadBalancerIP") or next(free)
+            self.assign_load_balancer(meta["namespace"], meta["name"], ip)
+
+    def load_balancer_ip(self, namespace: str, name: str, timeout: float = 30.0) -> str:
+        """Service ``namespace/name``'s load-balancer address once it has one; TimeoutError naming
+        the Service and the controller's last error after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            svc = self.api.get("Service", namespace, name) or {}
+            ingress = svc.get("status", {}).get("loadBalancer", {}).get("ingress") or []
+            if ingress:
+                return str(ingress[0]["ip"])
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.cluster}: Service {namespace}/{name} has no load-balancer address "
+                                   f"after {timeout:.0f} s ({self.balancer_error or 'no error'})")
+            time.sleep(0.2)
+
     def assign_load_balancer(self, namespace: str, name: str, ip: str) -> None:
         """Give Service ``namespace/name`` the load-balancer address ``ip`` (from
-        ``LOAD_BALANCER_RANGE``), as a cloud's controller or MetalLB would: its status."""
-        self.api.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
-                        "status": {"loadBalancer": {"ingress": [{"ip": ip}]}}})
+        ``load_balancer_range``), as a cloud's controller or MetalLB would: its status, under a field
+        manager of its own (the tests' own manager would drop the fields of the Service they applied)."""
+        body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
+                "status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}
+        self.api.request("PATCH", f"/api/v1/namespaces/{namespace}/services/{name}/status"
+                                  "?fieldManager=feddns-cloud&force=true", body, "application/apply-patch+yaml")
 
     def pod_logs(self, namespace: str, pod: str, container: str | None = None) -> str:
         args = ["-n", namespace, "logs", pod, *(["-c", container] if container else [])]
@@ -357,6 +470,9 @@ class Node:
 
     def stop(self) -> None:
         """Tear the node down completely (module doc). Safe to call twice."""
+        self._stopping.set()
+        if self._balancer is not None:
+            self._balancer.join(timeout=30)
         for part in ("kube-proxy", "kubelet"):
             if part in self.children:
                 self.children[part].stop()
@@ -468,13 +584,13 @@ def _tree_rss(pid: int) -> int:
 _GO_RAW_STRING = re.compile(r"^\t(\w+) = `\n(.*?)`", re.MULTILINE | re.DOTALL)
 
 
-def kubeadm_coredns_objects(image: str) -> list[dict[str, Any]]:
+def kubeadm_coredns_objects(image: str, dns_ip: str) -> list[dict[str, Any]]:
     """kubeadm's CoreDNS objects (ServiceAccount, ClusterRole and its binding, ConfigMap with the
     Corefile, Deployment, Service) from that release's ``manifests.go`` (harness/peers.py), with its
-    template fields filled as ``kubeadm init`` fills them for this node."""
+    template fields filled as ``kubeadm init`` fills them for a node whose cluster DNS is ``dns_ip``."""
     source = peers.kubeadm_dns_manifests().read_text()
     manifests = dict(_GO_RAW_STRING.findall(source))
-    fields = {"DNSIP": DNS_IP, "DNSDomain": CLUSTER_DOMAIN, "DeploymentName": "coredns", "Image": image,
+    fields = {"DNSIP": dns_ip, "DNSDomain": CLUSTER_DOMAIN, "DeploymentName": "coredns", "Image": image,
               "Replicas": "2", "ControlPlaneTaintKey": "node-role.kubernetes.io/control-plane"}
     objects = []
     for name in ("CoreDNSServiceAccount", "CoreDNSClusterRole", "CoreDNSClusterRoleBinding", "CoreDNSConfigMap",
@@ -489,3 +605,62 @@ def kubeadm_coredns_objects(image: str) -> list[dict[str, Any]]:
         objects.append(obj)
     return objects
 
+
+
+LINK_INTERFACE = "link0"
+"""The name of a node's (or the external client's) interface on the link."""
+
+
+class Link:
+    """The network between the clusters (module doc): network namespace ``name`` with a bridge,
+    to which :meth:`attach` plugs a veth from a node's namespace (or :meth:`client`'s), all
+    addresses in ``LINK_SUBNET``. :meth:`route` sends a cluster's load-balancer range through
+    its node from every other namespace on the link, as a cloud's network does. Nothing on it
+    has a route anywhere else, so no packet leaves these namespaces. ``delete()`` removes it and,
+    with it, every veth of the link (a veth pair goes with either end)."""
+
+    def __init__(self, name: str) -> None:
+        self.netns = NetworkNamespace(name)
+        self.members: dict[str, tuple[NetworkNamespace, str]] = {}
+        """What is on the link: its name, its namespace and its address there."""
+        self._lock = threading.Lock()
+        self._clients: list[NetworkNamespace] = []
+        self.netns.run("ip", "link", "set", "lo", "up")
+        self.netns.run("ip", "link", "add", "br0", "type", "bridge")
+        self.netns.run("ip", "link", "set", "br0", "up")
+
+    def attach(self, netns: NetworkNamespace, name: str, address: str) -> None:
+        """Plug ``netns`` into the link as ``name`` with ``address`` (in LINK_SUBNET) on its
+        interface LINK_INTERFACE. RuntimeError naming the command that failed."""
+        with self._lock:
+            port = f"port{len(self.members)}"
+            self.members[name] = (netns, address)
+        self.netns.run("ip", "link", "add", port, "type", "veth", "peer", "name", LINK_INTERFACE,
+                       "netns", netns.name)
+        self.netns.run("ip", "link", "set", port, "master", "br0", "up")
+        netns.run("ip", "link", "set", "lo", "up")
+        netns.run("ip", "addr", "add", f"{address}/{LINK_SUBNET.split('/')[1]}", "dev", LINK_INTERFACE)
+        netns.run("ip", "link", "set", LINK_INTERFACE, "up")
+
+    def client(self, name: str, address: str = EXTERNAL_CLIENT_IP) -> NetworkNamespace:
+        """A namespace of its own on the link (outside every cluster): the external client."""
+        netns = NetworkNamespace(f"{self.netns.name}-{name}")
+        self._clients.append(netns)
+        self.attach(netns, name, address)
+        return netns
+
+    def route(self, destination: str, via: str) -> None:
+        """Route ``destination`` (a CIDR) through the member whose address is ``via``, in every
+        other namespace on the link."""
+        for netns, address in list(self.members.values()):
+            if address != via:
+                netns.run("ip", "route", "replace", destination, "via", via, "dev", LINK_INTERFACE)
+
+    def delete(self) -> None:
+        for netns in self._clients:
+            netns.delete()
+        self.netns.delete()
+
+    def leftovers(self) -> list[str]:
+        """The link's namespaces still on the machine after delete(): a test asserts none."""
+        return [f"network namespace {n.path}" for n in (self.netns, *self._clients) if Path(n.path).exists()]

@@ -1,40 +1,51 @@
-"""feddns as deployed, on a real node (harness/node.py): the image built from the Dockerfile, both
-charts installed with the real helm the way docs/operations.md says, and pods that look names up
-through the node's cluster DNS (kubeadm's CoreDNS). The tests see feddns only through what pods
-print and what the API server holds.
+"""feddns as deployed, on two real clusters (harness/node.py): the image built from the Dockerfile,
+both charts installed with the real helm the way docs/operations.md says, and pods that look names
+up through their cluster's DNS (kubeadm's CoreDNS) and connect by them. The tests see feddns only
+through what pods print and what the API servers hold.
 
-The node is its own single-cluster federation: cluster foo hosts Federated-DNS (feddns-federation:
-serve, the controller, the chart's own 3-member etcd on PersistentVolumes) and is its member
-(feddns-member: the stub-zone endpoint, the controller's access, the links webhook). The test plays
-the cloud's load-balancer controller: it gives Service feddns an address (Node.assign_load_balancer),
-which the controller follows (``nameservers.fromService``) and POSTs to foo's endpoint.
+foo hosts Federated-DNS (feddns-federation: serve, the controller, the chart's own 3-member etcd on
+PersistentVolumes) and is a member (feddns-member: the stub-zone endpoint behind a ClusterIP
+Service, the controller's access, the links webhook); bar is a member whose endpoint the controller
+reaches through bar's load-balancer address across the link, and whose CoreDNS reaches serve
+through serve's. The clusters play the cloud: every Service of type LoadBalancer gets an address
+of its cluster's range, routed through its node (harness/node.py, ``Link``).
 
-Join and leave are timed from the endpoint's write of ConfigMap coredns-feddns (its managedFields
-time) to the first answer, or the first lack of one, in a pod that asks every 0.2 s: what a user
-waits for, through kubelet's ConfigMap sync and CoreDNS's ``reload``. The figures are printed and
-recorded in docs/operations.md.
+In each cluster, Deployment myns/myservice answers HTTP with its cluster's name, has a readiness
+probe (a file), and is behind a Service of type LoadBalancer; pods in each cluster print what the
+federated name resolves to (``dig``, every 0.2 s) and who answers it over HTTP. Join and leave are
+timed from the endpoint's write of ConfigMap coredns-feddns (its managedFields time) to the first
+answer, or the first lack of one; failover from the pod's Ready condition (or the test's flip of
+the probe, whichever is first) to what pods print. The figures are printed (``e2e figure:``) and
+recorded in docs/operations.md and docs/performance.md.
 """
 
 import base64
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import dns.exception
+import dns.message
+import dns.query
+import dns.rdatatype
 import pytest
 import yaml
 
 from harness import images, peers
-from harness.node import LOAD_BALANCER_RANGE, Node, kubeadm_coredns_objects
+from harness.node import Node, kubeadm_coredns_objects
 from harness.process import child_env
-from tests.e2e.figures import FIGURES
+from tests.e2e.conftest import Clusters
+from tests.e2e.figures import FIGURES, record
 
 REPO = Path(__file__).parents[2]
 FEDERATION_NS = "feddns-myfederation"
@@ -42,28 +53,49 @@ MEMBER_NS = "feddns-system"
 LINKS_NS = "feddns-links"
 APP_NS = "myns"
 QNAME = "myservice.myns.myfederation.svc.federation."
-SERVE_IP = LOAD_BALANCER_RANGE.replace("0/24", "53")
 LOOP_SECONDS = 0.2
 PROBE_INTERVAL = 5
 """Seconds between the endpoint's _whoami probes (clusterDNS.probeInterval; the chart's default is 30)."""
+ZONES = {"foo": ("zone-a", "region-1"), "bar": ("zone-b", "region-1")}
+"""Each cluster's zone and region in the controller's config."""
+
+
+def lb_address(node: Node, last: int) -> str:
+    """Address ``.last`` of the cluster's load-balancer range."""
+    return node.ranges.load_balancer_range.split("/")[0].rsplit(".", 1)[0] + f".{last}"
 
 
 @dataclass
 class Federation:
-    """What the install made: the node, its files, the service's clusterIP and the join time."""
+    """What the install made: both clusters, the files, myservice's clusterIP and load-balancer
+    address in each cluster, serve's address and the join times."""
 
     node: Node
+    bar: Node
+    clusters: Clusters
     directory: Path
     cluster_ip: str
-    join_seconds: float
+    """foo's clusterIP of myns/myservice."""
     values: dict[str, Any]
+    serve_ip: str
+    bar_cluster_ip: str = ""
+    lb: dict[str, str] = field(default_factory=dict)
+    """myns/myservice's load-balancer address, by cluster."""
+    join_seconds: float = 0.0
     leave_seconds: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
+
+    def cluster(self, name: str) -> Node:
+        return self.node if name == "foo" else self.bar
+
+    def cluster_ip_of(self, name: str) -> str:
+        return self.cluster_ip if name == "foo" else self.bar_cluster_ip
 
 
 def sh(node: Node, *args: str, input: str | None = None) -> str:
     """A command of docs/operations.md, run as a user runs it: kubectl, helm and feddns on PATH,
-    the node's admin kubeconfig. RuntimeError with its output if it fails."""
+    the cluster's admin kubeconfig (its context is the cluster's name). RuntimeError with its
+    output if it fails."""
     path = os.pathsep.join([str(Path(peers.binary("kubectl")).parent), str(Path(peers.binary("helm")).parent),
                             str(Path(sys.executable).parent), os.environ["PATH"]])
     env = child_env(PATH=path, KUBECONFIG=node.kubeconfig, HOME=str(node.directory),
@@ -85,7 +117,12 @@ def stub_zone_written(node: Node) -> float:
     times = [entry["time"] for entry in obj.get("metadata", {}).get("managedFields", [])
              if "f:myfederation.server" in entry.get("fieldsV1", {}).get("f:data", {}) and entry.get("time")]
     assert times, f"ConfigMap coredns-feddns has no myfederation.server written: {obj.get('metadata')}"
-    return max(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in times)
+    return max(api_time(t) for t in times)
+
+
+def api_time(text: str) -> float:
+    """An API server's RFC 3339 time (``2026-11-28T17:30:00Z``) in Unix seconds."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def dig_loop_pod(name: str, qname: str) -> dict[str, Any]:
@@ -101,6 +138,34 @@ def dig_loop_pod(name: str, qname: str) -> dict[str, Any]:
                 "command": ["bash", "-c", script]}]}}
 
 
+FETCH_SCRIPT = """
+import http.client, sys, time
+host = sys.argv[1]
+while True:
+    began = time.time()
+    try:
+        conn = http.client.HTTPConnection(host, 80, timeout=2)
+        conn.request("GET", "/")
+        peer = conn.sock.getpeername()[0]
+        body = conn.getresponse().read().decode().strip() or "-"
+        conn.close()
+    except Exception as exc:
+        peer, body = "-", "ERROR:" + type(exc).__name__
+    print(f"{began:.3f} {peer} {body}", flush=True)
+    time.sleep(%s)
+"""
+
+
+def fetch_loop_pod(name: str, host: str) -> dict[str, Any]:
+    """A pod that GETs ``http://<host>/`` every LOOP_SECONDS (the name resolved anew each time,
+    by the C library, through the cluster DNS) and prints ``<unix time> <address connected to>
+    <body>``: the body is the answering cluster's name."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": APP_NS},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+                "name": "fetch", "image": images.BASE, "imagePullPolicy": "Never",
+                "command": ["python3", "-u", "-c", FETCH_SCRIPT % LOOP_SECONDS, host]}]}}
+
+
 @dataclass(frozen=True)
 class Answer:
     at: float
@@ -109,7 +174,7 @@ class Answer:
 
 
 def answers(node: Node, pod: str) -> list[Answer]:
-    """What the dig loop pod printed so far."""
+    """What the dig loop pod printed so far (for the fetch loop: its address connected to and the body)."""
     found = []
     for line in node.pod_logs(APP_NS, pod).splitlines():
         parts = line.split()
@@ -138,15 +203,16 @@ def wait_for_steady(node: Node, pod: str, predicate: Any, after: float, timeout:
         if first is not None and settled and settled[-1].at - settled[0].at >= steady:
             return first, settled[0]
         if time.monotonic() > deadline:
-            raise AssertionError(f"no such answer in pod {pod} within {timeout}s; the last: {seen[-5:]}\n"
-                                 f"{node.describe(APP_NS)}")
+            raise AssertionError(f"no such answer in pod {node.cluster}/{pod} within {timeout}s; the last: "
+                                 f"{seen[-5:]}\n{node.describe(APP_NS)}")
         time.sleep(1)
 
 
 def wait_running(node: Node, namespace: str, pod: str, timeout: float = 120) -> None:
     done = node.kubectl("-n", namespace, "wait", "--for=condition=Ready", f"pod/{pod}", f"--timeout={timeout}s",
                         check=False)
-    assert done.returncode == 0, f"pod {namespace}/{pod} not Ready: {done.stderr}\n{node.describe(namespace)}"
+    assert done.returncode == 0, (f"pod {node.cluster}/{namespace}/{pod} not Ready: {done.stderr}\n"
+                                  f"{node.describe(namespace)}")
 
 
 def persistent_volumes(node: Node, count: int) -> None:
@@ -162,11 +228,13 @@ def persistent_volumes(node: Node, count: int) -> None:
                                  "hostPath": {"path": str(path), "type": "Directory"}}})
 
 
-def install(node: Node, directory: Path) -> Federation:
-    """docs/operations.md's "Install a federation", step by step, for cluster foo."""
+def install(clusters: Clusters, directory: Path) -> Federation:
+    """docs/operations.md's "Install a federation", step by step: foo and bar's member parts, then
+    the federation in foo."""
+    node, bar = clusters.foo, clusters.bar
     began = time.monotonic()
     timings: dict[str, float] = {}
-    pki, clusters = directory / "pki", directory / "clusters"
+    pki, kubeconfigs = directory / "pki", directory / "clusters"
     # 1. The stub-zone PKI.
     sh(node, "feddns", "certs", "init", "--dir", str(pki))
     sh(node, "feddns", "certs", "issue-client", "--dir", str(pki), "--cn", "feddns-controller")
@@ -192,72 +260,124 @@ def install(node: Node, directory: Path) -> Federation:
        "--set-file", f"stubzone.tls.cert={pki / 'foo.crt'},stubzone.tls.key={pki / 'foo.key'},"
                      f"stubzone.tls.ca={pki / 'ca.crt'},links.tls.cert={links / 'server.crt'},"
                      f"links.tls.key={links / 'server.key'}")
-    sh(node, "bash", "deploy/cluster-dns/coredns/coredns-import.sh", "--context", "node")
-    clusters.mkdir()
-    (clusters / "foo.kubeconfig").write_text(sh(
-        node, "bash", "deploy/member/kubeconfig.sh", "--context", "node", "--name", "foo",
+    sh(node, "bash", "deploy/cluster-dns/coredns/coredns-import.sh", "--context", "foo")
+    kubeconfigs.mkdir()
+    (kubeconfigs / "foo.kubeconfig").write_text(sh(
+        node, "bash", "deploy/member/kubeconfig.sh", "--context", "foo", "--name", "foo",
         "--server", "https://kubernetes.default.svc"))
-    timings["member"] = time.monotonic() - began
+    # bar, as "Add a member cluster" says: its endpoint behind its load-balancer address (the
+    # cloud's static address, reserved so that the certificate names it), open to the
+    # controller's address as bar sees it (foo's node: what leaves foo is masqueraded), and a
+    # kubeconfig with the address the controller reaches bar's API server by.
+    bar_stubzone = lb_address(bar, 8)
+    bar.reserve_load_balancer("kube-system", "feddns-stubzone", bar_stubzone)
+    sh(bar, "feddns", "certs", "issue-server", "--dir", str(pki), "--name", "bar", "--ip", bar_stubzone)
+    bar_values = {"cluster": "bar", "clusterDNS": {"probeInterval": PROBE_INTERVAL},
+                  "stubzone": {"service": {"loadBalancerSourceRanges": [f"{node.ranges.node_ip}/32"]}}}
+    (directory / "bar.yaml").write_text(yaml.safe_dump(bar_values))
+    sh(bar, "helm", "install", "feddns-member", "deploy/helm/feddns-member", "-n", MEMBER_NS, "--create-namespace",
+       "-f", str(directory / "bar.yaml"),
+       "--set-file", f"stubzone.tls.cert={pki / 'bar.crt'},stubzone.tls.key={pki / 'bar.key'},"
+                     f"stubzone.tls.ca={pki / 'ca.crt'}")
+    sh(bar, "bash", "deploy/cluster-dns/coredns/coredns-import.sh", "--context", "bar")
+    (kubeconfigs / "bar.kubeconfig").write_text(sh(
+        bar, "bash", "deploy/member/kubeconfig.sh", "--context", "bar", "--name", "bar",
+        "--server", f"https://{bar.ranges.node_ip}:6443"))
+    timings["members"] = time.monotonic() - began
     # 3. The kubeconfigs and the client certificate as Secrets, then the federation.
     sh(node, "kubectl", "create", "namespace", FEDERATION_NS)
     sh(node, "kubectl", "-n", FEDERATION_NS, "create", "secret", "generic", "feddns-clusters",
-       f"--from-file={clusters}")
+       f"--from-file={kubeconfigs}")
     sh(node, "kubectl", "-n", FEDERATION_NS, "create", "secret", "generic", "feddns-stubzone-client",
        f"--from-file=tls.crt={pki / 'client.crt'}", f"--from-file=tls.key={pki / 'client.key'}",
        f"--from-file=ca.crt={pki / 'ca.crt'}")
     persistent_volumes(node, 3)
     federation_values = {
         "federation": "myfederation",
-        "clusters": [{"name": "foo", "zone": "zone-a", "region": "region-1",
-                      "stubzone": {"url": "https://feddns-stubzone.kube-system.svc"}}],
+        "clusters": [{"name": "foo", "zone": ZONES["foo"][0], "region": ZONES["foo"][1],
+                      "stubzone": {"url": "https://feddns-stubzone.kube-system.svc"}},
+                     {"name": "bar", "zone": ZONES["bar"][0], "region": ZONES["bar"][1],
+                      "stubzone": {"url": f"https://{bar_stubzone}"}}],
         "nameservers": {"fromService": {"cluster": "foo"}},
     }
     (directory / "myfederation.yaml").write_text(yaml.safe_dump(federation_values))
+    serve_ip = lb_address(node, 53)
+    node.reserve_load_balancer(FEDERATION_NS, "feddns", serve_ip)
     sh(node, "helm", "install", "myfederation", "deploy/helm/feddns-federation", "-n", FEDERATION_NS,
        "-f", str(directory / "myfederation.yaml"))
-    node.assign_load_balancer(FEDERATION_NS, "feddns", SERVE_IP)
     for kind, name in (("StatefulSet", "feddns-etcd"), ("Deployment", "feddns"), ("Deployment", "feddns-controller")):
         node.wait_rollout(FEDERATION_NS, kind, name, 240)
     for kind, name, namespace in (("Deployment", "feddns-stubzone", "kube-system"),
                                   ("Deployment", "feddns-links", LINKS_NS), ("Deployment", "coredns", "kube-system")):
         node.wait_rollout(namespace, kind, name, 180)
-    timings["federation"] = time.monotonic() - began - timings["member"]
-    return Federation(node, directory, "", 0.0, federation_values, timings=timings)
+    for kind, name in (("Deployment", "feddns-stubzone"), ("Deployment", "coredns")):
+        bar.wait_rollout("kube-system", kind, name, 180)
+    timings["federation"] = time.monotonic() - began - timings["members"]
+    return Federation(node, bar, clusters, directory, "", federation_values, serve_ip, timings=timings)
 
 
-def make_service(node: Node) -> str:
-    """Federated service myns/myservice in foo: a Deployment of one pod (the pause image) and its
-    Service, labelled for the federation. Its clusterIP."""
+READY_FILE = "/tmp/ready"
+"""myservice's readiness probe checks this file; a test removes it with kubectl exec to fail the probe."""
+
+
+def make_service(node: Node) -> tuple[str, str]:
+    """Federated service myns/myservice in the cluster: a Deployment of one pod that answers HTTP
+    on 8080 with the cluster's name (python3's http.server in the base image), ready while
+    READY_FILE exists (an exec probe every second), behind a Service of type LoadBalancer
+    labelled for the federation. Its clusterIP and load-balancer address."""
     node.api.ensure_namespace(APP_NS)
+    serve = (f"mkdir -p /srv && echo {node.cluster} > /srv/index.html && touch {READY_FILE} && "
+             "exec python3 -m http.server 8080 --directory /srv")
     node.api.apply({"apiVersion": "apps/v1", "kind": "Deployment",
                     "metadata": {"name": "myservice", "namespace": APP_NS},
                     "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "myservice"}},
-                             "template": {"metadata": {"labels": {"app": "myservice"}},
-                                          "spec": {"containers": [{"name": "app", "image": images.PAUSE,
-                                                                   "imagePullPolicy": "Never"}]}}}})
+                             "template": {"metadata": {"labels": {"app": "myservice"}}, "spec": {
+                                 "terminationGracePeriodSeconds": 1,
+                                 "containers": [{
+                                     "name": "app", "image": images.BASE, "imagePullPolicy": "Never",
+                                     "command": ["sh", "-c", serve], "ports": [{"containerPort": 8080}],
+                                     "readinessProbe": {"exec": {"command": ["test", "-f", READY_FILE]},
+                                                        "periodSeconds": 1, "failureThreshold": 1}}]}}}})
     service = node.api.apply({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "myservice", "namespace": APP_NS, "labels": {"federation.feddns.io/name": "myfederation"}},
-        "spec": {"selector": {"app": "myservice"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}})
+        "spec": {"type": "LoadBalancer", "selector": {"app": "myservice"},
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}})
     node.wait_rollout(APP_NS, "Deployment", "myservice", 120)
-    return str(service["spec"]["clusterIP"])
+    return str(service["spec"]["clusterIP"]), node.load_balancer_ip(APP_NS, "myservice")
 
 
 @pytest.fixture(scope="module")
-def federation(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
-    """The federation installed, the service made, and a pod that asks for it from the start: the
-    join is timed from the endpoint's write to the first answer with foo's clusterIP."""
+def federation(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
+    """The federation installed, the service made in both clusters, and in each a pod that asks for
+    it from the start and one that fetches it: each join is timed from the endpoint's write to the
+    first answer with the cluster's own clusterIP first."""
     directory = tmp_path_factory.mktemp("federation")
-    made = install(node, directory)
-    made.cluster_ip = make_service(node)
-    node.api.apply(dig_loop_pod("asker", QNAME))
-    wait_running(node, APP_NS, "asker")
-    first, every = wait_for_steady(node, "asker", lambda a: a.addresses[:1] == (made.cluster_ip,), 0, 420)
-    written = stub_zone_written(node)
-    made.join_seconds = every.at - written
-    FIGURES["join"] = (f"{first.at - written:.1f} s from the endpoint's write of coredns-feddns to the pod's first "
-                       f"answer with foo's clusterIP, {made.join_seconds:.1f} s to every answer (both CoreDNS "
-                       "replicas reloaded)")
+    made = install(clusters, directory)
+    for node in (made.node, made.bar):
+        cluster_ip, made.lb[node.cluster] = make_service(node)
+        if node is made.node:
+            made.cluster_ip = cluster_ip
+        else:
+            made.bar_cluster_ip = cluster_ip
+        node.api.apply(dig_loop_pod("asker", QNAME))
+        node.api.apply(fetch_loop_pod("fetcher", QNAME))
+    for node in (made.node, made.bar):
+        wait_running(node, APP_NS, "asker")
+        wait_running(node, APP_NS, "fetcher")
+    joins = []
+    for node in (made.node, made.bar):
+        own = made.cluster_ip_of(node.cluster)
+        first, every = wait_for_steady(node, "asker", lambda a, own=own: a.addresses[:1] == (own,), 0, 420)
+        written = stub_zone_written(node)
+        record("join-first-answer", first.at - written)
+        record("join-every-answer", every.at - written)
+        joins.append(every.at - written)
+        FIGURES[f"join {node.cluster}"] = (
+            f"{first.at - written:.1f} s from the endpoint's write of coredns-feddns to the pod's first answer "
+            f"with {node.cluster}'s clusterIP, {every.at - written:.1f} s to every answer (both CoreDNS replicas "
+            "reloaded)")
+    made.join_seconds = max(joins)
     FIGURES["install"] = ", ".join(f"{part} {seconds:.0f} s" for part, seconds in made.timings.items())
     yield made
 
@@ -277,7 +397,7 @@ def test_a_pod_gets_its_own_clusters_shard_first_through_the_cluster_dns(federat
     printed = node.pod_logs(APP_NS, "one-query").split()
     assert printed[:1] == [federation.cluster_ip], printed
     resolv = node.kubectl("-n", APP_NS, "exec", "asker", "--", "cat", "/etc/resolv.conf").stdout
-    assert "nameserver 198.19.0.10" in resolv
+    assert f"nameserver {node.ranges.dns_ip}" in resolv
     FIGURES["a pod's /etc/resolv.conf"] = " | ".join(resolv.strip().splitlines())
     FIGURES[f"a pod's dig +short {QNAME}"] = (" ".join(printed)
                                               + f" (foo's clusterIP of myns/myservice: {federation.cluster_ip})")
@@ -287,6 +407,202 @@ def test_the_join_takes_what_kubelet_and_coredns_reload_take(federation: Federat
     """The join's delay is kubelet's ConfigMap sync (up to its syncFrequency, 60 s, plus the cache
     TTL) and CoreDNS's ``reload`` (30 s ± 15 s): docs/operations.md promises at most 2 minutes."""
     assert 0 < federation.join_seconds < 120, federation.join_seconds
+
+
+def test_each_clusters_pods_get_and_reach_their_own_shard_first(federation: Federation) -> None:
+    """Through two real clusters' DNS: a pod in foo gets foo's clusterIP first and bar's
+    load-balancer address after it, a pod in bar the other way round; each pod's HTTP requests
+    to the federated name are answered by its own cluster."""
+    for node in (federation.node, federation.bar):
+        other = "bar" if node.cluster == "foo" else "foo"
+        own_ip = federation.cluster_ip_of(node.cluster)
+        printed = node.kubectl("-n", APP_NS, "exec", "asker", "--", "dig", "+short", QNAME).stdout.split()
+        assert printed == [own_ip, federation.lb[other]], (node.cluster, printed)
+        # The fetcher's C library asks the cluster DNS anew for each request: 5 s of them, all answered
+        # by the pod's own cluster, through its clusterIP.
+        _, steady = wait_for_steady(node, "fetcher", lambda a, own=node.cluster: a.addresses == (own,), 0, 60, 5)
+        assert steady.rcode == own_ip, steady
+        FIGURES[f"{node.cluster}: dig +short {QNAME}"] = (
+            " ".join(printed) + f" ({node.cluster}'s clusterIP, then {other}'s load-balancer address)")
+        FIGURES[f"{node.cluster}: fetcher printed"] = f"{steady.rcode} {' '.join(steady.addresses)}"
+
+
+def ready_pods(node: Node) -> bool:
+    """Whether a pod of myns/myservice is Ready in the cluster (its API: status.conditions)."""
+    pods = node.api.request("GET", f"/api/v1/namespaces/{APP_NS}/pods?labelSelector=app%3Dmyservice")["items"]
+    return any(c["type"] == "Ready" and c["status"] == "True" for pod in pods
+               if not pod["metadata"].get("deletionTimestamp") for c in pod["status"].get("conditions") or [])
+
+
+def ready_endpoints(node: Node) -> bool:
+    """Whether an EndpointSlice of myns/myservice has a ready endpoint (endpoints[].conditions.ready)."""
+    slices = node.api.request("GET", f"/apis/discovery.k8s.io/v1/namespaces/{APP_NS}/endpointslices"
+                                     "?labelSelector=kubernetes.io%2Fservice-name%3Dmyservice")["items"]
+    return any((e.get("conditions") or {}).get("ready") for s in slices for e in s.get("endpoints") or [])
+
+
+def serve_answer(federation: Federation) -> tuple[str, ...]:
+    """Serve's answer to the external client (untagged, through serve's load-balancer address
+    across the link): every ready shard's load-balancer address."""
+    query = dns.message.make_query(QNAME, "A")
+    sock = federation.clusters.client.socket_in(socket.AF_INET, socket.SOCK_DGRAM)
+    with sock:
+        sock.setblocking(False)  # dnspython waits on a socket given to it with its own timeout
+        reply = dns.query.udp(query, federation.serve_ip, timeout=1, sock=sock)
+    return tuple(sorted(item.address for rrset in reply.answer for item in rrset if hasattr(item, "address")))
+
+
+@dataclass
+class Seen:
+    """When the test first saw each stage of a transition in the API and at serve (Unix seconds)."""
+
+    pod: float | None = None
+    slice: float | None = None
+    serve: float | None = None
+
+
+def watch_stages(federation: Federation, ready: bool, deadline: float, seen: Seen) -> None:
+    """Poll every 0.1 s until ``deadline`` (monotonic) or all three are seen: foo's myservice pods
+    Ready ``ready`` (the API), its EndpointSlices with a ready endpoint or none, serve's answer
+    with foo's load-balancer address or without it."""
+    node, lb = federation.node, federation.lb["foo"]
+    while time.monotonic() < deadline and None in (seen.pod, seen.slice, seen.serve):
+        now = time.time()
+        if seen.pod is None and ready_pods(node) == ready:
+            seen.pod = now
+        if seen.slice is None and ready_endpoints(node) == ready:
+            seen.slice = now
+        if seen.serve is None:
+            try:
+                if (lb in serve_answer(federation)) == ready:
+                    seen.serve = time.time()
+            except (OSError, dns.exception.DNSException):
+                pass
+        time.sleep(0.1)
+
+
+def etcd_written(federation: Federation, after: float) -> float | None:
+    """When the controller's leader logged its write of foo's shard of myns/myservice to etcd
+    (its ``etcd: N keys written`` line, times in UTC with milliseconds), at or after ``after``."""
+    for line in federation.node.pod_logs(FEDERATION_NS, leader(federation.node)).splitlines():
+        if "etcd:" in line and "written" in line and "shard myns/myservice in foo" in line:
+            at = api_time(line.split()[0])
+            if at >= after:
+                return at
+    return None
+
+
+def ready_transition_time(node: Node, ready: bool) -> float | None:
+    """The lastTransitionTime of the Ready condition of foo's myservice pod now in state ``ready``
+    (whole seconds: the API's precision)."""
+    pods = node.api.request("GET", f"/api/v1/namespaces/{APP_NS}/pods?labelSelector=app%3Dmyservice")["items"]
+    times = [api_time(c["lastTransitionTime"]) for pod in pods for c in pod["status"].get("conditions") or []
+             if c["type"] == "Ready" and (c["status"] == "True") == ready and c.get("lastTransitionTime")]
+    return min(times) if times else None
+
+
+def measure_transition(federation: Federation, ready: bool, flip: Callable[[], None], cause: str = "probe",
+                       timeout: float = 150) -> dict[str, float]:
+    """Flip foo's shard (``flip``: the readiness ``cause`` is ``probe`` or ``scale``) to ``ready``
+    and time what follows (module doc); record the figures ``unready-*`` or ``ready-*`` with their
+    stages. Returns each figure's seconds, after waiting until every cache holding the old answer
+    has expired (so that the next transition starts clean)."""
+    node, bar = federation.node, federation.bar
+    kind = "ready" if ready else "unready"
+    seen = Seen()
+    watcher = threading.Thread(target=watch_stages, args=(federation, ready, time.monotonic() + timeout, seen),
+                               name=f"watch {kind}")
+    flipped = time.time()
+    watcher.start()
+    flip()
+    watcher.join()
+    assert None not in (seen.pod, seen.slice, seen.serve), (kind, seen)
+    assert seen.pod is not None and seen.slice is not None and seen.serve is not None
+    changed = ready_transition_time(node, ready)
+    # lastTransitionTime has whole seconds: one from this transition is at most 1 s before the flip.
+    began = min(flipped, changed) if changed is not None and changed >= flipped - 1 else flipped
+    foo_ip, foo_lb, bar_lb = federation.cluster_ip, federation.lb["foo"], federation.lb["bar"]
+    same = (lambda a: a.addresses[:1] == (foo_ip,)) if ready else (lambda a: a.addresses[:1] == (bar_lb,))
+    other = ((lambda a: a.rcode == "NOERROR" and foo_lb in a.addresses) if ready
+             else (lambda a: a.rcode == "NOERROR" and foo_lb not in a.addresses))
+    http = (lambda a: a.addresses == ("foo",)) if ready else (lambda a: a.addresses == ("bar",))
+    same_first = wait_for_answer(node, "asker", same, flipped, timeout)
+    other_first = wait_for_answer(bar, "asker", other, flipped, timeout)
+    http_first = wait_for_answer(node, "fetcher", http, flipped, timeout)
+    # Every cache that held the old answer has expired 30 s (CoreDNS's cache and serve's TTL) after
+    # serve changed: then every answer reflects it, and the next transition starts clean.
+    time.sleep(max(0.0, seen.serve + 31 - time.time()))
+    every = max(wait_for_steady(node, "asker", same, flipped, 60, steady=0)[1].at,
+                wait_for_steady(bar, "asker", other, flipped, 60, steady=0)[1].at)
+    written = etcd_written(federation, flipped - 1)
+    stages = {f"{cause}-to-Ready": seen.pod - began, "Ready-to-EndpointSlice": seen.slice - seen.pod}
+    if written is not None:
+        stages.update({"slice-to-etcd": written - seen.slice, "etcd-to-serve": seen.serve - written})
+    else:
+        stages["slice-to-serve"] = seen.serve - seen.slice
+    for name, end in (("same-cluster-answer", same_first.at), ("other-cluster-answer", other_first.at)):
+        record(f"{kind}-{name}", end - began, {**stages, "member-cache": end - seen.serve})
+    record(f"{kind}-every-answer", every - began)
+    record(f"{kind}-http", http_first.at - began)
+    return {"same-cluster-answer": same_first.at - began, "other-cluster-answer": other_first.at - began,
+            "every-answer": every - began, "http": http_first.at - began}
+
+
+def set_probe(node: Node, ready: bool) -> None:
+    """Make foo's myservice pods pass (``ready``) or fail their readiness probe: kubectl exec
+    creates or removes READY_FILE in each."""
+    pods = node.api.request("GET", f"/api/v1/namespaces/{APP_NS}/pods?labelSelector=app%3Dmyservice")["items"]
+    for pod in pods:
+        command = ["touch", READY_FILE] if ready else ["rm", "-f", READY_FILE]
+        node.kubectl("-n", APP_NS, "exec", pod["metadata"]["name"], "--", *command)
+
+
+FAILOVERS = 3
+"""Transitions of each kind timed through the readiness probe (a median needs a few; each takes about 31 s)."""
+
+
+def test_a_failing_probe_sends_foos_pods_to_bar_across_the_link_and_back(federation: Federation) -> None:
+    """foo's backends fail their readiness probe: kubelet, the EndpointSlice controller and the
+    feddns controller follow, and a pod in foo then gets bar's load-balancer address first and
+    is answered by bar over HTTP, across the link; bar's pods no longer get foo's address.
+    Ready again, everything comes back. Timed FAILOVERS times each way."""
+    node = federation.node
+    for _ in range(FAILOVERS):
+        measure_transition(federation, False, lambda: set_probe(node, False))
+        measure_transition(federation, True, lambda: set_probe(node, True))
+    printed = node.kubectl("-n", APP_NS, "exec", "asker", "--", "dig", "+short", QNAME).stdout.split()
+    assert printed[:1] == [federation.cluster_ip], printed
+
+
+def test_scaling_foo_to_zero_sends_its_pods_to_bar_and_back(federation: Federation) -> None:
+    """``kubectl scale --replicas=0`` in foo, then back to 1: the same failover, timed once each way."""
+    node = federation.node
+
+    def scale(replicas: int) -> Callable[[], None]:
+        def run() -> None:
+            sh(node, "kubectl", "-n", APP_NS, "scale", "deployment/myservice", f"--replicas={replicas}")
+        return run
+
+    down = measure_transition(federation, False, scale(0), "scale")
+    fetched = [a for a in answers(node, "fetcher") if a.at >= time.time() - 5]
+    assert fetched and all(a.addresses == ("bar",) for a in fetched), fetched
+    FIGURES["foo scaled to 0: fetcher printed"] = f"{fetched[-1].rcode} {' '.join(fetched[-1].addresses)}"
+    up = measure_transition(federation, True, scale(1), "scale")
+    for name, times in (("scale to 0", down), ("scale to 1", up)):
+        FIGURES[name] = ", ".join(f"{figure} {seconds:.1f} s" for figure, seconds in times.items())
+
+
+def test_an_external_client_gets_every_shards_address_from_serve_and_connects(federation: Federation) -> None:
+    """A client outside both clusters, on the link, asks serve through its load-balancer address:
+    the answer holds every shard's load-balancer address (and no clusterIP), and an HTTP request to
+    the first is answered by that shard's cluster."""
+    client = federation.clusters.client
+    printed = client.run("dig", "+short", f"@{federation.serve_ip}", QNAME).split()
+    assert sorted(printed) == sorted(federation.lb.values()), printed
+    body = client.run("curl", "-sS", "--max-time", "5", f"http://{printed[0]}/").strip()
+    owner = next(name for name, ip in federation.lb.items() if ip == printed[0])
+    assert body == owner, (printed, body)
+    FIGURES["external client: dig +short @serve"] = f"{' '.join(printed)}; curl http://{printed[0]}/ printed {body}"
 
 
 def path_checks(node: Node) -> dict[str, tuple[float | None, str]]:
@@ -326,7 +642,8 @@ def test_the_path_check_sees_kubeadm_upgrade_drop_the_mount_and_the_import_scrip
     node = federation.node
     checks = wait_for_path(node, 1.0, 120)
     assert all("path myfederation: ok" in health for _, health in checks.values()), checks
-    (shipped,) = [o for o in kubeadm_coredns_objects(images.coredns_ref()) if o["kind"] == "Deployment"]
+    (shipped,) = [o for o in kubeadm_coredns_objects(images.coredns_ref(), node.ranges.dns_ip)
+                  if o["kind"] == "Deployment"]
     node.api.request("PUT", "/apis/apps/v1/namespaces/kube-system/deployments/coredns", shipped)
     node.wait_rollout("kube-system", "Deployment", "coredns", 180)
     rolled = time.monotonic()
@@ -334,7 +651,7 @@ def test_the_path_check_sees_kubeadm_upgrade_drop_the_mount_and_the_import_scrip
     FIGURES["path lost"] = (f"{time.monotonic() - rolled:.1f} s from kubeadm's CoreDNS rolled out (no mount) to "
                             f"every endpoint reporting path_ok 0 (probe interval {PROBE_INTERVAL} s)")
     assert all("path myfederation: broken" in health for _, health in checks.values()), checks
-    sh(node, "bash", "deploy/cluster-dns/coredns/coredns-import.sh", "--context", "node")
+    sh(node, "bash", "deploy/cluster-dns/coredns/coredns-import.sh", "--context", "foo")
     node.wait_rollout("kube-system", "Deployment", "coredns", 180)
     mended = time.time()
     wait_for_path(node, 1.0, PROBE_INTERVAL + 120)
@@ -388,7 +705,7 @@ def test_node_local_dns_in_front_sends_the_federation_to_coredns_which_tags_it(f
     # node-cache's -setupinterface puts the address on a dummy interface; this kernel has no dummy module.
     node.netns.run("ip", "addr", "add", f"{NODE_LOCAL_DNS}/32", "dev", "lo")
     try:
-        sh(node, "bash", "deploy/cluster-dns/node-local-dns/node-local-dns-import.sh", "--context", "node")
+        sh(node, "bash", "deploy/cluster-dns/node-local-dns/node-local-dns-import.sh", "--context", "foo")
         node.api.apply(daemonset)
         node.wait_rollout("kube-system", "DaemonSet", "node-local-dns", 120)
         pod = dig_loop_pod("cached", QNAME)
@@ -572,6 +889,51 @@ def test_no_query_fails_through_an_upgrade_and_deleted_pods(federation: Federati
     assert leader(node) != old_leader
 
 
+def upgrade_until_stub_zone_gone(federation: Federation, values: dict[str, Any], member: Node) -> tuple[float, float]:
+    """``helm upgrade`` of the federation with ``values`` (docs/operations.md, "Remove a member
+    cluster"), then until the controller has deleted ``member``'s stub zone. When the upgrade began
+    and when the key was seen gone (Unix seconds; seen by polling, as the key's managedFields entry
+    goes with the key: at most 0.2 s late)."""
+    (federation.directory / "myfederation.yaml").write_text(yaml.safe_dump(values))
+    federation.values = values
+    began = time.time()
+    sh(federation.node, "helm", "upgrade", "myfederation", "deploy/helm/feddns-federation", "-n", FEDERATION_NS,
+       "-f", str(federation.directory / "myfederation.yaml"))
+    deadline = time.monotonic() + 180
+    while "myfederation.server" in (member.api.get("ConfigMap", "kube-system", "coredns-feddns") or {}).get("data", {}):
+        assert time.monotonic() < deadline, f"the controller did not delete {member.cluster}'s stub zone"
+        time.sleep(0.2)
+    return began, time.time()
+
+
+def test_when_bar_leaves_no_answer_in_foo_includes_its_addresses(federation: Federation) -> None:
+    """docs/operations.md's "Remove a member cluster" for bar: the controller DELETEs bar's stub
+    zone (bar's pods stop getting the federation's answers; timed as the join is) and bar's
+    shards, and from then on no answer in foo carries bar's load-balancer address."""
+    node, bar = federation.node, federation.bar
+    values = {**federation.values, "serve": {"ttl": 20},
+              "clusters": [c for c in federation.values["clusters"] if c["name"] != "bar"]}
+    began, written = upgrade_until_stub_zone_gone(federation, values, bar)
+    # serve drops bar's shards at once, so bar's pod is first answered with foo's address alone; the
+    # leave is done when bar's DNS no longer forwards the federation: no address at all.
+    gone, every = wait_for_steady(bar, "asker", lambda a: not a.addresses, began, 300)
+    record("leave-first", gone.at - written)
+    record("leave-every", every.at - written)
+    FIGURES["leave bar"] = (f"{gone.at - written:.1f} s from the endpoint's removal of bar's stub zone to bar's pod's "
+                            f"first answer without the federation ({gone.rcode}), {every.at - written:.1f} s to every "
+                            "answer")
+    bar_lb = federation.lb["bar"]
+    first, _ = wait_for_steady(node, "asker", lambda a: bar_lb not in a.addresses, began, 120, steady=0)
+    # Once serve has dropped bar's shard, a CoreDNS cache can hold the old answer for its TTL (30 s)
+    # at most; after that, no answer in foo may carry bar's address.
+    time.sleep(max(0.0, first.at + 31 - time.time()) + 2)
+    late = [a for a in answers(node, "asker") if a.at >= first.at + 31 and bar_lb in a.addresses]
+    assert not late, late[:5]
+    printed = node.kubectl("-n", APP_NS, "exec", "asker", "--", "dig", "+short", QNAME).stdout.split()
+    assert printed == [federation.cluster_ip], printed
+    FIGURES["foo after bar left: dig +short"] = " ".join(printed)
+
+
 def test_leaving_the_federation_stops_the_forwarding_and_is_timed(federation: Federation) -> None:
     """docs/operations.md's "Remove a member cluster" for foo's stub zone: the controller DELETEs it,
     and the pod's next answers are not the federation's. Timed as the join is."""
@@ -579,18 +941,11 @@ def test_leaving_the_federation_stops_the_forwarding_and_is_timed(federation: Fe
     values = {**federation.values, "serve": {"ttl": 20},
               "clusters": [{k: v for k, v in c.items() if k != "stubzone"} for c in federation.values["clusters"]]}
     values.pop("nameservers")
-    (federation.directory / "myfederation.yaml").write_text(yaml.safe_dump(values))
-    began = time.time()
-    sh(node, "helm", "upgrade", "myfederation", "deploy/helm/feddns-federation", "-n", FEDERATION_NS,
-       "-f", str(federation.directory / "myfederation.yaml"))
-    deadline = time.monotonic() + 180
-    # Seen by polling (the key's managedFields entry goes with the key): at most 0.2 s late.
-    while "myfederation.server" in (node.api.get("ConfigMap", "kube-system", "coredns-feddns") or {}).get("data", {}):
-        assert time.monotonic() < deadline, "the controller did not delete foo's stub zone"
-        time.sleep(0.2)
-    written = time.time()
+    began, written = upgrade_until_stub_zone_gone(federation, values, node)
     gone, every = wait_for_steady(node, "asker", lambda a: a.addresses[:1] != (federation.cluster_ip,), began, 300)
     federation.leave_seconds = every.at - written
+    record("leave-first", gone.at - written)
+    record("leave-every", every.at - written)
     FIGURES["leave"] = (f"{gone.at - written:.1f} s from the endpoint's removal of the stub zone to the pod's first "
                         f"answer without the federation ({gone.rcode}), {federation.leave_seconds:.1f} s to every "
                         "answer")
@@ -607,7 +962,7 @@ def test_uninstall_leaves_nothing_the_charts_made(federation: Federation) -> Non
         made[release] = [(o["kind"], o["metadata"].get("namespace", namespace), o["metadata"]["name"])
                          for o in yaml.safe_load_all(manifest) if o]
         sh(node, "helm", "uninstall", release, "-n", namespace, "--wait")
-    sh(node, "bash", "deploy/cluster-dns/coredns/coredns-import.sh", "--context", "node", "--undo")
+    sh(node, "bash", "deploy/cluster-dns/coredns/coredns-import.sh", "--context", "foo", "--undo")
     left = [(kind, namespace, name) for objects in made.values() for kind, namespace, name in objects
             if kind != "Namespace" and node.api.get(kind, namespace, name) is not None]
     assert not left, left
