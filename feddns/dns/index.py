@@ -16,9 +16,10 @@ labels (:meth:`Index.lookup`).
 Each change says how far its effect reaches (:data:`Change`), so the cache can
 drop no more than it must: a shard put or deleted changes one service's answers
 (:class:`ServiceChanged`); a cluster record changes the tiers of every service of
-its federation (:class:`FederationChanged`); a full load replaces everything
-(:class:`Reload`). Names that appear or go need no more than that: answers for
-names that do not exist are never cached.
+its federation (:class:`FederationChanged`), and so does a cluster no longer known
+(the service that went with it named too, since the federation no longer lists it); a
+full load replaces everything (:class:`Reload`). Names that appear or go need no more
+than that: answers for names that do not exist are never cached.
 """
 
 import logging
@@ -75,9 +76,12 @@ class ServiceChanged:
 
 @dataclass(frozen=True, slots=True)
 class FederationChanged:
-    """A cluster record changed: the tiers of every service of the federation may change."""
+    """A cluster record changed, or a cluster is no longer known: the tiers of every service
+    of the federation may change. ``removed``: a service the change removed as well (its last
+    shard deleted), which :meth:`Index.services_of` no longer lists."""
 
     federation: str
+    removed: ServiceId | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,8 +424,9 @@ class Index:
         self._unparsed: deque[Node] = deque()  # in load order
         self._cluster_lists: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.on_change: Callable[[Change], None] | None = None
-        """Told of a change that parsing a service's pending records makes beyond that
-        service (a cluster known only by an unreadable shard is no longer known): the
+        """Told of a change beyond the one a put or delete returns: parsing a service's
+        pending records (a cluster known only by an unreadable shard is no longer known),
+        or a second federation appearing (the MCS zone no longer shows the first). The
         feed sets it to tell the cache (``feddns.store.Feed``)."""
 
     def __len__(self) -> int:
@@ -681,6 +686,10 @@ class Index:
     def _federation(self, name: str) -> Federation:
         fed = self.federations.get(name)
         if fed is None:
+            if len(self.federations) == 1 and self.on_change is not None:
+                # The MCS zone showed the only federation held; with two it shows none
+                # (feddns.dns.responder, Responder._mcs_federation): its answers kept go.
+                self.on_change(FederationChanged(next(iter(self.federations))))
             fed = self.federations[name] = Federation(name)
             wire = whoami_name(name)
             self.names[wire] = Node(NodeKind.WHOAMI, fed)
@@ -775,8 +784,9 @@ class Index:
         if not node.shards:
             self._drop_service(node)
         # A cluster no longer known: answers cached for it as the asker, in every
-        # service of the federation, must go (the query path trusts their keys).
-        return ServiceChanged(sid) if known else FederationChanged(federation)
+        # service of the federation, must go (the query path trusts their keys); and this
+        # service's, which the federation no longer lists when it went with its last shard.
+        return ServiceChanged(sid) if known else FederationChanged(federation, sid)
 
     def _drop_service(self, node: Node) -> None:
         """Remove a service that has no shard left: its name, the empty non-terminals above
