@@ -35,6 +35,7 @@ RECORDS: dict[str, bytes] = {
 }
 WEB = "web.prod.myfed.svc.federation."
 MCS_WEB = "web.prod.svc.clusterset.local."
+WHOAMI = "_whoami.myfed.svc.federation."
 
 
 def loaded(items: Iterable[tuple[str, bytes]], read_all: bool, **settings: object) -> Responder:
@@ -67,8 +68,8 @@ def ask(responder: Responder, qname: str, qtype: str, cluster: str | None = None
 CASES = [
     pytest.param(("zzz.myfed.svc.federation.", "A"), {}, ("NXDOMAIN", [], None), {},
                  id="a namespace whose only record does not parse"),
-    pytest.param(("_whoami.myfed.svc.federation.", "TXT"), {"cluster": "ghost"},
-                 ("NOERROR", ['_whoami.myfed.svc.federation. 0 IN TXT "cluster=" "by=none"'], None), {},
+    pytest.param((WHOAMI, "TXT"), {"cluster": "ghost"},
+                 ("NOERROR", [f'{WHOAMI} 0 IN TXT "cluster=" "by=none" "zone=" "region="'], None), {},
                  id="_whoami: a cluster known only by a bad value"),
     pytest.param((WEB, "A"), {"cluster": "ghost", "ecs": "10.240.1.0/24"},
                  ("NOERROR", [f"{WEB} 30 IN A 10.96.0.1"], 16), {},
@@ -90,3 +91,20 @@ def test_an_answer_right_after_the_load_is_the_one_after_every_value_is_read(
     cold = loaded(RECORDS.items(), read_all=False, **settings)
     for _ in range(3):  # built, then from the answer cache, then from the reply cache
         assert ask(cold, *question, **how, tcp=tcp) == expected
+
+
+def test_a_change_that_takes_a_proof_away_reads_what_proves_it_again() -> None:
+    """The load read one valid service of namespace prod and one valid shard of cluster solo
+    (they come first), and left the rest unread; deleting those must not leave prod, or solo
+    as an asker, proven by values that do not parse."""
+    shard = json.dumps({"clusterIP": "10.96.0.9", "externalIP": "9.9.9.9"}).encode()
+    records = {"/myfed/prod/a/solo": shard, "/myfed/prod/b/solo": BAD, "/myfed/prod/c/solo": BAD}
+    responder = Responder(AnswerSettings(stable=True))
+    feed = Feed(Index(Layout()), responder)
+    feed.replace(records.items())
+    assert ask(responder, WHOAMI, "TXT", cluster="solo")[1] == [
+        f'{WHOAMI} 0 IN TXT "cluster=solo" "by=option" "zone=" "region="']
+    assert feed.index.unparsed and ask(responder, "prod.myfed.svc.federation.", "A")[0] == "NOERROR"
+    feed.delete("/myfed/prod/a/solo")
+    assert ask(responder, "prod.myfed.svc.federation.", "A")[0] == "NXDOMAIN"
+    assert ask(responder, WHOAMI, "TXT", cluster="solo")[0] == "NXDOMAIN"  # the federation went with them
