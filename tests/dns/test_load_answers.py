@@ -22,7 +22,7 @@ from feddns.dns.index import Index
 from feddns.dns.responder import AnswerSettings, Responder
 from feddns.keys import Layout
 from feddns.store import Feed
-from harness.serve import CLUSTER_OPTION
+from harness.serve import edns_options
 from tests.dns.udp import respond
 
 BAD = b"{not json"
@@ -50,13 +50,7 @@ def loaded(items: Iterable[tuple[str, bytes]], read_all: bool, **settings: objec
 def ask(responder: Responder, qname: str, qtype: str, cluster: str | None = None, ecs: str | None = None,
         tcp: bool = False) -> tuple[str, list[str], int | None]:
     """``(rcode, answer records as text, ECS scope)``."""
-    options: list[dns.edns.Option] = []
-    if cluster is not None:
-        options.append(dns.edns.GenericOption(CLUSTER_OPTION, cluster.encode()))
-    if ecs is not None:
-        address, prefix = ecs.split("/")
-        options.append(dns.edns.ECSOption(address, int(prefix)))
-    message = dns.message.make_query(qname, qtype, use_edns=0, options=options)
+    message = dns.message.make_query(qname, qtype, use_edns=0, options=edns_options(cluster, ecs))
     reply = respond(responder, message.to_wire(), "192.0.2.1", tcp)
     assert reply is not None
     parsed = dns.message.from_wire(reply)
