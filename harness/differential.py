@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import dns.edns
+import dns.exception
 import dns.flags
 import dns.message
 import dns.query
@@ -155,8 +156,13 @@ def seen(reply: dns.message.Message) -> tuple[object, ...]:
 
 
 def ask(server: ServeProcess, question: Question, tcp: bool) -> tuple[object, ...]:
-    send = dns.query.tcp if tcp else dns.query.udp
-    return seen(send(question.message(), "127.0.0.1", port=server.port, timeout=3))
+    """What ``server`` answers ``question`` (:func:`seen`); a UDP query lost is sent once more."""
+    if tcp:
+        return seen(dns.query.tcp(question.message(), "127.0.0.1", port=server.port, timeout=5))
+    try:
+        return seen(dns.query.udp(question.message(), "127.0.0.1", port=server.port, timeout=3))
+    except dns.exception.Timeout:
+        return seen(dns.query.udp(question.message(), "127.0.0.1", port=server.port, timeout=3))
 
 
 def ready(server: ServeProcess) -> bool:
