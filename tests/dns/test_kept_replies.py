@@ -11,7 +11,7 @@ import dns.rcode
 import pytest
 
 from harness.ports import wait_until
-from harness.serve import ServeProcess
+from harness.serve import ServeProcess, edns_options
 
 FED = "kf"
 GONE = f"gone.ns.{FED}.svc.federation."
@@ -87,3 +87,23 @@ def test_a_second_federation_drops_the_mcs_replies_of_the_first(etcd, etcd_prefi
         wait_until(lambda: server.query(mcs, tcp=True).rcode() == dns.rcode.SERVFAIL, what="SERVFAIL over TCP")
         for qname in (mcs, mcs.upper()):
             assert ask_udp(server, qname, None)[0] == dns.rcode.SERVFAIL, qname
+
+
+def test_a_cluster_known_from_its_first_shard_drops_the_replies_asked_in_its_name(etcd, etcd_prefix) -> None:
+    """Option 65245 naming a cluster not known yet is passed over (ECS decides: foo's CIDR,
+    foo's own clusterIP first); once the cluster's first shard is put, in another service,
+    the option decides, in every service of the federation, over UDP too."""
+    base = f"{etcd_prefix}/{FED}"
+    etcd.put(f"{base}/_clusters/foo", {"zone": "z1", "region": "r1", "cidrs": ["10.240.0.0/16"]})
+    etcd.put(f"{base}/ns/kept/foo", {"clusterIP": "10.96.0.1", "externalIP": "1.1.1.1"})
+    options = edns_options("late", "10.240.1.0/24")
+    with ServeProcess(etcd_url=etcd.url, prefix=etcd_prefix) as server:
+        def asked(tcp: bool = False) -> list[str]:
+            reply = server.query(KEPT, options=options, tcp=tcp)
+            return [rd.to_text() for rrset in reply.answer for rd in rrset]
+        wait_until(lambda: asked() == ["10.96.0.1"], what="first load")
+        for _ in range(3):
+            assert asked() == ["10.96.0.1"]
+        etcd.put(f"{base}/ns/other/late", SHARD)
+        wait_until(lambda: asked(tcp=True) == ["1.1.1.1"], what="the option deciding over TCP")
+        assert asked() == ["1.1.1.1"]
