@@ -18,7 +18,8 @@ labels (:meth:`Index.lookup`).
 Each change says how far its effect reaches (:data:`Change`), so the cache can
 drop no more than it must: a shard put or deleted changes one service's answers
 (:class:`ServiceChanged`); a cluster record changes the tiers of every service of
-its federation (:class:`FederationChanged`), and so does a cluster no longer known
+its federation (:class:`FederationChanged`), and so does a cluster known from its first
+shard or no longer known
 (the service that went with it named too, since the federation no longer lists it); a
 full load replaces everything (:class:`Reload`). Names that appear or go need no more
 than that: answers for names that do not exist are never cached.
@@ -78,8 +79,8 @@ class ServiceChanged:
 
 @dataclass(frozen=True, slots=True)
 class FederationChanged:
-    """A cluster record changed, or a cluster is no longer known: the tiers of every service
-    of the federation may change. ``removed``: a service the change removed as well (its last
+    """A cluster record changed, or a cluster is known or no longer known by its shards: the
+    tiers of every service of the federation may change. ``removed``: a service the change removed as well (its last
     shard deleted), which :meth:`Index.services_of` no longer lists."""
 
     federation: str
@@ -825,12 +826,15 @@ class Index:
         if old is not None and old == shard:
             return None
         shards[cluster] = shard
-        if old is None:
-            self._shard_added(node, cluster)
+        if old is None and self._shard_added(node, cluster):
+            # A cluster known from now on: answers kept for it as the asker, in every service of
+            # the federation, were made while its name was passed over (ECS or the address decided).
+            return FederationChanged(sid[0])
         return ServiceChanged(sid)
 
-    def _shard_added(self, node: Node, cluster: str) -> None:
-        """Count a shard new in ``node``'s service: the cluster is known from its first shard."""
+    def _shard_added(self, node: Node, cluster: str) -> bool:
+        """Count a shard new in ``node``'s service: the cluster is known from its first shard
+        (True when it was not known before: it has no record)."""
         self._shard_count += 1
         fed: Federation = node.federation  # type: ignore[assignment]
         refs = fed.shard_refs
@@ -838,6 +842,8 @@ class Index:
         refs[cluster] = count
         if count == 1:
             fed._refresh(cluster)
+            return cluster not in fed.clusters
+        return False
 
     def _shard_removed(self, fed: Federation, cluster: str) -> bool:
         """Count a shard of ``cluster`` less in ``fed`` (:meth:`_shard_added` undone); False when
