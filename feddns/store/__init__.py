@@ -71,7 +71,8 @@ class Feed:
         """Answer from ``fresh`` (a full load) from now on; the server is ready. ``settled``: its
         heap was collected and frozen already (a worker forked from one read,
         ``feddns.store.preload``), and a collection here would write to every page the workers share."""
-        fresh.read_deciding()  # no answer may depend on a value not read (docs/serve.md, "Loading")
+        with collections_paused():  # as for the load: what it reads lives on
+            fresh.read_deciding()  # no answer may depend on a value not read (docs/serve.md, "Loading")
         self._skipped_earlier += self.index.skipped
         self.index.on_change = None
         self.index = fresh
