@@ -1,7 +1,7 @@
 """The differential test's long run: random changes in a real etcd for --minutes, after each
 step every question answered alike by a server that followed them, a worker of
-`--workers 2` and a server started cold (harness/differential.py; tests/dns/test_differential.py
-runs a few examples of it in CI).
+`--workers 2` and a server started cold (tests/support/differential.py;
+tests/dns/test_differential.py runs a few examples of it in CI).
 
 Starts Debian's etcd on loopback, then runs examples of --steps steps each, in batches, until
 the time is up or two servers differ. Prints what it ran (examples, steps, questions
@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from harness.differential import Differential, World
 from harness.etcd import EtcdServer
+from tests.support.differential import Differential, World
 
 BATCH = 5
 """Examples a batch: the time is looked at between batches."""

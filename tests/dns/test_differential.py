@@ -1,5 +1,5 @@
-"""The differential test (harness/differential.py) in CI: a few examples of random changes in a
-real etcd, after each step every question answered alike by a server that followed the
+"""The differential test (tests/support/differential.py) in CI: a few examples of random
+changes in a real etcd, after each step every question answered alike by a server that followed the
 changes, a worker of ``--workers 2`` and a server started cold. The long run is
 ``python bench/differential.py --minutes 30``; ``FEDDNS_DIFFERENTIAL_EXAMPLES`` sets the
 number of examples here (default 3, of at most 8 steps)."""
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from harness.differential import Differential, World
 from harness.etcd import EtcdServer
+from tests.support.differential import Differential, World
 
 EXAMPLES = int(os.environ.get("FEDDNS_DIFFERENTIAL_EXAMPLES", "3"))
 
