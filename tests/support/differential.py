@@ -111,6 +111,7 @@ class Question:
     ecs: str | None = None
 
     def message(self) -> dns.message.Message:
+        """The query, with EDNS0 (version 0, dnspython's payload size) and its options."""
         return dns.message.make_query(self.qname, self.qtype, use_edns=0, options=edns_options(self.cluster, self.ecs))
 
 
@@ -175,6 +176,7 @@ def ready(server: ServeProcess) -> bool:
 
 
 def b64(data: str | bytes) -> str:
+    """Base64 of ``data`` (UTF-8 for text), as etcd's JSON gateway takes keys and values."""
     return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
 
 
@@ -236,9 +238,11 @@ class Differential(RuleBasedStateMachine):
         self.questions: list[Question] = []
 
     def key(self, federation: str, namespace: str, service: str, cluster: str) -> str:
+        """The etcd key of a shard record (docs/reference.md section 4)."""
         return f"{self.world.prefix}/{federation}/{namespace}/{service}/{cluster}"
 
     def cluster_key(self, federation: str, cluster: str) -> str:
+        """The etcd key of a cluster record."""
         return f"{self.world.prefix}/{federation}/_clusters/{cluster}"
 
     # -- rules: changes in etcd -----------------------------------------------------------
@@ -339,6 +343,8 @@ class Differential(RuleBasedStateMachine):
                 world.compared += 1
 
     def agree(self, question: Question, replies: dict[str, tuple[object, ...]]) -> None:
+        """Raise ``AssertionError`` naming the question, each reply and the records unless every
+        reply of ``replies`` (server and transport to :func:`seen`) is the same."""
         first = next(iter(replies.values()))
         differ = {name: reply for name, reply in replies.items() if reply != first}
         if differ:
@@ -347,5 +353,6 @@ class Differential(RuleBasedStateMachine):
                                  + "\n".join(f"  {k}: {v}" for k, v in sorted(self.records().items())))
 
     def records(self) -> dict[str, str]:
+        """The records under test, by key below the prefix (as text)."""
         prefix = self.world.prefix
         return {k[len(prefix):]: v for k, v in self.world.etcd.get_prefix(prefix + "/f").items()}
