@@ -167,6 +167,7 @@ def ask(server: ServeProcess, question: Question, tcp: bool) -> tuple[object, ..
 
 
 def ready(server: ServeProcess) -> bool:
+    """True when the server's ``/ready`` says 200 (it needs ``--metrics``)."""
     assert server.metrics_url is not None
     try:
         with urllib.request.urlopen(server.metrics_url + "/ready", timeout=2) as reply:
