@@ -121,6 +121,18 @@ class ServeProcess:
         return [rd.address for rrset in reply.answer if rrset.rdtype == rdtype for rd in rrset]
 
 
+def edns_options(cluster: str | None = None, ecs: str | None = None) -> list[dns.edns.Option]:
+    """EDNS0 options of a query: option 65245 naming ``cluster`` (docs/reference.md section 3)
+    and an ECS option (RFC 7871) for the subnet ``ecs`` (``"10.240.1.0/24"``), each when given."""
+    options: list[dns.edns.Option] = []
+    if cluster is not None:
+        options.append(dns.edns.GenericOption(CLUSTER_OPTION, cluster.encode()))
+    if ecs is not None:
+        address, prefix = ecs.split("/")
+        options.append(dns.edns.ECSOption(address, int(prefix)))
+    return options
+
+
 _records_dir: str | None = None
 """The directory of the files ``write_records`` wrote in this process, removed when it exits."""
 

@@ -399,12 +399,15 @@ class Cache:
     def changed(self, change: Change, services_of: Callable[[str], Iterable[ServiceId]]) -> None:
         """Drop the entries that ``change`` (from the index) can affect: a service's
         (a shard put or deleted), every service's of a federation (a cluster record,
-        ``services_of`` listing them), or all (a full load)."""
+        ``services_of`` listing them, as the index holds them after the change) and the
+        service the change removed, or all (a full load)."""
         if change is None:
             return
         if isinstance(change, ServiceChanged):
             self.store.drop(change.service)
         elif isinstance(change, FederationChanged):
+            if change.removed is not None:
+                self.store.drop(change.removed)
             for sid in services_of(change.federation):
                 self.store.drop(sid)
         elif isinstance(change, Reload):

@@ -5,7 +5,9 @@ and are parsed once, here (``feddns.keys`` for the key, ``feddns.records`` for
 the value), into compact :class:`Shard` objects whose addresses are kept packed
 (4 or 16 bytes, as they go on the wire). After a full load a shard's value is
 parsed only when its service is first looked up or changed, or when
-:meth:`Index.parse_some` reaches it (:meth:`Index.put_page`). The index is changed on the event loop
+:meth:`Index.parse_some` reaches it (:meth:`Index.put_page`), but for the values that
+decide which names exist and which clusters are known, read before the first answer
+(:meth:`Index.read_deciding`). The index is changed on the event loop
 between queries, so the query path reads it without locks.
 
 Names are kept in wire form, lowercased and relative to the zone (the zone's
@@ -16,9 +18,11 @@ labels (:meth:`Index.lookup`).
 Each change says how far its effect reaches (:data:`Change`), so the cache can
 drop no more than it must: a shard put or deleted changes one service's answers
 (:class:`ServiceChanged`); a cluster record changes the tiers of every service of
-its federation (:class:`FederationChanged`); a full load replaces everything
-(:class:`Reload`). Names that appear or go need no more than that: answers for
-names that do not exist are never cached.
+its federation (:class:`FederationChanged`), and so does a cluster known from its first
+shard or no longer known
+(the service that went with it named too, since the federation no longer lists it); a
+full load replaces everything (:class:`Reload`). Names that appear or go need no more
+than that: answers for names that do not exist are never cached.
 """
 
 import logging
@@ -75,9 +79,12 @@ class ServiceChanged:
 
 @dataclass(frozen=True, slots=True)
 class FederationChanged:
-    """A cluster record changed: the tiers of every service of the federation may change."""
+    """A cluster record changed, or a cluster is known or no longer known by its shards: the
+    tiers of every service of the federation may change. ``removed``: a service the change removed as well (its last
+    shard deleted), which :meth:`Index.services_of` no longer lists."""
 
     federation: str
+    removed: ServiceId | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,10 +263,14 @@ class Federation:
     counts the shards of each cluster name; ``namespaces`` counts the services
     of each namespace; ``known`` maps each cluster name with a record or a
     shard, as bytes, to itself (the names a cluster-name option may give; the
-    query path names clusters by these bytes).
+    query path names clusters by these bytes). ``pending_refs`` and
+    ``pending_namespaces`` count the part of ``shard_refs`` and ``namespaces``
+    that a full load stored unread (:data:`Pending`): a name or a cluster counted
+    by unread values alone is not proven to exist (:meth:`Index.read_deciding`).
     """
 
-    __slots__ = ("cidr_table", "clusters", "known", "name", "namespaces", "shard_refs")
+    __slots__ = ("cidr_table", "clusters", "known", "name", "namespaces", "pending_namespaces", "pending_refs",
+                 "shard_refs")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -268,6 +279,18 @@ class Federation:
         self.namespaces: Counter[str] = Counter()
         self.known: dict[bytes, bytes] = {}
         self.cidr_table: list[tuple[int, int, int, int, bytes]] = []
+        self.pending_refs: dict[str, int] = {}
+        self.pending_namespaces: dict[str, int] = {}
+
+    def undecided_cluster(self, cluster: str) -> bool:
+        """True when ``cluster`` is known by unread shard values alone (no record, no shard read)."""
+        pending = self.pending_refs.get(cluster, 0)
+        return pending > 0 and cluster not in self.clusters and self.shard_refs.get(cluster, 0) <= pending
+
+    def undecided_namespace(self, namespace: str) -> bool:
+        """True when every service of ``namespace`` has unread values only."""
+        pending = self.pending_namespaces.get(namespace, 0)
+        return pending > 0 and self.namespaces.get(namespace, 0) <= pending
 
     def is_known(self, cluster: str) -> bool:
         """True when ``cluster`` has a cluster record or a shard in this federation."""
@@ -419,9 +442,11 @@ class Index:
         self._shard_count = 0
         self._unparsed: deque[Node] = deque()  # in load order
         self._cluster_lists: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._decided = False  # read_deciding() ran: a change keeps what it proved
         self.on_change: Callable[[Change], None] | None = None
-        """Told of a change that parsing a service's pending records makes beyond that
-        service (a cluster known only by an unreadable shard is no longer known): the
+        """Told of a change beyond the one a put or delete returns: parsing a service's
+        pending records (a cluster known only by an unreadable shard is no longer known),
+        or a second federation appearing (the MCS zone no longer shows the first). The
         feed sets it to tell the cache (``feddns.store.Feed``)."""
 
     def __len__(self) -> int:
@@ -429,9 +454,11 @@ class Index:
         return self._shard_count + sum(len(fed.clusters) for fed in self.federations.values())
 
     def replace(self, items: Iterable[tuple[str, bytes]], revision: int = 0) -> None:
-        """Add ``items`` (a full range read at ``revision``) to an empty index."""
+        """Add ``items`` (a full range read at ``revision``) to an empty index, and read the
+        values that decide which names exist (:meth:`read_deciding`)."""
         self.put_page(items)
         self.revision = max(self.revision, revision)
+        self.read_deciding()
 
     def put_page(self, items: Iterable[tuple[str, bytes]]) -> None:  # noqa: C901, PLR0912 - the load's loop, one frame
         """Store every ``(key, value)`` of ``items`` as :meth:`put` would, one after the
@@ -457,6 +484,7 @@ class Index:
         node: Node = _APEX  # a put may remove a node, so after one it is looked up again
         values: dict[str, bytes] = {}  # sealed into node.pending when the service changes (_sealed)
         refs: dict[str, int] = {}  # the shard count of each cluster in the service's federation
+        pending_refs: dict[str, int] = {}  # and its unread part
         added = 0
         for key, value in items:
             try:
@@ -476,7 +504,10 @@ class Index:
                         raise _ReadWhole  # a service read already (a record put before)
                     else:
                         unparsed.append(node)
+                        pending_namespaces = node.federation.pending_namespaces  # type: ignore[union-attr]
+                        pending_namespaces[service[1]] = pending_namespaces.get(service[1], 0) + 1
                     refs = node.federation.shard_refs  # type: ignore[union-attr]
+                    pending_refs = node.federation.pending_refs  # type: ignore[union-attr]
                     last_service = service
                 if cluster in values:
                     raise _ReadWhole  # stored twice: compared with the first as a change is
@@ -490,6 +521,7 @@ class Index:
             added += 1  # as _shard_added, inline
             count = refs.get(cluster, 0) + 1
             refs[cluster] = count
+            pending_refs[cluster] = pending_refs.get(cluster, 0) + 1
             if count == 1:
                 node.federation._refresh(cluster)  # type: ignore[union-attr]
         if values:
@@ -514,6 +546,69 @@ class Index:
                 services -= 1
         return len(unparsed)
 
+    def read_deciding(self) -> None:
+        """Read, of the values a full load stored unread, those that decide which names exist
+        and which clusters are known, so that no answer depends on a value not read
+        (docs/serve.md, "Loading"); a server answers only after this.
+
+        What a key alone says is proven by a value read: a namespace (and so its federation,
+        ``_whoami`` and the names above) exists once one of its services has a valid value,
+        and a cluster without a record is known (to the cluster-name option, ``_whoami`` and
+        the tiers) once one of its shards is valid. Services are read in load order, each
+        only while it may prove something not yet proven: with valid records one service a
+        namespace and one shard a cluster, so a million records of 100 namespaces read about
+        100 services here; a namespace or cluster whose values are all bad is read whole, and
+        goes. After it, a change that takes away a proof (a service or shard deleted, a
+        cluster record deleted) reads what proves it again (:meth:`_keep_decided`).
+        Everything else a service's values say waits for its first lookup or
+        :meth:`parse_some`.
+        """
+        self._decided = True
+        wanted: dict[Federation, tuple[set[str], set[str]]] = {}
+        for fed in self.federations.values():
+            namespaces = {ns for ns in fed.pending_namespaces if fed.undecided_namespace(ns)}
+            clusters = {c for c in fed.pending_refs if fed.undecided_cluster(c)}
+            if namespaces or clusters:
+                wanted[fed] = (namespaces, clusters)
+        self._read_wanted(wanted)
+
+    def _read_wanted(self, wanted: dict[Federation, tuple[set[str], set[str]]]) -> None:
+        """Parse pending services in load order until each namespace and cluster of ``wanted``
+        (by federation) is proven or read whole (:meth:`read_deciding`)."""
+        for node in self._unparsed:
+            if not wanted:
+                return
+            pending = node.pending
+            if pending is None:
+                continue
+            fed: Federation = node.federation  # type: ignore[assignment]
+            want = wanted.get(fed)
+            if want is None:
+                continue
+            namespaces, clusters = want
+            namespace = node.service[1]  # type: ignore[index]
+            if namespace not in namespaces and clusters.isdisjoint(pending[0]):
+                continue
+            self._parse(node)
+            if namespace in namespaces and not fed.undecided_namespace(namespace):
+                namespaces.discard(namespace)
+            for cluster in pending[0]:
+                if cluster in clusters and not fed.undecided_cluster(cluster):
+                    clusters.discard(cluster)
+            if not namespaces and not clusters:
+                del wanted[fed]
+
+    def _keep_decided(self, federation: str, namespace: str | None, cluster: str) -> None:
+        """After a change took a valid record of ``namespace`` (``None``: no service went)
+        or ``cluster`` away: read again what proves them, while values wait unread."""
+        fed = self.federations.get(federation)
+        if not self._decided or fed is None or not fed.pending_refs:
+            return
+        namespaces = {namespace} if namespace is not None and fed.undecided_namespace(namespace) else set()
+        clusters = {cluster} if fed.undecided_cluster(cluster) else set()
+        if namespaces or clusters:
+            self._read_wanted({fed: (namespaces, clusters)})
+
     def parse_all(self) -> None:
         """Parse every pending record now (:meth:`parse_some` until none waits)."""
         while self.parse_some(4096):
@@ -532,6 +627,9 @@ class Index:
         shards, port_sets, loads = node.shards, self._port_sets, load_json
         federation, namespace, service = node.service
         fed: Federation = node.federation  # type: ignore[assignment]
+        _decrement(fed.pending_namespaces, namespace)
+        for cluster in pending[0]:
+            _decrement(fed.pending_refs, cluster)
         for cluster, value in _unsealed(pending).items():
             try:
                 cluster_ips, external_ips, ports, ready, policy, endpoints, problem = read_shard(loads(value))
@@ -681,6 +779,10 @@ class Index:
     def _federation(self, name: str) -> Federation:
         fed = self.federations.get(name)
         if fed is None:
+            if len(self.federations) == 1 and self.on_change is not None:
+                # The MCS zone showed the only federation held; with two it shows none
+                # (feddns.dns.responder, Responder._mcs_federation): its answers kept go.
+                self.on_change(FederationChanged(next(iter(self.federations))))
             fed = self.federations[name] = Federation(name)
             wire = whoami_name(name)
             self.names[wire] = Node(NodeKind.WHOAMI, fed)
@@ -724,12 +826,15 @@ class Index:
         if old is not None and old == shard:
             return None
         shards[cluster] = shard
-        if old is None:
-            self._shard_added(node, cluster)
+        if old is None and self._shard_added(node, cluster):
+            # A cluster known from now on: answers kept for it as the asker, in every service of
+            # the federation, were made while its name was passed over (ECS or the address decided).
+            return FederationChanged(sid[0])
         return ServiceChanged(sid)
 
-    def _shard_added(self, node: Node, cluster: str) -> None:
-        """Count a shard new in ``node``'s service: the cluster is known from its first shard."""
+    def _shard_added(self, node: Node, cluster: str) -> bool:
+        """Count a shard new in ``node``'s service: the cluster is known from its first shard
+        (True when it was not known before: it has no record)."""
         self._shard_count += 1
         fed: Federation = node.federation  # type: ignore[assignment]
         refs = fed.shard_refs
@@ -737,6 +842,8 @@ class Index:
         refs[cluster] = count
         if count == 1:
             fed._refresh(cluster)
+            return cluster not in fed.clusters
+        return False
 
     def _shard_removed(self, fed: Federation, cluster: str) -> bool:
         """Count a shard of ``cluster`` less in ``fed`` (:meth:`_shard_added` undone); False when
@@ -772,11 +879,15 @@ class Index:
         del node.shards[cluster]
         fed = self.federations[federation]
         known = self._shard_removed(fed, cluster)
-        if not node.shards:
+        went = not node.shards
+        if went:
             self._drop_service(node)
+        self._keep_decided(federation, namespace if went else None, cluster)
+        known = known and fed.is_known(cluster)  # _keep_decided may have read its unread shards: all bad
         # A cluster no longer known: answers cached for it as the asker, in every
-        # service of the federation, must go (the query path trusts their keys).
-        return ServiceChanged(sid) if known else FederationChanged(federation)
+        # service of the federation, must go (the query path trusts their keys); and this
+        # service's, which the federation no longer lists when it went with its last shard.
+        return ServiceChanged(sid) if known else FederationChanged(federation, sid)
 
     def _drop_service(self, node: Node) -> None:
         """Remove a service that has no shard left: its name, the empty non-terminals above
@@ -806,6 +917,7 @@ class Index:
             return None
         fed._refresh(cluster)
         fed._rebuild_cidrs()
+        self._keep_decided(federation, None, cluster)
         self._drop_if_empty(federation)
         return FederationChanged(federation)
 

@@ -36,10 +36,11 @@ class Feed:
     With ``freeze`` (``feddns serve``), each full load ends with :func:`settle_heap`: the
     objects alive then (the records) are left out of Python's later full collections.
 
-    A full load stores each shard's value unread (``Index.put_page``); once the index is
-    installed, a task parses what is still pending between queries, :data:`PARSE_SERVICES`
-    services a turn, with the collector paused and what it made frozen after each turn,
-    and logs how many records were invalid when it is done.
+    A full load stores each shard's value unread (``Index.put_page``) but for those that
+    decide which names exist and which clusters are known (``Index.read_deciding``, before
+    the index is installed); once it is installed, a task parses what is still pending
+    between queries, :data:`PARSE_SERVICES` services a turn, with the collector paused and
+    what it made frozen after each turn, and logs how many records were invalid when it is done.
     """
 
     def __init__(self, index: Index, responder: Responder, *, freeze: bool = False) -> None:
@@ -70,6 +71,8 @@ class Feed:
         """Answer from ``fresh`` (a full load) from now on; the server is ready. ``settled``: its
         heap was collected and frozen already (a worker forked from one read,
         ``feddns.store.preload``), and a collection here would write to every page the workers share."""
+        with collections_paused():  # as for the load: what it reads lives on
+            fresh.read_deciding()  # no answer may depend on a value not read (docs/serve.md, "Loading")
         self._skipped_earlier += self.index.skipped
         self.index.on_change = None
         self.index = fresh

@@ -12,7 +12,7 @@ import dns.query
 import pytest
 
 from feddns.dns.responder import Responder
-from harness.serve import CLUSTER_OPTION, ServeProcess, write_records
+from harness.serve import ServeProcess, edns_options, write_records
 from tests.dns import tables
 from tests.dns.tables import Case, negative
 from tests.dns.udp import respond
@@ -91,12 +91,7 @@ def query(row: WhoamiCase, payload: int | None = 1232) -> dns.message.Message:
     case = row.case
     if payload is None:
         return dns.message.make_query(case.qname, case.qtype)
-    options: list[dns.edns.Option] = []
-    if case.cluster is not None:
-        options.append(dns.edns.GenericOption(CLUSTER_OPTION, case.cluster.encode()))
-    if row.ecs is not None:
-        address, prefix = row.ecs.split("/")
-        options.append(dns.edns.ECSOption(address, int(prefix)))
+    options = edns_options(case.cluster, row.ecs)
     return dns.message.make_query(case.qname, case.qtype, use_edns=0, options=options, payload=payload)
 
 
