@@ -328,12 +328,15 @@ def test_the_real_coredns_runs_the_forwarders_corefile_and_tags_what_it_forwards
 
 def notes(cluster: KubeCluster, platform: str, *values: str) -> str:
     """The chart's NOTES for samples/<platform>.yaml (and ``--set`` ``values``), as helm install prints them.
-    In namespaces of their own and without the controller's access: helm refuses to print them over objects
-    of the same names that other tests made in the shared cluster."""
+    In namespaces of their own and without the controller's access, and with ``--take-ownership``: even a
+    client-side dry run refuses to print them over objects of the same names that other tests made in the
+    shared cluster (the Role feddns-stubzone in kube-system, for the samples whose ConfigMap is there); a
+    dry run adopts nothing."""
     ns = f"feddns-notes-{uuid.uuid4().hex[:8]}"
     sets = [arg for value in (f"stubzone.namespace={ns}", "controllerAccess.enabled=false", *values)
             for arg in ("--set", value)]
     done = subprocess.run([peers.binary("helm"), "install", "feddns-member", str(MEMBER), "--dry-run=client",
+                           "--take-ownership",
                            "--namespace", ns, "--values", str(MEMBER / "samples" / f"{platform}.yaml"),
                            *sets], capture_output=True, text=True, timeout=120, check=False, env=script_env(cluster))
     assert done.returncode == 0, done.stderr
