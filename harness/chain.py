@@ -42,6 +42,7 @@ from harness.ports import wait_until
 from harness.serve import ServeProcess
 from harness.stubzone import StubzoneProcess, make_pki
 from harness.unbound import UnboundResolver
+from stubzone.backends.corefile import COREDNS_MIN_TTL
 
 FEDERATION = "myfederation"
 QNAME = "myservice.myns.myfederation.svc.federation."
@@ -75,6 +76,11 @@ def install_member(kube: KubeCluster) -> None:
     for obj in yaml.safe_load_all(STUBZONE_MANIFEST.read_text()):
         if obj and obj["kind"] in ("ServiceAccount", "Role", "RoleBinding", "ConfigMap"):
             kube.apply(obj)
+
+
+CACHE_MIN_TTL = {"foo": 0}
+"""``--cache-min-ttl`` of each cluster's stub zone: foo's CoreDNS holds no answer past its TTL (as the
+member chart renders it), the others keep CoreDNS's own floor (the command's default)."""
 
 
 class Chain:
@@ -139,6 +145,7 @@ class Chain:
         kubeconfig = kube.write_kubeconfig(self.directory / f"{name}-stubzone.kubeconfig", token=token)
         return StubzoneProcess(self.pki, "--backend", "coredns", "--cluster", name, "--kubeconfig", kubeconfig,
                                "--coredns-port", str(self.coredns[name].port),
+                               "--cache-min-ttl", str(CACHE_MIN_TTL.get(name, COREDNS_MIN_TTL)),
                                "--allow-loopback-nameservers")  # Federated-DNS is on 127.0.0.1
 
     def program(self, name: str) -> None:

@@ -39,6 +39,7 @@ from stubzone import probe as probe_module
 from stubzone import probetarget, tls
 from stubzone.auth import AllowList, authorizer
 from stubzone.backends import BACKENDS, Backend, BackendUnavailable, NotWrittenHere, load
+from stubzone.backends.corefile import CACHE_SECONDS
 from stubzone.metrics import NAMESPACE, StubzoneMetrics
 from stubzone.model import StubDomains, check_cluster
 
@@ -50,6 +51,7 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
     "kube_context": ("coredns", "coredns-custom", "kube-dns", "openshift"),
     "probe_service": ("coredns", "coredns-custom", "kube-dns", "openshift"),
     "coredns_port": ("coredns", "coredns-custom"),
+    "cache_min_ttl": ("coredns", "coredns-custom"),
     "etcd": ("skydns",),
     "etcd_prefix": ("skydns",),
     "etcd_cacert": ("skydns",),
@@ -102,6 +104,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     kube.add_argument("--coredns-port", type=int, metavar="PORT",
                       help="coredns, coredns-custom: port of the server blocks written, where CoreDNS answers "
                            "the pods (default 53)")
+    kube.add_argument("--cache-min-ttl", type=int, metavar="SECONDS",
+                      help="coredns, coredns-custom: the least time the block's cache holds an answer, 0 to 30 "
+                           "(default 5, CoreDNS's own: an answer whose TTL is shorter is held 5 s; 0 holds none "
+                           "longer than its TTL)")
     etcd = parser.add_argument_group("skydns: SkyDNS's etcd")
     etcd.add_argument("--etcd", action="append", metavar="URL",
                       help="the cluster's SkyDNS etcd (repeatable; default http://127.0.0.1:2379)")
@@ -168,6 +174,8 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
     listener_settings(args)
     if args.coredns_port is not None and not 0 < args.coredns_port < 65536:  # noqa: PLR2004 - the port range
         raise ConfigError(f"--coredns-port {args.coredns_port} is not a port (1-65535)")
+    if args.cache_min_ttl is not None and not 0 <= args.cache_min_ttl <= CACHE_SECONDS:
+        raise ConfigError(f"--cache-min-ttl {args.cache_min_ttl} is not a number of seconds from 0 to {CACHE_SECONDS}")
     if args.cluster is not None:
         check_cluster(args.cluster)
     elif BACKENDS[args.backend].tags:

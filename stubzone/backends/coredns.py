@@ -28,7 +28,7 @@ from feddns import names
 from feddns.errors import ConfigError
 from stubzone.backends import Backend, NotWrittenHere
 from stubzone.backends.configmap import ConfigMapBackend, ConfigMapStore, Data, client_configuration, parse_reference
-from stubzone.backends.corefile import MARKER, CorefileError, forward_targets, parse, render
+from stubzone.backends.corefile import COREDNS_MIN_TTL, MARKER, CorefileError, forward_targets, parse, render
 from stubzone.model import Nameserver, StubDomains, StubZone
 
 log = logging.getLogger(__name__)
@@ -67,13 +67,15 @@ class CoreDNSBackend(ConfigMapBackend):
     """Whether a key is the endpoint's only when its text begins with :data:`MARKER` (a ConfigMap that
     others write to too), not by its name alone (the endpoint's own ConfigMap)."""
 
-    def __init__(self, store: ConfigMapStore, domains: StubDomains, cluster: str, port: int = 53) -> None:
+    def __init__(self, store: ConfigMapStore, domains: StubDomains, cluster: str, port: int = 53,
+                 cache_min_ttl: int = COREDNS_MIN_TTL) -> None:
         super().__init__(store, domains)
-        self.cluster, self.port = cluster, port
+        self.cluster, self.port, self.cache_min_ttl = cluster, port, cache_min_ttl
 
     @classmethod
     def from_flags(cls, args: argparse.Namespace, domains: StubDomains, default_configmap: str) -> "CoreDNSBackend":
-        """The backend of the flags (``--cluster``, ``--configmap``, ``--kubeconfig``, ``--coredns-port``);
+        """The backend of the flags (``--cluster``, ``--configmap``, ``--kubeconfig``, ``--coredns-port``,
+        ``--cache-min-ttl``);
         raises :class:`ConfigError` for a cluster name CoreDNS would read as hex."""
         cluster = str(args.cluster)
         if cluster.startswith("0x"):
@@ -82,7 +84,8 @@ class CoreDNSBackend(ConfigMapBackend):
         namespace, name = parse_reference(args.configmap or default_configmap)
         configuration = client_configuration(args.kubeconfig, args.kube_context)
         store = ConfigMapStore(namespace, name, configuration, args.backend_timeout, cls.missing)
-        return cls(store, domains, cluster, args.coredns_port or 53)
+        cache_min_ttl = COREDNS_MIN_TTL if args.cache_min_ttl is None else args.cache_min_ttl
+        return cls(store, domains, cluster, args.coredns_port or 53, cache_min_ttl)
 
     def key(self, federation: str) -> str:
         """The ConfigMap key of F's block."""
@@ -106,7 +109,8 @@ class CoreDNSBackend(ConfigMapBackend):
 
     async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
         key = self.key(federation)
-        text = render(federation, self.domains.stub_domain(federation), self.cluster, tuple(nameservers), self.port)
+        text = render(federation, self.domains.stub_domain(federation), self.cluster, tuple(nameservers), self.port,
+                      self.cache_min_ttl)
 
         def change(data: Data) -> Data:
             self._check_ours(data, key)

@@ -10,6 +10,15 @@ section 5)::
         cache 30
     }
 
+With ``--cache-min-ttl N`` other than CoreDNS's own floor of 5 s, the ``cache`` line opens a block
+that lowers that floor, so that an answer is never held longer than its TTL (the TTL of
+2 s the federation chart's serve gives, say, would otherwise be held 5 s)::
+
+        cache 30 {
+            success 9984 30 N
+            denial 9984 30 N
+        }
+
 The parser knows the part of the Corefile grammar (CoreDNS's fork of the
 Caddyfile) that such files use: tokens separated by blanks, ``#`` comments,
 double-quoted tokens, one directive per line, ``{`` ending the line that
@@ -37,9 +46,31 @@ $stub_domain:$port {
     errors
     rewrite edns0 local set 0x$option $cluster
     forward . $nameservers
-    cache 30
+    $cache
 }
 """)
+
+CACHE_SECONDS = 30
+"""The longest a block's ``cache`` holds an answer, in seconds (a longer TTL is cut to it)."""
+COREDNS_MIN_TTL = 5
+"""CoreDNS's ``cache`` floor, in seconds: it holds an answer with a shorter TTL this long
+(its plugin/cache ``success``/``denial`` MINTTL default)."""
+CACHE_CAPACITY = 9984
+"""CoreDNS's ``cache`` default capacity (entries), restated where the block sets MINTTL."""
+
+
+def cache_directive(min_ttl: int = COREDNS_MIN_TTL) -> str:
+    """The block's ``cache`` line(s): ``cache 30`` when ``min_ttl`` is CoreDNS's own floor, else a
+    ``cache 30 { success ...; denial ... }`` block setting MINTTL to ``min_ttl`` seconds (0 to 30),
+    indented for the server block. ValueError for a ``min_ttl`` out of that range."""
+    if not 0 <= min_ttl <= CACHE_SECONDS:
+        raise ValueError(f"cache min TTL {min_ttl} is not 0 to {CACHE_SECONDS} seconds")
+    if min_ttl == COREDNS_MIN_TTL:
+        return f"cache {CACHE_SECONDS}"
+    return (f"cache {CACHE_SECONDS} {{\n"
+            f"        success {CACHE_CAPACITY} {CACHE_SECONDS} {min_ttl}\n"
+            f"        denial {CACHE_CAPACITY} {CACHE_SECONDS} {min_ttl}\n"
+            "    }")
 
 
 class CorefileError(FeddnsError, ValueError):
@@ -47,13 +78,15 @@ class CorefileError(FeddnsError, ValueError):
 
 
 def render(federation: str, stub_domain: str, cluster: str, nameservers: tuple[Nameserver, ...],
-           port: int = 53) -> str:
+           port: int = 53, cache_min_ttl: int = COREDNS_MIN_TTL) -> str:
     """F's server block; ``cluster`` is a DNS label (never starting with ``0x``: CoreDNS would read hex).
 
     ``port`` is the port of the server block, the one the cluster's pods ask CoreDNS on (53 in a
     stock Deployment; CoreDNS serves every block of one port from one listener, zones by longest match).
+    ``cache_min_ttl`` is :func:`cache_directive`'s (``--cache-min-ttl``, seconds).
     """
     return TEMPLATE.substitute(federation=federation, stub_domain=stub_domain, cluster=cluster, port=port,
+                               cache=cache_directive(cache_min_ttl),
                                option=f"{TAG_OPTION:x}", nameservers=" ".join(ns.host_port() for ns in nameservers))
 
 

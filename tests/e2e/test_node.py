@@ -40,6 +40,7 @@ import dns.query
 import dns.rdatatype
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness import images, peers
 from harness.node import Node, kubeadm_coredns_objects
@@ -56,6 +57,11 @@ QNAME = "myservice.myns.myfederation.svc.federation."
 LOOP_SECONDS = 0.2
 PROBE_INTERVAL = 5
 """Seconds between the endpoint's _whoami probes (clusterDNS.probeInterval; the chart's default is 30)."""
+ANSWER_TTL = int(yaml.safe_load((REPO / "deploy/helm/feddns-federation/values.yaml").read_text())["serve"]["ttl"])
+"""Seconds: the TTL of serve's answers as the federation chart installs it (serve.ttl), which is also the
+longest the members' stub zones hold an answer (the member chart's stubzone.cacheMinTTL is 0)."""
+UPGRADED_TTL = ANSWER_TTL + 1
+"""Seconds: the serve TTL that the upgrade test changes to (a new ReplicaSet rolls), kept by the tests after it."""
 ZONES = {"foo": ("zone-a", "region-1"), "bar": ("zone-b", "region-1")}
 """Each cluster's zone and region in the controller's config."""
 
@@ -529,9 +535,10 @@ def measure_transition(federation: Federation, ready: bool, flip: Callable[[], N
     same_first = wait_for_answer(node, "asker", same, flipped, timeout)
     other_first = wait_for_answer(bar, "asker", other, flipped, timeout)
     http_first = wait_for_answer(node, "fetcher", http, flipped, timeout)
-    # Every cache that held the old answer has expired 30 s (CoreDNS's cache and serve's TTL) after
-    # serve changed: then every answer reflects it, and the next transition starts clean.
-    time.sleep(max(0.0, seen.serve + 31 - time.time()))
+    # Every cache that held the old answer has expired ANSWER_TTL after serve changed (CoreDNS's
+    # cache holds nothing past the TTL): then every answer reflects it, and the next transition
+    # starts clean. One second more for the TTL's whole seconds.
+    time.sleep(max(0.0, seen.serve + ANSWER_TTL + 1 - time.time()))
     every = max(wait_for_steady(node, "asker", same, flipped, 60, steady=0)[1].at,
                 wait_for_steady(bar, "asker", other, flipped, 60, steady=0)[1].at)
     written = etcd_written(federation, flipped - 1)
@@ -557,8 +564,9 @@ def set_probe(node: Node, ready: bool) -> None:
         node.kubectl("-n", APP_NS, "exec", pod["metadata"]["name"], "--", *command)
 
 
-FAILOVERS = 3
-"""Transitions of each kind timed through the readiness probe (a median needs a few; each takes about 31 s)."""
+FAILOVERS = 10
+"""Transitions of each kind timed through the readiness probe: with the scale test's one, each figure is
+over at least 10 (docs/performance.md); each takes about ANSWER_TTL + 4 s."""
 
 
 def test_a_failing_probe_sends_foos_pods_to_bar_across_the_link_and_back(federation: Federation) -> None:
@@ -590,6 +598,50 @@ def test_scaling_foo_to_zero_sends_its_pods_to_bar_and_back(federation: Federati
     up = measure_transition(federation, True, scale(1), "scale")
     for name, times in (("scale to 0", down), ("scale to 1", up)):
         FIGURES[name] = ", ".join(f"{figure} {seconds:.1f} s" for figure, seconds in times.items())
+
+
+def serve_answers_to(federation: Federation, cluster: str) -> float:
+    """Serve's answers to ``cluster``'s names so far, summed over its pods: their
+    ``feddns_dns_answers_first_tier_total{source_cluster=cluster}``, read through foo's API server's proxy
+    to each pod's metrics port, as Prometheus scrapes."""
+    node = federation.node
+    pods = node.api.request("GET", f"/api/v1/namespaces/{FEDERATION_NS}/pods?labelSelector="
+                                   "app.kubernetes.io%2Fname%3Dfeddns")["items"]
+    total = 0.0
+    for pod in pods:
+        if pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+            continue
+        text = node.kubectl("get", "--raw", f"/api/v1/namespaces/{FEDERATION_NS}/pods/"
+                                            f"{pod['metadata']['name']}:9153/proxy/metrics").stdout
+        total += sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+                     if sample.name == "feddns_dns_answers_first_tier_total"
+                     and sample.labels.get("source_cluster") == cluster)
+    return total
+
+
+LOAD_SECONDS = 30
+"""How long serve's answers to foo are counted to measure what the short TTL costs."""
+
+
+def test_serve_hears_from_each_cluster_dns_replica_about_once_a_ttl_a_name(federation: Federation) -> None:
+    """What the short TTL costs serve: over LOAD_SECONDS, foo's pods ask for myservice many times a
+    second (the asker's A every LOOP_SECONDS, the fetcher's A and AAAA for each request), and the
+    queries that reach serve from foo's CoreDNS (its replicas, each with its stub zone's cache) are
+    at most about one per replica, qtype and TTL (A and AAAA: serve's AAAA is NODATA, held for the
+    negative TTL), with room for a refresh that lands in the window's both ends."""
+    node = federation.node
+    replicas = int((node.api.get("Deployment", "kube-system", "coredns") or {})["spec"]["replicas"])
+    began, before = time.time(), serve_answers_to(federation, "foo")
+    time.sleep(LOAD_SECONDS)
+    after, ended = serve_answers_to(federation, "foo"), time.time()
+    asked = sum(1 for pod in ("asker", "fetcher") for a in answers(node, pod) if began <= a.at <= ended)
+    reached = (after - before) / (ended - began)
+    bound = replicas * 2 / ANSWER_TTL + 1
+    FIGURES["serve's load from foo"] = (
+        f"{reached:.2f} queries/s reached serve from foo's {replicas} CoreDNS replicas while foo's pods asked "
+        f"{asked / (ended - began):.1f} times/s (TTL {ANSWER_TTL} s; at most {bound:.1f}/s expected)")
+    assert asked / (ended - began) > 2 * bound, asked
+    assert 0 < reached <= bound, reached
 
 
 def test_an_external_client_gets_every_shards_address_from_serve_and_connects(federation: Federation) -> None:
@@ -866,7 +918,7 @@ def test_no_query_fails_through_an_upgrade_and_deleted_pods(federation: Federati
     (its successor takes over within the lease and keeps the stub zone)."""
     node = federation.node
     began = time.time()
-    values = {**federation.values, "serve": {"ttl": 20}}
+    values = {**federation.values, "serve": {"ttl": UPGRADED_TTL}}
     (federation.directory / "myfederation.yaml").write_text(yaml.safe_dump(values))
     sh(node, "helm", "upgrade", "myfederation", "deploy/helm/feddns-federation", "-n", FEDERATION_NS,
        "-f", str(federation.directory / "myfederation.yaml"))
@@ -911,7 +963,7 @@ def test_when_bar_leaves_no_answer_in_foo_includes_its_addresses(federation: Fed
     zone (bar's pods stop getting the federation's answers; timed as the join is) and bar's
     shards, and from then on no answer in foo carries bar's load-balancer address."""
     node, bar = federation.node, federation.bar
-    values = {**federation.values, "serve": {"ttl": 20},
+    values = {**federation.values, "serve": {"ttl": UPGRADED_TTL},
               "clusters": [c for c in federation.values["clusters"] if c["name"] != "bar"]}
     began, written = upgrade_until_stub_zone_gone(federation, values, bar)
     # serve drops bar's shards at once, so bar's pod is first answered with foo's address alone; the
@@ -924,10 +976,11 @@ def test_when_bar_leaves_no_answer_in_foo_includes_its_addresses(federation: Fed
                             "answer")
     bar_lb = federation.lb["bar"]
     first, _ = wait_for_steady(node, "asker", lambda a: bar_lb not in a.addresses, began, 120, steady=0)
-    # Once serve has dropped bar's shard, a CoreDNS cache can hold the old answer for its TTL (30 s)
-    # at most; after that, no answer in foo may carry bar's address.
-    time.sleep(max(0.0, first.at + 31 - time.time()) + 2)
-    late = [a for a in answers(node, "asker") if a.at >= first.at + 31 and bar_lb in a.addresses]
+    # Once serve has dropped bar's shard, a CoreDNS cache can hold the old answer for its TTL at most
+    # (UPGRADED_TTL: the stub zone holds nothing past it); after that, no answer in foo may carry bar's address.
+    held = UPGRADED_TTL + 1
+    time.sleep(max(0.0, first.at + held - time.time()) + 2)
+    late = [a for a in answers(node, "asker") if a.at >= first.at + held and bar_lb in a.addresses]
     assert not late, late[:5]
     printed = node.kubectl("-n", APP_NS, "exec", "asker", "--", "dig", "+short", QNAME).stdout.split()
     assert printed == [federation.cluster_ip], printed
@@ -938,7 +991,7 @@ def test_leaving_the_federation_stops_the_forwarding_and_is_timed(federation: Fe
     """docs/operations.md's "Remove a member cluster" for foo's stub zone: the controller DELETEs it,
     and the pod's next answers are not the federation's. Timed as the join is."""
     node = federation.node
-    values = {**federation.values, "serve": {"ttl": 20},
+    values = {**federation.values, "serve": {"ttl": UPGRADED_TTL},
               "clusters": [{k: v for k, v in c.items() if k != "stubzone"} for c in federation.values["clusters"]]}
     values.pop("nameservers")
     began, written = upgrade_until_stub_zone_gone(federation, values, node)

@@ -111,3 +111,28 @@ def test_forward_targets_need_one_forward_dot_line():
     (block,) = parse("a.:53 {\n    forward . dns://192.0.2.1:54 [2001:db8::5]\n}\n").blocks
     assert forward_targets(block) == (Nameserver(ipaddress.ip_address("192.0.2.1"), 54),
                                       Nameserver(ipaddress.ip_address("2001:db8::5")))
+
+
+@pytest.mark.parametrize("min_ttl", [0, 1, 30])
+def test_a_cache_min_ttl_other_than_corednss_own_sets_success_and_denial_minttl(min_ttl):
+    """``--cache-min-ttl``: the block's ``cache`` keeps its 30 s cap and sets MINTTL (CoreDNS's plugin/cache
+    ``success CAPACITY TTL MINTTL`` and ``denial ...``), so that a 2 s answer is held 2 s, not CoreDNS's 5."""
+    text = render("myfederation", "myfederation.svc.federation.", "foo", nameservers("203.0.113.53"),
+                  cache_min_ttl=min_ttl)
+    (block,) = parse(text).blocks
+    (cache,) = block.directive("cache")
+    assert cache.args == ("30",)
+    assert cache.block is not None
+    assert [(d.name, d.args) for d in cache.block] == [("success", ("9984", "30", str(min_ttl))),
+                                                        ("denial", ("9984", "30", str(min_ttl)))]
+
+
+def test_corednss_own_min_ttl_renders_the_plain_cache_line():
+    assert render("f", "f.svc.federation.", "foo", nameservers("203.0.113.53"), cache_min_ttl=5) == render(
+        "f", "f.svc.federation.", "foo", nameservers("203.0.113.53"))
+
+
+@pytest.mark.parametrize("min_ttl", [-1, 31])
+def test_a_cache_min_ttl_out_of_range_is_refused(min_ttl):
+    with pytest.raises(ValueError, match=f"cache min TTL {min_ttl} is not 0 to 30 seconds"):
+        render("f", "f.svc.federation.", "foo", nameservers("203.0.113.53"), cache_min_ttl=min_ttl)

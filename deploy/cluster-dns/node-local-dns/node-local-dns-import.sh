@@ -46,7 +46,10 @@ if begin in lines:
     after = lines.index(end, lines.index(begin)) + 1
     lines = lines[:lines.index(begin)] + lines[after:]
 bind = re.search(r"^\s*(bind\s.*)$", corefile, re.MULTILINE)
-block = [begin, f"{zone}:53 {{", "    errors", "    cache 30", "    reload", "    loop",
+# The cache holds no answer past its TTL (MINTTL 0; the plugin floor is 5 s): the short TTL of serve is what
+# makes a failover reach pods in seconds (docs/operations.md, "Failover and join times").
+block = [begin, f"{zone}:53 {{", "    errors", "    cache 30 {", "            success 9984 30 0",
+         "            denial 9984 30 0", "    }", "    reload", "    loop",
          *([f"    {bind.group(1)}"] if bind else []),
          "    forward . __PILLAR__CLUSTER__DNS__ {", "            force_tcp", "    }",
          "    prometheus :9253", "    }", end]

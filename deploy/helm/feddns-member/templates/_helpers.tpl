@@ -108,6 +108,9 @@ service: {{ (include "feddns.clusterDNS" . | fromYaml).probeService | quote }}
 - --max-connections={{ $sz.maxConnections }}              # more are closed at once: memory bounded before authentication
 - --tls-handshake-timeout={{ $sz.tlsHandshakeTimeout }}         # seconds from the accept
 - --tls-reload-interval={{ $sz.tlsReloadInterval }}           # a renewed Secret applies without a restart
+{{- if has $dns.backend (list "coredns" "coredns-custom") }}
+- --cache-min-ttl={{ $sz.cacheMinTTL }}                    # the stub zone's cache holds no answer past its TTL
+{{- end }}
 - --backend-timeout={{ $sz.backendTimeout }}                # a request's whole time with the store; 503 after it
 {{- if $probe.server }}
 - --probe-server={{ $probe.server }}                  # where pods ask the cluster DNS: the path is checked there (_whoami)
