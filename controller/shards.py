@@ -29,6 +29,7 @@ from feddns.records import (
     DEFAULT_POLICY,
     MAX_ENDPOINTS,
     MAX_PORT,
+    MAX_TTL,
     MAX_WEIGHT,
     PROTOCOLS,
     Endpoint,
@@ -50,6 +51,7 @@ POLICY_ANNOTATION = "federation.feddns.io/policy"
 FAILOVER_ORDER_ANNOTATION = "federation.feddns.io/failover-order"
 WEIGHT_ANNOTATION = "federation.feddns.io/weight"
 NONE_READY_ANNOTATION = "federation.feddns.io/none-ready"
+TTL_ANNOTATION = "federation.feddns.io/ttl"
 """Annotations on a Service that set its answer policy (docs/reference.md section 2)."""
 
 PACKED_BYTES = {"IPv4": 4, "IPv6": 16}
@@ -165,18 +167,27 @@ def read_annotations(annotations: object, clusters: AbstractSet[str]) -> tuple[P
     order or with one naming a cluster not in ``clusters``, a weight that is not
     a whole number from 0 to 65535. Annotations a policy does not use are ignored
     (a weight under ``failover``). :data:`NONE_READY_ANNOTATION` (``answer`` or ``nodata``)
-    is read whatever the policy; a bad value is left out, and said."""
+    and :data:`TTL_ANNOTATION` (whole seconds, 0 to :data:`~feddns.records.MAX_TTL`) are read
+    whatever the policy; a bad value is left out, and said."""
     if not isinstance(annotations, dict):
         return DEFAULT_POLICY, None
     policy, problem = _read_policy_annotations(annotations, clusters)
+    problems = [problem] if problem is not None else []
     text = annotations.get(NONE_READY_ANNOTATION)
-    if text is None:
-        return policy, problem
-    none_ready = next((value for value in NoneReady if value.value == str(text).strip()), None)
-    if none_ready is None:
-        bad = f"{NONE_READY_ANNOTATION} {text!r} is not one of {', '.join(NoneReady)}"
-        return policy, bad if problem is None else f"{problem}; {bad}"
-    return replace(policy, none_ready=none_ready), problem
+    if text is not None:
+        none_ready = next((value for value in NoneReady if value.value == str(text).strip()), None)
+        if none_ready is None:
+            problems.append(f"{NONE_READY_ANNOTATION} {text!r} is not one of {', '.join(NoneReady)}")
+        else:
+            policy = replace(policy, none_ready=none_ready)
+    text = annotations.get(TTL_ANNOTATION)
+    if text is not None:
+        digits = str(text).strip()
+        if not digits.isdigit() or int(digits) > MAX_TTL:
+            problems.append(f"{TTL_ANNOTATION} {text!r} is not a whole number of seconds from 0 to {MAX_TTL}")
+        else:
+            policy = replace(policy, ttl=int(digits))
+    return policy, "; ".join(problems) or None
 
 
 def _read_policy_annotations(annotations: dict[str, Any], clusters: AbstractSet[str]) -> tuple[Policy, str | None]:

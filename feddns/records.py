@@ -95,16 +95,38 @@ class Policy:
     a ``failover`` policy, first choice first; ``weight`` this shard's weight
     (0 to :data:`MAX_WEIGHT`; ``None``: not given, counted as 1) under
     ``weighted`` and ``locality-weighted``; ``none_ready`` what the service answers when no
-    shard is ready (``None``: not given, serve's ``--none-ready`` decides).
+    shard is ready (``None``: not given, serve's ``--none-ready`` decides); ``ttl`` the TTL of
+    the service's answers in seconds, 0 to :data:`MAX_TTL` (``None``: not given, serve's ``--ttl``;
+    the least of its shards' when they differ).
     """
 
     name: PolicyName = PolicyName.LOCALITY
     failover_order: tuple[str, ...] = ()
     weight: int | None = None
     none_ready: NoneReady | None = None
+    ttl: int | None = None
 
 
 DEFAULT_POLICY = Policy()
+
+MAX_TTL = 2**31 - 1
+"""The largest TTL, in seconds (RFC 2181 section 8)."""
+
+
+def _policy_fields(policy: Policy) -> dict[str, Any]:
+    """A shard record's fields of ``policy``: those it gives (the default policy gives none)."""
+    fields: dict[str, Any] = {}
+    if policy.name != PolicyName.LOCALITY:
+        fields["policy"] = str(policy.name)
+    if policy.failover_order:
+        fields["failoverOrder"] = list(policy.failover_order)
+    if policy.weight is not None:
+        fields["weight"] = policy.weight
+    if policy.none_ready is not None:
+        fields["noneReady"] = str(policy.none_ready)
+    if policy.ttl is not None:
+        fields["ttl"] = policy.ttl
+    return fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,15 +200,7 @@ class ShardRecord:
             ]
         if self.ready is not None:
             obj["ready"] = self.ready
-        policy = self.policy
-        if policy.name != PolicyName.LOCALITY:
-            obj["policy"] = str(policy.name)
-        if policy.failover_order:
-            obj["failoverOrder"] = list(policy.failover_order)
-        if policy.weight is not None:
-            obj["weight"] = policy.weight
-        if policy.none_ready is not None:
-            obj["noneReady"] = str(policy.none_ready)
+        obj.update(_policy_fields(self.policy))
         if self.endpoints is not None:
             obj["endpoints"] = [
                 {"ip": str(e.ip), "hostname": e.hostname} if e.hostname else {"ip": str(e.ip)} for e in self.endpoints
@@ -324,9 +338,9 @@ def read_shard(value: Any) -> ShardFields:
     ports = value.get("ports")
     endpoints = value.get("endpoints")
     policy, problem = DEFAULT_POLICY, None
-    if "policy" in value or "weight" in value or "failoverOrder" in value or "noneReady" in value:
+    if "policy" in value or "weight" in value or "failoverOrder" in value or "noneReady" in value or "ttl" in value:
         policy, problem = read_policy(value.get("policy"), value.get("failoverOrder"), value.get("weight"),
-                                      value.get("noneReady"))
+                                      value.get("noneReady"), value.get("ttl"))
     return _new_fields(ShardFields, (  # tuple.__new__: NamedTuple's own __new__ is a Python frame more a record
         _addresses(value, "clusterIPs", "clusterIP"),
         _addresses(value, "externalIPs", "externalIP"),
@@ -346,12 +360,14 @@ _POLICIES: dict[Policy, Policy] = {}
 _POLICIES_MAX = 4096
 
 
-def read_policy(name: object, order: object, weight: object, none_ready: object = None) -> tuple[Policy, str | None]:
-    """The :class:`Policy` of a record's ``policy``, ``failoverOrder``, ``weight`` and
-    ``noneReady`` (each ``None`` when absent), or the default policy and why, when one of
-    them is bad: a name that is not a :class:`PolicyName`, an order that is not a list of
+def read_policy(name: object, order: object, weight: object, none_ready: object = None,
+                ttl: object = None) -> tuple[Policy, str | None]:
+    """The :class:`Policy` of a record's ``policy``, ``failoverOrder``, ``weight``,
+    ``noneReady`` and ``ttl`` (each ``None`` when absent), or the default policy and why, when
+    one of them is bad: a name that is not a :class:`PolicyName`, an order that is not a list of
     cluster names, a weight that is not a whole number from 0 to :data:`MAX_WEIGHT`, a
-    ``noneReady`` that is not a :class:`NoneReady`."""
+    ``noneReady`` that is not a :class:`NoneReady`, a ``ttl`` that is not a whole number of
+    seconds from 0 to :data:`MAX_TTL`."""
     chosen = PolicyName.LOCALITY if name is None else _POLICY_NAMES.get(name) if isinstance(name, str) else None
     if chosen is None:
         return DEFAULT_POLICY, f"policy {name!r} is not one of {', '.join(PolicyName)}"
@@ -361,18 +377,31 @@ def read_policy(name: object, order: object, weight: object, none_ready: object 
         return DEFAULT_POLICY, f"failoverOrder {order!r} is not a list of cluster names"
     if weight is not None and (type(weight) is not int or not 0 <= weight <= MAX_WEIGHT):
         return DEFAULT_POLICY, f"weight {weight!r} is not a whole number from 0 to {MAX_WEIGHT}"
-    chosen_none_ready = None
-    if none_ready is not None:
-        chosen_none_ready = _NONE_READY.get(none_ready) if isinstance(none_ready, str) else None
-        if chosen_none_ready is None:
-            return DEFAULT_POLICY, f"noneReady {none_ready!r} is not one of {', '.join(NoneReady)}"
-    policy = Policy(chosen, tuple(dict.fromkeys(order)), weight, chosen_none_ready)
+    chosen_none_ready, chosen_ttl, bad = _read_extras(none_ready, ttl)
+    if bad is not None:
+        return DEFAULT_POLICY, bad
+    policy = Policy(chosen, tuple(dict.fromkeys(order)), weight, chosen_none_ready, chosen_ttl)
     known = _POLICIES.get(policy)
     if known is not None:
         return known, None
     if len(_POLICIES) < _POLICIES_MAX:
         _POLICIES[policy] = policy
     return policy, None
+
+
+def _read_extras(none_ready: object, ttl: object) -> tuple[NoneReady | None, int | None, str | None]:
+    """:func:`read_policy`'s ``noneReady`` and ``ttl`` (``None`` each when absent), and what is wrong
+    with one of them (``None``: nothing)."""
+    chosen_none_ready = None
+    if none_ready is not None:
+        chosen_none_ready = _NONE_READY.get(none_ready) if isinstance(none_ready, str) else None
+        if chosen_none_ready is None:
+            return None, None, f"noneReady {none_ready!r} is not one of {', '.join(NoneReady)}"
+    if ttl is None:
+        return chosen_none_ready, None, None
+    if type(ttl) is not int or not 0 <= ttl <= MAX_TTL:
+        return None, None, f"ttl {ttl!r} is not a whole number of seconds from 0 to {MAX_TTL}"
+    return chosen_none_ready, ttl, None
 
 
 def _endpoints(items: Any) -> PackedEndpoints:

@@ -31,7 +31,7 @@ RECORDS = """\
     # (b) a misspelled field: etcd's reader would ignore it and serve the record without its address
     ("  clusterIP: 10.1.0.1\n", "  clusterIp: 10.1.0.1\n",
      "/fed/prod/web/west.clusterIp: unknown key (expected clusterIP, clusterIPs, externalIP, externalIPs, "
-     "ports, ready, policy, failoverOrder, weight, noneReady, endpoints) (line 8, column 3)"),
+     "ports, ready, policy, failoverOrder, weight, noneReady, ttl, endpoints) (line 8, column 3)"),
     # (c) a YAML syntax error on line 7
     ("/fed/prod/web/west:\n", "/fed/prod/web/west: a: b\n",
      "not valid YAML: mapping values are not allowed here (line 7, column 22)"),

@@ -233,6 +233,17 @@ def service_none_ready(shards: dict[str, Shard], default: NoneReady) -> NoneRead
     return default if chosen is None else chosen
 
 
+def service_ttl(shards: dict[str, Shard] | None, default: int) -> int:
+    """The TTL of a service's answers, in seconds: the least ``ttl`` its shards' records name (the
+    annotation ``federation.feddns.io/ttl``; the least, so that a shorter one rolled out to some
+    clusters first already holds), else ``default`` (``feddns serve --ttl``; docs/reference.md
+    section 2)."""
+    if not shards:
+        return default
+    given = [shard.policy.ttl for shard in shards.values() if shard.policy.ttl is not None]
+    return min(given) if given else default
+
+
 def fails_open(shards: dict[str, Shard], default: NoneReady) -> bool:
     """True when no shard of the service is ready and it answers every shard as if it were
     (fail open, as health-checked DNS does): its :func:`service_none_ready` is ``answer``.

@@ -530,6 +530,8 @@ class Responder:
             records = tuple(answer.address_rr(ip.packed, ttl) for ip in self.settings.ns_addresses
                             if ip.version in versions)
             return (Sections((records,)), None, None) if records else None
+        if kind == NodeKind.SRV_NAME or kind in _ADDRESS_KINDS:
+            ttl = policy.service_ttl(node.shards, ttl)
         if kind == NodeKind.SRV_NAME:
             if qtype not in (QType.SRV, QType.ANY):
                 return None

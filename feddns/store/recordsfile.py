@@ -150,6 +150,7 @@ class _Shard(_Shape):
     failover_order: Any = Field(None, alias="failoverOrder")
     weight: Any = None
     none_ready: Any = Field(None, alias="noneReady")
+    ttl: Any = None
     endpoints: list[_Endpoint] | None = None
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from controller import shards
-from feddns.records import ShardRecord, encode
+from feddns.records import DEFAULT_POLICY, ShardRecord, encode, read_shard
 from harness.objects import endpoint_slice, service
 
 FED = "myfederation"
@@ -207,6 +207,36 @@ def test_the_none_ready_annotation_whatever_the_policy(annotations, none_ready, 
     record = ShardRecord(policy=policy)
     assert record.to_json().get("noneReady") == none_ready
     assert ShardRecord.from_json(record.to_json()).policy == policy
+
+
+TTL = "federation.feddns.io/ttl"
+
+
+@pytest.mark.parametrize(("annotations", "ttl", "none_ready", "problem"), [
+    ({TTL: "5"}, 5, None, None),
+    ({TTL: " 0 "}, 0, None, None),
+    ({TTL: "2147483647", NONE_READY: "nodata"}, 2147483647, "nodata", None),
+    ({TTL: "2147483648"}, None, None, "federation.feddns.io/ttl '2147483648' is not a whole number of seconds from 0"),
+    ({TTL: "-1"}, None, None, "federation.feddns.io/ttl '-1' is not a whole number"),
+    ({TTL: "2s", NONE_READY: "never"}, None, None,
+     "federation.feddns.io/none-ready 'never' is not one of answer, nodata; federation.feddns.io/ttl '2s' is not"),
+])
+def test_the_ttl_annotation_whatever_the_policy(annotations, ttl, none_ready, problem):
+    """federation.feddns.io/ttl is carried as the record's ttl (reference section 2); a bad one is left
+    out, and said beside any other bad annotation."""
+    policy, found = shards.read_annotations(annotations, CLUSTERS)
+    assert (policy.ttl, policy.none_ready) == (ttl, none_ready)
+    assert (found is None) if problem is None else (problem in (found or "")), found
+    record = ShardRecord(policy=policy)
+    assert record.to_json().get("ttl") == ttl
+    assert ShardRecord.from_json(record.to_json()).policy == policy
+
+
+@pytest.mark.parametrize("value", [-1, 2**31, 1.5, "5", True])
+def test_a_record_whose_ttl_is_not_whole_seconds_in_range_keeps_the_default_policy_and_says_why(value):
+    fields = read_shard({"clusterIP": "10.0.0.1", "ttl": value})
+    assert fields.policy == DEFAULT_POLICY
+    assert f"ttl {value!r} is not a whole number of seconds from 0 to 2147483647" == fields.problem
 
 
 def test_a_bad_annotation_still_makes_a_shard_with_the_default_policy():

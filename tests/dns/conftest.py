@@ -23,6 +23,9 @@ RECORDS = """
 /fed/prod/web/e: {clusterIP: 10.0.0.5, ports: [{name: http, protocol: TCP, port: 80}]}
 /fed/prod/down/a: {clusterIP: 10.0.1.1, externalIP: 1.1.2.1, ready: 0}
 /fed/prod/down/b: {clusterIP: 10.0.1.2, externalIP: 1.1.2.2, ready: 0}
+/fed/prod/brief/a: {clusterIP: 10.0.4.1, externalIP: 4.4.4.1, ttl: 5}
+/fed/prod/brief/b: {clusterIP: 10.0.4.2, externalIP: 4.4.4.2, ttl: 3}
+/fed/prod/brief/c: {clusterIP: 10.0.4.3, externalIP: 4.4.4.3}
 /fed/prod/quiet/a: {clusterIP: 10.0.3.1, externalIP: 3.3.3.1, ready: 0, noneReady: nodata}
 /fed/prod/dual/a: {clusterIPs: [10.0.2.1, "fd00::1"], externalIPs: [2.2.2.1, "2001:db8::1"]}
 /fed/prod/dual/b: {clusterIPs: [10.0.2.2], externalIPs: [2.2.2.2, "2001:db8::2"]}

@@ -61,9 +61,9 @@ class Case:
     id: str = field(kw_only=True)
 
 
-def a(name: str, *addresses: str) -> Group:
-    """A records of ``name`` as zone-file lines (TTL 30), in any order among themselves."""
-    return tuple(f"{name} 30 IN A {address}" for address in addresses)
+def a(name: str, *addresses: str, ttl: int = 30) -> Group:
+    """A records of ``name`` as zone-file lines (TTL ``ttl``, serve's ``--ttl``), in any order among themselves."""
+    return tuple(f"{name} {ttl} IN A {address}" for address in addresses)
 
 
 def aaaa(name: str, *addresses: str) -> Group:

@@ -44,6 +44,12 @@ CASES = [
          id="every shard unready: fail open, from b"),
     # ... unless the records say noneReady: nodata (the annotation federation.feddns.io/none-ready)
     Case(f"quiet.prod.fed.svc.{Z}", "A", "a", "NOERROR", authority=NEG, id="every shard unready, noneReady nodata"),
+    # a service's TTL: the least its shards' records give (the annotation federation.feddns.io/ttl),
+    # for its shards' names too; a service whose records give none has serve's --ttl (30 here)
+    Case(f"brief.prod.fed.svc.{Z}", "A", "a", "NOERROR",
+         ordered(a(f"brief.prod.fed.svc.{Z}", "10.0.4.1", "4.4.4.2", "4.4.4.3", ttl=3)), id="the least ttl of the records"),
+    Case(f"c.brief.prod.fed.svc.{Z}", "A", "a", "NOERROR", ordered(a(f"c.brief.prod.fed.svc.{Z}", "4.4.4.3", ttl=3)),
+         id="a shard's name has its service's ttl"),
     # AAAA from the same tiers
     Case(DUAL, "AAAA", "a", "NOERROR", ordered(aaaa(DUAL, "fd00::1", "2001:db8::2")), id="AAAA"),
     Case(DUAL, "A", "d", "NOERROR", ordered(a(DUAL, "10.0.2.4", "2.2.2.1", "2.2.2.2")), id="A of a dual-stack service"),

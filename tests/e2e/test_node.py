@@ -556,7 +556,7 @@ def measure_transition(federation: Federation, ready: bool, flip: Callable[[], N
 
 
 def set_probe(node: Node, ready: bool) -> None:
-    """Make foo's myservice pods pass (``ready``) or fail their readiness probe: kubectl exec
+    """Make the cluster's myservice pods pass (``ready``) or fail their readiness probe: kubectl exec
     creates or removes READY_FILE in each."""
     pods = node.api.request("GET", f"/api/v1/namespaces/{APP_NS}/pods?labelSelector=app%3Dmyservice")["items"]
     for pod in pods:
@@ -600,10 +600,10 @@ def test_scaling_foo_to_zero_sends_its_pods_to_bar_and_back(federation: Federati
         FIGURES[name] = ", ".join(f"{figure} {seconds:.1f} s" for figure, seconds in times.items())
 
 
-def serve_answers_to(federation: Federation, cluster: str) -> float:
-    """Serve's answers to ``cluster``'s names so far, summed over its pods: their
-    ``feddns_dns_answers_first_tier_total{source_cluster=cluster}``, read through foo's API server's proxy
-    to each pod's metrics port, as Prometheus scrapes."""
+def serve_counter(federation: Federation, name: str, **labels: str) -> float:
+    """The counter ``name`` (its ``_total`` sample) with ``labels`` among its labels, summed over serve's
+    pods and their label sets, read through foo's API server's proxy to each pod's metrics port, as
+    Prometheus scrapes."""
     node = federation.node
     pods = node.api.request("GET", f"/api/v1/namespaces/{FEDERATION_NS}/pods?labelSelector="
                                    "app.kubernetes.io%2Fname%3Dfeddns")["items"]
@@ -614,9 +614,13 @@ def serve_answers_to(federation: Federation, cluster: str) -> float:
         text = node.kubectl("get", "--raw", f"/api/v1/namespaces/{FEDERATION_NS}/pods/"
                                             f"{pod['metadata']['name']}:9153/proxy/metrics").stdout
         total += sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-                     if sample.name == "feddns_dns_answers_first_tier_total"
-                     and sample.labels.get("source_cluster") == cluster)
+                     if sample.name == f"{name}_total" and labels.items() <= sample.labels.items())
     return total
+
+
+def serve_answers_to(federation: Federation, cluster: str) -> float:
+    """Serve's answers to ``cluster``'s names so far: ``feddns_dns_answers_first_tier_total{source_cluster}``."""
+    return serve_counter(federation, "feddns_dns_answers_first_tier", source_cluster=cluster)
 
 
 LOAD_SECONDS = 30
@@ -642,6 +646,49 @@ def test_serve_hears_from_each_cluster_dns_replica_about_once_a_ttl_a_name(feder
         f"{asked / (ended - began):.1f} times/s (TTL {ANSWER_TTL} s; at most {bound:.1f}/s expected)")
     assert asked / (ended - began) > 2 * bound, asked
     assert 0 < reached <= bound, reached
+
+
+def test_every_shard_unready_in_both_clusters_still_answers_every_shard_and_is_counted(
+        federation: Federation) -> None:
+    """Every backend of myservice fails its probe in both clusters at once (a shared dependency, say):
+    serve fails open (docs/reference.md section 2), so each cluster's pods still get every shard, in the
+    usual order (their own clusterIP first), and ``feddns_dns_answers_none_ready_total`` counts those
+    answers. Ready again, the answers are the ordinary ones."""
+    node, bar = federation.node, federation.bar
+    expected = {"foo": [federation.cluster_ip, federation.lb["bar"]],
+                "bar": [federation.bar_cluster_ip, federation.lb["foo"]]}
+    before = serve_counter(federation, "feddns_dns_answers_none_ready")
+    began = time.time()
+    try:
+        for cluster in (node, bar):
+            set_probe(cluster, False)
+        deadline = time.monotonic() + 60
+        while ready_endpoints(node) or ready_endpoints(bar):
+            assert time.monotonic() < deadline, (node.describe(APP_NS), bar.describe(APP_NS))
+            time.sleep(0.2)
+        unready = time.time()
+        # serve has seen both shards unready within a second of the slices; then past every cache.
+        time.sleep(ANSWER_TTL + 2)
+        for cluster in (node, bar):
+            printed = cluster.kubectl("-n", APP_NS, "exec", "asker", "--", "dig", "+short", QNAME).stdout.split()
+            assert printed == expected[cluster.cluster], (cluster.cluster, printed)
+            late = [a for a in answers(cluster, "asker") if a.at >= unready + ANSWER_TTL + 1]
+            assert late and all(a.rcode == "NOERROR" and list(a.addresses) == expected[cluster.cluster]
+                                for a in late), (cluster.cluster, late[-5:])
+        counted = serve_counter(federation, "feddns_dns_answers_none_ready") - before
+        assert counted > 0, counted
+        FIGURES["every shard unready"] = (
+            f"foo's pods got {' '.join(expected['foo'])}, bar's {' '.join(expected['bar'])}; "
+            f"feddns_dns_answers_none_ready_total rose by {counted:.0f} in {time.time() - began:.0f} s")
+    finally:
+        for cluster in (node, bar):
+            set_probe(cluster, True)
+    for cluster in (node, bar):
+        own = federation.cluster_ip_of(cluster.cluster)
+        wait_for_steady(cluster, "asker", lambda a, own=own: a.addresses[:1] == (own,), time.time(), 60, steady=0)
+    after = serve_counter(federation, "feddns_dns_answers_none_ready")
+    time.sleep(ANSWER_TTL + 2)
+    assert serve_counter(federation, "feddns_dns_answers_none_ready") == after, "still failing open once ready"
 
 
 def test_an_external_client_gets_every_shards_address_from_serve_and_connects(federation: Federation) -> None:
