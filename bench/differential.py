@@ -4,11 +4,11 @@ step every question answered alike by a server that followed them, a worker of
 tests/dns/test_differential.py runs a few examples of it in CI).
 
 Starts Debian's etcd on loopback, then runs examples of --steps steps each, in batches, until
-the time is up or two servers differ. Prints what it ran (examples, steps, questions
+the time is up (after one batch at least) or two servers differ. Prints what it ran (examples, steps, questions
 compared) and, when two servers differ, the question, each server's reply and the records,
 and exits 1.
 
-Usage: python bench/differential.py [--minutes 30] [--steps 20] [--questions 60]
+Usage: python bench/differential.py [--minutes 30] [--steps 20] [--questions 60] [--batch 5]
 """
 
 import argparse
@@ -33,6 +33,7 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--steps", type=int, default=20, help="steps an example, at most")
     parser.add_argument("--questions", type=int, default=60, help="questions asked after each step")
+    parser.add_argument("--batch", type=int, default=BATCH, help="examples a batch (the time is looked at between)")
     args = parser.parse_args()
     etcd = EtcdServer(enable_v2=False)
     etcd.start()
@@ -43,10 +44,10 @@ def main() -> int:
         Differential.world = world
         Differential.question_count = args.questions
         batches = 0
-        while time.monotonic() - started < args.minutes * 60:
+        while batches == 0 or time.monotonic() - started < args.minutes * 60:  # one batch at least
             try:
                 run_state_machine_as_test(Differential, settings=settings(
-                    max_examples=BATCH, stateful_step_count=args.steps, deadline=None, database=None,
+                    max_examples=args.batch, stateful_step_count=args.steps, deadline=None, database=None,
                     phases=(Phase.generate,), suppress_health_check=list(HealthCheck)))
             except Exception as exc:  # noqa: BLE001 - reported with the figures, then exit 1
                 print(f"servers differ after {time.monotonic() - started:.0f} s:\n{exc}", flush=True)

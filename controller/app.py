@@ -109,6 +109,8 @@ class Controller:
         """The config file, re-read while running (``feddns controller`` sets it; tests may not)."""
         self.config_limit = DEFAULT_SIZE_LIMIT
         """The config file's size cap on reload (``--max-config-size``)."""
+        self.config_loopback = False
+        """Whether ``nameservers`` may be loopback on reload (``--allow-loopback-nameservers``)."""
         self.settings = settings = settings or Settings()
         self.registry = registry
         self.metrics = Metrics(registry)
@@ -328,7 +330,7 @@ class Controller:
         while True:
             await files.changed()
             try:
-                new = await asyncio.to_thread(load_config, path, self.config_limit)
+                new = await asyncio.to_thread(load_config, path, self.config_limit, loopback=self.config_loopback)
                 in_use = new == self.config  # a file named changed, or only the text: nothing to apply
                 if not in_use:
                     await self.reconfigure(new)

@@ -39,6 +39,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
              "(default 1MiB, the most a ConfigMap holds)",
     )
     parser.add_argument(
+        "--allow-loopback-nameservers", action="store_true",
+        help="let nameservers list loopback addresses (a test on one host; the stub-zone endpoints "
+             "need the same flag to take them)",
+    )
+    parser.add_argument(
         "--metrics", metavar="HOST:PORT",
         help="serve Prometheus /metrics, /health and /ready here (port 0 picks one)",
     )
@@ -52,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from feddns.configfile import SizeLimit, parse_bytes  # noqa: PLC0415
 
     limit = SizeLimit(parse_bytes(args.max_config_size, CONFIG_SIZE_FLAG), CONFIG_SIZE_FLAG)
-    config = load_config(args.config, limit)
+    config = load_config(args.config, limit, loopback=args.allow_loopback_nameservers)
     from controller.app import Controller  # noqa: PLC0415
 
     if args.metrics:
@@ -61,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     controller = Controller(config, registry)
     controller.config_path = args.config
     controller.config_limit = limit
+    controller.config_loopback = args.allow_loopback_nameservers
     observe = _observe(args.metrics, registry, controller) if args.metrics else None
     try:
         asyncio.run(_main(controller, observe))

@@ -195,23 +195,26 @@ DEFAULT_SIZE_LIMIT = configfile.SizeLimit(configfile.DEFAULT_MAX_CONFIG_BYTES, C
 """The config file's size cap when ``--max-config-size`` is not given: 1 MiB."""
 
 
-def load_config(path: str, limit: configfile.SizeLimit = DEFAULT_SIZE_LIMIT) -> ControllerConfig:
+def load_config(path: str, limit: configfile.SizeLimit = DEFAULT_SIZE_LIMIT, *,
+                loopback: bool = False) -> ControllerConfig:
     """Read and validate the file at ``path``.
 
     Raises :class:`ConfigError` (``"<path>: <key path>: <what is wrong> (line L, column C)"``)
     for an unreadable file, bad YAML, a duplicate or unknown key, or a bad value; and
     ``"<path>: N bytes, over the limit of M bytes (--max-config-size); not read"`` for a file
-    larger than ``limit``, before reading it.
+    larger than ``limit``, before reading it. ``loopback``: ``nameservers`` may list loopback
+    addresses (``--allow-loopback-nameservers``, as the stub-zone endpoint's flag).
     """
-    return configfile.load_file(path, path, parse_config, limit)
+    return configfile.load_file(path, path, lambda raw: parse_config(raw, loopback=loopback), limit)
 
 
-def parse_config(raw: object) -> ControllerConfig:
-    """Validate an already decoded document; raises :class:`ConfigError` naming the key."""
+def parse_config(raw: object, *, loopback: bool = False) -> ControllerConfig:
+    """Validate an already decoded document; raises :class:`ConfigError` naming the key.
+    ``loopback``: as :func:`load_config`'s."""
     top = configfile.validate(_ConfigFile, raw)
     endpoints, prefix, access = _etcd(top.etcd)
     clusters = _clusters(top.clusters)
-    nameservers = _nameservers(top.nameservers, clusters) if top.nameservers is not None else None
+    nameservers = _nameservers(top.nameservers, clusters, loopback) if top.nameservers is not None else None
     for i, cluster in enumerate(clusters):
         if cluster.stubzone is not None and nameservers is None:
             raise ConfigError(f"clusters[{i}].stubzone: needs nameservers (the addresses to program there)")
@@ -376,12 +379,12 @@ def _stubzone(section: "_StubzoneFile", where: str) -> StubzoneEndpoint:
     return StubzoneEndpoint(url=url.rstrip("/"), cert=files["cert"], key=files["key"], ca=files["ca"])
 
 
-def _nameservers(raw: object, clusters: tuple[ClusterConfig, ...]) -> NameserversConfig:
+def _nameservers(raw: object, clusters: tuple[ClusterConfig, ...], loopback: bool) -> NameserversConfig:
     """``nameservers``: a list of ``ip[:port]``, or ``{fromService: {cluster, namespace, name}}``."""
     if isinstance(raw, list):
         if not 0 < len(raw) <= MAX_NAMESERVERS:
             raise ConfigError(f"nameservers: must list 1 to {MAX_NAMESERVERS} addresses, not {len(raw)}")
-        addresses = tuple(_nameserver(text, f"nameservers[{i}]") for i, text in enumerate(raw))
+        addresses = tuple(_nameserver(text, f"nameservers[{i}]", loopback) for i, text in enumerate(raw))
         if len(set(addresses)) != len(addresses):
             raise ConfigError("nameservers: lists an address twice")
         return NameserversConfig(addresses=addresses)
@@ -393,8 +396,9 @@ def _nameservers(raw: object, clusters: tuple[ClusterConfig, ...]) -> Nameserver
     return NameserversConfig(from_service=service)
 
 
-def _nameserver(text: object, where: str) -> str:
-    """``ip:port`` (``[v6]:port``) of one nameserver; a unicast address a DNS server can forward to."""
+def _nameserver(text: object, where: str, loopback: bool) -> str:
+    """``ip:port`` (``[v6]:port``) of one nameserver; a unicast address a DNS server can forward to,
+    loopback only with ``loopback`` (the stub-zone endpoint refuses it otherwise: docs/reference.md section 5)."""
     try:
         address, port = parse_ip_port(_string(text, where), 53)
     except ConfigError as exc:
@@ -402,6 +406,9 @@ def _nameserver(text: object, where: str) -> str:
     mapped = getattr(address, "ipv4_mapped", None)
     if address.is_unspecified or address.is_multicast or address.is_link_local or mapped is not None:
         raise ConfigError(f"{where}: {text!r} is not a unicast address a DNS server can forward to")
+    if address.is_loopback and not loopback:
+        raise ConfigError(f"{where}: {text!r} is loopback: each member's cluster DNS would send the queries to "
+                          "itself (--allow-loopback-nameservers, for a test on one host)")
     return host_port(str(address), port)
 
 

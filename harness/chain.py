@@ -102,6 +102,7 @@ class Chain:
         self.owns_kubes = kubes is None
         self.kubes = kubes if kubes is not None else {name: KubeCluster(name, etcd.url) for name in CLUSTERS}
         self.controller = ControllerProcess(self.directory / "controller.yaml", self.directory / "controller.log",
+                                            "--allow-loopback-nameservers",  # Federated-DNS is on 127.0.0.1
                                             read_only=True)
         self.serve = ServeProcess(etcd_url=etcd.url, prefix=prefix,
                                   extra_args=["--ttl", str(ttl), "--negative-ttl", str(ttl)])

@@ -17,16 +17,17 @@ class ControllerProcess:
     """``feddns controller --config FILE --metrics 127.0.0.1:0`` as a child process, its output also in
     ``log_path``.
 
+    ``flags`` are added to its command line.
     ``read_only`` runs it on a read-only root filesystem with no writable /tmp, as deploy/ runs it
     (:func:`harness.process.read_only_root`).
     ``start()`` waits until it says where its metrics are; ``metric()`` scrapes them;
     ``kill()`` is a crash (SIGKILL: no lease revoked); ``terminate()`` a clean stop.
     """
 
-    def __init__(self, config_path: str | Path, log_path: Path, *, read_only: bool = False) -> None:
+    def __init__(self, config_path: str | Path, log_path: Path, *flags: str, read_only: bool = False) -> None:
         self.config_path, self.log_path = config_path, log_path
         args = [sys.executable, "-m", "feddns", "controller", "--config", str(config_path),
-                "--metrics", "127.0.0.1:0", "--log-level", "info"]
+                "--metrics", "127.0.0.1:0", "--log-level", "info", *flags]
         self.child = ChildProcess(
             read_only_root(args) if read_only else args,
             ready=r"metrics on http://127\.0\.0\.1:(\d+)/metrics", name="feddns controller", log_path=log_path,

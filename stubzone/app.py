@@ -30,7 +30,7 @@ from feddns.errors import FeddnsError
 from feddns.https import peer_text
 from feddns.names import check_label
 from stubzone.auth import AllowList, ClientIdentity, not_allowed
-from stubzone.backends import Backend, BackendUnavailable, NotWrittenHere, TooManyNameservers, check_count
+from stubzone.backends import Backend, BackendUnavailable, NotWrittenHere, UnsupportedNameservers, check_nameservers
 from stubzone.metrics import StubzoneMetrics
 from stubzone.model import Nameserver, StubZone
 
@@ -271,8 +271,8 @@ async def post_federation(request: web.Request) -> web.Response:
     nameservers = parse_body(await _json_body(request), loopback=request.app[LOOPBACK])
     backend = request.app[BACKEND]
     try:
-        check_count(backend, nameservers)
-    except TooManyNameservers as exc:
+        check_nameservers(backend, nameservers)
+    except UnsupportedNameservers as exc:
         raise ApiError(400, str(exc)) from exc
     zone, changed = await backend.put(federation, nameservers)
     listed = ", ".join(map(str, zone.nameservers))

@@ -85,3 +85,31 @@ def test_every_bench_command_starts():
         if run.returncode != 0 or "usage:" not in out:
             failed[name] = err[-500:]
     assert not failed, failed
+
+
+def test_https_lockout_prints_each_cases_figures():
+    """bench/https_lockout.py for 1 s a case: one line of the good client's successes and p50, p99 and max
+    for each of its three cases (the success rate itself is tests/stubzone/test_lockout.py's)."""
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "https_lockout.py"), "--seconds", "1"],
+                         check=False, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    figures = r": (\d+) of (\d+) succeeded \([\d.]+ %\), p50 \d+ ms, p99 \d+ ms, max \d+ ms$"
+    for case in ("stubzone POSTs, 300 heads from one address",
+                 "stubzone POSTs, 300 heads from 32 addresses, one certificate",
+                 "links reviews, 300 heads from one address"):
+        line = re.search(f"^{re.escape(case)}{figures}", run.stdout, re.MULTILINE)
+        assert line, (case, run.stdout)
+        assert int(line.group(2)) >= 1 and int(line.group(1)) <= int(line.group(2)), line.group(0)
+
+
+def test_differential_long_run_prints_what_it_compared():
+    """bench/differential.py with no time left still runs one batch (one example of at most 2 steps) and
+    prints how many examples, steps and questions it compared."""
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "differential.py"), "--minutes", "0", "--steps", "2",
+                          "--questions", "5", "--batch", "1"],
+                         check=False, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    line = re.fullmatch(r"\s*\d+ s: 1 examples, (\d+) steps, ([\d,]+) questions compared "
+                        r"\(each of 3 servers, UDP and TCP\): no difference\n", run.stdout)
+    assert line, run.stdout
+    assert int(line.group(1)) >= 1 and int(line.group(2).replace(",", "")) >= 5, line.group(0)

@@ -30,6 +30,7 @@ wait before it.
 import argparse
 import asyncio
 import importlib
+import ipaddress
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from feddns.errors import FeddnsError
-from stubzone.model import Nameserver, StubDomains, StubZone
+from stubzone.model import DEFAULT_PORT, Nameserver, StubDomains, StubZone
 
 
 class BackendUnavailable(FeddnsError):
@@ -98,8 +99,8 @@ class NotWrittenHere(FeddnsError):
     """
 
 
-class TooManyNameservers(FeddnsError):
-    """The backend cannot forward to that many nameservers (HTTP 400)."""
+class UnsupportedNameservers(FeddnsError):
+    """The backend cannot forward to those nameservers: too many, or a form its cluster DNS breaks on (HTTP 400)."""
 
 
 class Backend(Protocol):
@@ -113,6 +114,8 @@ class Backend(Protocol):
     """The ``--backend`` value."""
     max_nameservers: int
     """The most nameservers one stub domain may have in this cluster DNS."""
+    ipv6_ports: bool
+    """Whether an IPv6 nameserver may have a port other than 53 (kube-dns: no, see its module)."""
 
     async def list(self) -> list[StubZone]:
         """Every programmed federation, sorted by name."""
@@ -163,8 +166,15 @@ def load(args: argparse.Namespace, domains: StubDomains) -> Backend:
     return backend
 
 
-def check_count(backend: Backend, nameservers: Sequence[Nameserver]) -> None:
-    """Raise :class:`TooManyNameservers` when ``backend`` cannot take that many."""
+def check_nameservers(backend: Backend, nameservers: Sequence[Nameserver]) -> None:
+    """Raise :class:`UnsupportedNameservers` when ``backend`` cannot take that many, or takes no port on
+    an IPv6 nameserver and one has a port other than 53 (docs/reference.md section 5)."""
     if len(nameservers) > backend.max_nameservers:
-        raise TooManyNameservers(f"'nameservers' has {len(nameservers)} entries; the {backend.name} backend "
-                                 f"forwards to at most {backend.max_nameservers}")
+        raise UnsupportedNameservers(f"'nameservers' has {len(nameservers)} entries; the {backend.name} backend "
+                                     f"forwards to at most {backend.max_nameservers}")
+    if not backend.ipv6_ports:
+        for ns in nameservers:
+            if isinstance(ns.address, ipaddress.IPv6Address) and ns.port != DEFAULT_PORT:
+                raise UnsupportedNameservers(
+                    f"{str(ns)!r}: the {backend.name} backend takes no port on an IPv6 nameserver "
+                    f"(its cluster DNS cannot forward to one); give that address on port 53, or an IPv4 address")

@@ -59,6 +59,7 @@ class CoreDNSBackend(ConfigMapBackend):
 
     name = "coredns"
     max_nameservers = MAX_NAMESERVERS
+    ipv6_ports = True
     prefix = ""
     """What a key starts with before the federation's name; keys without it are never read or written."""
     missing: str | None = None

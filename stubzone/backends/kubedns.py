@@ -12,6 +12,15 @@ dnsmasq cannot add an EDNS0 option, so these queries reach Federated-DNS
 untagged: it tells the cluster apart by the query's source address in the
 cluster record's ``cidrs`` (docs/reference.md section 3).
 
+An IPv6 nameserver on a port other than 53 is refused (400): kube-dns's
+config validation takes only ``[2001:db8::1]:5353`` for it (``net.SplitHostPort``;
+``2001:db8::1#5353`` is "invalid nameserver"), and its dnsmasq-nanny turns that
+into ``--server=/domain/[2001:db8::1]#5353``, which dnsmasq (2.90, the version
+kube-dns's image builds) refuses as "bad command line options": dnsmasq does
+not start, and the nanny exits with it. So no written form forwards there;
+``ip:port`` becomes ``ip#port`` and works for IPv4, and a bare IPv6 address
+(port 53) passes through unchanged.
+
 kube-dns refuses its whole configuration when one entry is invalid, so a
 ``stubDomains`` value that does not parse is never merged into: the request
 answers 503 naming it, and nothing is written.
@@ -46,6 +55,7 @@ class KubeDNSBackend(ConfigMapBackend):
 
     name = "kube-dns"
     max_nameservers = MAX_NAMESERVERS
+    ipv6_ports = False
 
     async def list(self) -> list[StubZone]:
         data, _ = await self.store.read()

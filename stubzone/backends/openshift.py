@@ -94,6 +94,7 @@ class OpenShiftBackend(ObjectBackend[Servers]):
 
     name = "openshift"
     max_nameservers = MAX_NAMESERVERS
+    ipv6_ports = True
 
     def entry(self, federation: str, nameservers: Sequence[Nameserver]) -> Server:
         """F's entry of ``spec.servers`` as this backend writes it."""

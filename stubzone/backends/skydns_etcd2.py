@@ -76,6 +76,7 @@ class SkyDNSEtcd2:
 
     name = "skydns"
     max_nameservers = MAX_NAMESERVERS
+    ipv6_ports = True
 
     def __init__(self, etcd: feddns.etcd.endpoints.EtcdEndpoints, layout: SkyDNSLayout) -> None:
         self.etcd = etcd

@@ -60,6 +60,7 @@ class SkyDNSEtcd3:
 
     name = "skydns"
     max_nameservers = MAX_NAMESERVERS
+    ipv6_ports = True
 
     def __init__(self, endpoints: EtcdEndpoints, layout: SkyDNSLayout) -> None:
         self.endpoints = endpoints

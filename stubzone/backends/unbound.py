@@ -124,6 +124,7 @@ class UnboundBackend:
 
     name = "unbound"
     max_nameservers = MAX_NAMESERVERS
+    ipv6_ports = True
 
     def __init__(self, config: Path, control: str, checkconf: str, domains: StubDomains, cluster: str,
                  timeout: float) -> None:

@@ -138,6 +138,34 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("nameserver", ["127.0.0.1:5353", "127.1.2.3", "::1", "[::1]:5353"])
+def test_loopback_nameservers_need_the_flag(tmp_path, kubeconfig, nameserver):
+    """The stub-zone endpoint refuses them without its --allow-loopback-nameservers: refused at load here."""
+    raw = minimal(kubeconfig)
+    raw["nameservers"] = ["192.0.2.1", nameserver]
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (f"{path}: nameservers[1]: {nameserver!r} is loopback: each member's cluster DNS "
+                                 "would send the queries to itself (--allow-loopback-nameservers, for a test on one "
+                                 "host) (line 10, column 3)")
+    config = load_config(path, loopback=True)
+    assert config.nameservers is not None and len(config.nameservers.addresses) == 2
+
+
+def test_cli_refuses_a_loopback_nameserver_in_one_line_without_the_flag(tmp_path, kubeconfig):
+    raw = minimal(kubeconfig)
+    raw["nameservers"] = ["127.0.0.1:5353"]
+    path = write(tmp_path, raw)
+    result = subprocess.run([sys.executable, "-m", "feddns", "controller", "--config", path], check=False,
+                            capture_output=True, text=True, timeout=30, cwd=REPO, env=child_env())
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"feddns controller: error: {path}: nameservers[0]: '127.0.0.1:5353' is loopback: each member's cluster "
+        "DNS would send the queries to itself (--allow-loopback-nameservers, for a test on one host) "
+        "(line 9, column 3)"]
+
+
 def test_nameservers_are_written_with_their_port(tmp_path, kubeconfig):
     raw = minimal(kubeconfig)
     raw["nameservers"] = ["192.0.2.1", "2001:db8::1", "[2001:db8::2]:5353"]

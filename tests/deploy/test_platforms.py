@@ -128,16 +128,19 @@ def test_the_endpoint_runs_the_platforms_backend(renders: dict[str, list[Obj]], 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_the_endpoints_rights_name_only_what_its_backend_writes(renders: dict[str, list[Obj]], platform: str) -> None:
+    """Named after the endpoint's namespace, so two member releases never write one Role."""
     kind, namespace, rules = PLATFORMS_RENDER[platform].rules
+    release_namespace = "feddns-system" if platform == "openshift" else CHART_NAMESPACE
+    name = f"feddns-stubzone-{release_namespace}"
     roles = [o for o in renders[platform] if o["kind"] in ("Role", "ClusterRole")
-             and o["metadata"]["name"] == "feddns-stubzone"]
-    assert [(r["kind"], r["metadata"].get("namespace", "")) for r in roles] == [(kind, namespace)]
+             and o["metadata"]["name"].startswith("feddns-stubzone") and "probe" not in o["metadata"]["name"]]
+    assert [(r["kind"], r["metadata"]["name"], r["metadata"].get("namespace", "")) for r in roles] == [
+        (kind, name, namespace)]
     assert roles[0]["rules"] == list(rules)
-    (binding,) = [o for o in renders[platform] if o["kind"] == kind + "Binding"
-                  and o["metadata"]["name"] == "feddns-stubzone"]
-    assert binding["roleRef"]["kind"] == kind
+    (binding,) = [o for o in renders[platform] if o["kind"] == kind + "Binding" and o["metadata"]["name"] == name]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "feddns-stubzone",
-                                    "namespace": "feddns-system" if platform == "openshift" else CHART_NAMESPACE}]
+                                    "namespace": release_namespace}]
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
@@ -211,7 +214,8 @@ def test_openshift_without_the_forwarder_writes_the_dns_operators_object_untagge
     objects = template("openshift", "clusterDNS.openshift.forwarder=false")
     args = stubzone_args(objects)
     assert (flag(args, "backend"), flag(args, "configmap"), flag(args, "coredns-port")) == (["openshift"], [], [])
-    (role,) = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "feddns-stubzone"]
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"
+               and o["metadata"]["name"] == "feddns-stubzone-feddns-system"]
     assert role["rules"] == [{"apiGroups": ["operator.openshift.io"], "resources": ["dnses"],
                               "resourceNames": ["default"], "verbs": ["get", "update"]}]
     assert not [o for o in objects if o["metadata"]["name"].startswith("feddns-forwarder")]
@@ -328,15 +332,13 @@ def test_the_real_coredns_runs_the_forwarders_corefile_and_tags_what_it_forwards
 
 def notes(cluster: KubeCluster, platform: str, *values: str) -> str:
     """The chart's NOTES for samples/<platform>.yaml (and ``--set`` ``values``), as helm install prints them.
-    In namespaces of their own and without the controller's access, and with ``--take-ownership``: even a
-    client-side dry run refuses to print them over objects of the same names that other tests made in the
-    shared cluster (the Role feddns-stubzone in kube-system, for the samples whose ConfigMap is there); a
-    dry run adopts nothing."""
+    In namespaces of their own and without the controller's access: even a client-side dry run refuses to
+    print them over objects of the same names that other tests made in the shared cluster (the endpoint's
+    Roles in kube-system are named after that namespace, so they never are)."""
     ns = f"feddns-notes-{uuid.uuid4().hex[:8]}"
     sets = [arg for value in (f"stubzone.namespace={ns}", "controllerAccess.enabled=false", *values)
             for arg in ("--set", value)]
     done = subprocess.run([peers.binary("helm"), "install", "feddns-member", str(MEMBER), "--dry-run=client",
-                           "--take-ownership",
                            "--namespace", ns, "--values", str(MEMBER / "samples" / f"{platform}.yaml"),
                            *sets], capture_output=True, text=True, timeout=120, check=False, env=script_env(cluster))
     assert done.returncode == 0, done.stderr

@@ -16,6 +16,8 @@ from harness.stubzone import StubzoneProcess
 from tests.stubzone.stores import BACKENDS, Store, make_store
 
 FIRST = ["192.0.2.1", "192.0.2.2:5353", "[2001:db8::1]:5353"]
+FIRST_KUBE_DNS = ["192.0.2.1", "192.0.2.2:5353", "2001:db8::1"]
+"""kube-dns takes an IPv6 nameserver on port 53 only (tests/stubzone/test_configmaps.py)."""
 SECOND = ["198.51.100.7"]
 
 
@@ -26,6 +28,11 @@ def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
     made.close()
 
 
+def first_list(store: Store) -> list[str]:
+    """The first list of nameservers posted: IPv4 and IPv6 with and without a port, as the backend takes them."""
+    return FIRST_KUBE_DNS if store.name == "kube-dns" else FIRST
+
+
 def post(server: StubzoneProcess, federation: str, nameservers: list[str]) -> int:
     answer = server.request("POST", f"/federations/{federation}", {"nameservers": nameservers})
     assert answer.status == 200, answer
@@ -34,18 +41,18 @@ def post(server: StubzoneProcess, federation: str, nameservers: list[str]) -> in
 
 def test_post_get_list_delete_read_back_from_the_store(pki, store: Store):
     with StubzoneProcess(pki, *store.args()) as server:
-        answer = server.request("POST", "/federations/myfederation", {"nameservers": FIRST})
+        answer = server.request("POST", "/federations/myfederation", {"nameservers": first_list(store)})
         assert answer.status == 200, answer
         assert answer.body == {"federation": "myfederation", "stubDomain": "myfederation.svc.federation.",
-                               "nameservers": FIRST}
-        assert store.stored("myfederation") == FIRST
+                               "nameservers": first_list(store)}
+        assert store.stored("myfederation") == first_list(store)
         assert server.request("GET", "/federations/myfederation").body == answer.body
         post(server, "other", SECOND)
         listed = server.request("GET", "/federations").body["federations"]
         assert [(zone["federation"], zone["nameservers"]) for zone in listed] == [
-            ("myfederation", FIRST), ("other", SECOND)]
+            ("myfederation", first_list(store)), ("other", SECOND)]
         deleted = server.request("DELETE", "/federations/myfederation")
-        assert deleted.status == 200 and deleted.body["nameservers"] == FIRST
+        assert deleted.status == 200 and deleted.body["nameservers"] == first_list(store)
         assert store.stored("myfederation") is None
         assert store.stored("other") == SECOND
         assert server.request("GET", "/federations/myfederation").status == 404
@@ -56,10 +63,10 @@ def test_post_get_list_delete_read_back_from_the_store(pki, store: Store):
 
 def test_post_is_idempotent(pki, store: Store):
     with StubzoneProcess(pki, *store.args()) as server:
-        post(server, "same", FIRST)
+        post(server, "same", first_list(store))
         version = store.version()
         log_start = len(server.lines)
-        post(server, "same", FIRST)
+        post(server, "same", first_list(store))
         assert store.version() == version
         server.wait_for_log(r"POST /federations/same .*status=200 .*\(unchanged\)", start=log_start)
         post(server, "same", SECOND)
@@ -69,7 +76,7 @@ def test_post_is_idempotent(pki, store: Store):
 def test_get_reads_the_store_not_a_copy(pki, store: Store):
     """A second endpoint's change shows at once in the first one's GET."""
     with StubzoneProcess(pki, *store.args()) as first, StubzoneProcess(pki, *store.args()) as second:
-        post(first, "fed", FIRST)
+        post(first, "fed", first_list(store))
         post(second, "fed", SECOND)
         assert first.request("GET", "/federations/fed").body["nameservers"] == SECOND
         assert second.request("DELETE", "/federations/fed").status == 200
@@ -78,18 +85,18 @@ def test_get_reads_the_store_not_a_copy(pki, store: Store):
 
 def test_state_survives_restarts_of_the_endpoint_and_the_cluster_dns(pki, store: Store):
     with StubzoneProcess(pki, *store.args()) as server:
-        post(server, "kept", FIRST)
+        post(server, "kept", first_list(store))
         store.stop()
         store.start()
         server.restart()
-        assert store.stored("kept") == FIRST
+        assert store.stored("kept") == first_list(store)
         answer = server.request("GET", "/federations/kept")
-        assert answer.status == 200 and answer.body["nameservers"] == FIRST
+        assert answer.status == 200 and answer.body["nameservers"] == first_list(store)
 
 
 def test_unreachable_store_gives_503_and_changes_nothing(pki, store: Store):
     with StubzoneProcess(pki, *store.args()) as server:
-        post(server, "fed", FIRST)
+        post(server, "fed", first_list(store))
         store.stop()
         try:
             for method, path in (("POST", "/federations/fed"), ("POST", "/federations/new"),
@@ -101,7 +108,7 @@ def test_unreachable_store_gives_503_and_changes_nothing(pki, store: Store):
                     f"; {method} is idempotent, so retry it" if method != "GET" else ""))
         finally:
             store.start()
-        assert store.stored("fed") == FIRST
+        assert store.stored("fed") == first_list(store)
         assert store.stored("new") is None
         wait_until(lambda: server.request("GET", "/healthz").status == 200, timeout=10, what="healthz 200")
         post(server, "fed", SECOND)
@@ -110,10 +117,10 @@ def test_unreachable_store_gives_503_and_changes_nothing(pki, store: Store):
 
 def test_entries_the_endpoint_did_not_write_are_kept(pki, store: Store):
     with StubzoneProcess(pki, *store.args()) as server:
-        post(server, "shared", FIRST)
+        post(server, "shared", first_list(store))
         store.add_foreign()
         post(server, "shared", SECOND)
-        post(server, "another", FIRST)
+        post(server, "another", first_list(store))
         assert server.request("DELETE", "/federations/another").status == 200
         assert store.foreign_kept()
         assert [zone["federation"] for zone in server.request("GET", "/federations").body["federations"]] == ["shared"]

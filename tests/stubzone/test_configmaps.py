@@ -165,13 +165,27 @@ def test_kubedns_merges_its_stub_domain_and_keeps_everything_else(pki, fake, tmp
     fake.apply(KUBE_DNS)
     with endpoint(pki, fake, tmp_path, "kube-dns") as server:
         answer = server.request("POST", "/federations/myfederation",
-                                {"nameservers": ["203.0.113.53", "203.0.113.54:5353", "[2001:db8::53]:5353"]})
+                                {"nameservers": ["203.0.113.53", "203.0.113.54:5353", "2001:db8::53"]})
         assert answer.status == 200
     obj = configmap(fake, "kube-dns")
     assert stub_domains(fake) == {"acme.local": ["1.2.3.4"], "myfederation.svc.federation": [
-        "203.0.113.53", "203.0.113.54:5353", "[2001:db8::53]:5353"]}
+        "203.0.113.53", "203.0.113.54:5353", "2001:db8::53"]}
     assert obj["data"]["upstreamNameservers"] == '["8.8.8.8"]'
     assert obj["metadata"]["labels"] == KUBE_DNS["metadata"]["labels"]
+
+
+@pytest.mark.parametrize("nameserver", ["[2001:db8::53]:5353", "[2001:db8::53]:1"])
+def test_kubedns_refuses_an_ipv6_nameserver_on_a_port_other_than_53(pki, fake, tmp_path, nameserver):
+    """kube-dns's nanny would hand dnsmasq ``--server=/D/[2001:db8::53]#5353``, which dnsmasq refuses at start."""
+    fake.apply(KUBE_DNS)
+    with endpoint(pki, fake, tmp_path, "kube-dns") as server:
+        answer = server.request("POST", "/federations/a", {"nameservers": ["203.0.113.53", nameserver]})
+        assert answer.status == 400, answer
+        assert answer.body["error"] == (
+            f"{nameserver!r}: the kube-dns backend takes no port on an IPv6 nameserver (its cluster DNS cannot "
+            "forward to one); give that address on port 53, or an IPv4 address")
+        assert server.request("POST", "/federations/a", {"nameservers": ["[2001:db8::53]:53"]}).status == 200
+    assert stub_domains(fake) == {"acme.local": ["1.2.3.4"], "a.svc.federation": ["2001:db8::53"]}
 
 
 def test_kubedns_delete_removes_only_its_domain_and_an_empty_map(pki, fake, tmp_path):
