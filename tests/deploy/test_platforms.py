@@ -291,6 +291,23 @@ def test_the_forwarder_runs_in_the_endpoints_pods_and_serves_its_blocks_and_noth
         policy["spec"]["ingress"]
 
 
+@pytest.mark.parametrize(("shorter", "refusal"), [
+    ("reload 1s 1s", "interval value must be greater or equal to 2s"),
+    ("reload 2s 500ms", "jitter value must be 0 or greater or equal to 1s"),
+])
+def test_the_forwarders_reload_is_the_shortest_the_real_coredns_takes(
+        renders: dict[str, list[Obj]], tmp_path: Path, shorter: str, refusal: str) -> None:
+    """The Corefile's ``reload 2s 1s`` runs (test below); anything shorter, the real CoreDNS refuses."""
+    corefile = find(renders["eks"], "ConfigMap", CHART_NAMESPACE, "feddns-forwarder")["data"]["Corefile"]
+    assert "reload 2s 1s" in corefile
+    path = tmp_path / "Corefile"
+    path.write_text(corefile.replace("reload 2s 1s", shorter).replace(":1053", f":{free_port()}").replace(
+        ":8080", f":{free_port()}").replace(":8181", f":{free_port()}").replace(MIRROR_DIR, str(tmp_path)))
+    done = subprocess.run([peers.binary("coredns"), "-conf", str(path)], capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert done.returncode != 0 and refusal in done.stdout + done.stderr, done.stdout + done.stderr
+
+
 def pod_labels(objects: list[Obj], namespace: str) -> Obj:
     labels: Obj = find(objects, "Deployment", namespace, "feddns-stubzone")["spec"]["template"]["metadata"]["labels"]
     return labels
