@@ -127,7 +127,7 @@ class Response(Protocol):
 ListCall = Callable[..., Any]
 """A generated ``list_*`` method of the ``kubernetes`` client (or anything called the same way):
 keyword arguments ``limit``, ``_continue``, ``watch``, ``resource_version``,
-``allow_watch_bookmarks``, ``timeout_seconds``, ``label_selector``,
+``allow_watch_bookmarks``, ``timeout_seconds``, ``label_selector``, ``field_selector``,
 ``_preload_content`` and ``_request_timeout``; returns a :class:`Response`, raises an
 exception with the HTTP ``status`` when the server refuses."""
 
@@ -145,6 +145,9 @@ class ListSource(Generic[ApiClientT]):
     """The client's list method of the resource (across all namespaces)."""
     label_selector: str | None = None
     """Narrows the list and the watch on the server (``labelSelector``)."""
+    field_selector: str | None = None
+    """Narrows them by fields (``fieldSelector``): ``metadata.name=NAME`` follows one object, which RBAC
+    then authorizes by ``resourceNames`` (Kubernetes RBAC docs, "Referring to resources")."""
     optional: bool = False
     """A resource the server may not have (a CRD): a 404 is listed empty, and the resource
     looked for again every ``backoff_max`` seconds."""
@@ -292,6 +295,8 @@ class Reflector(Generic[ApiClientT]):
         """One list or watch request; raises :class:`Gone` on 410."""
         if self._source.label_selector:
             params["label_selector"] = self._source.label_selector
+        if self._source.field_selector:
+            params["field_selector"] = self._source.field_selector
         try:
             response: Response = call(
                 **{key: value for key, value in params.items() if value is not None},

@@ -18,6 +18,7 @@ import ipaddress
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
@@ -43,6 +44,9 @@ from stubzone.backends.corefile import CACHE_SECONDS
 from stubzone.metrics import NAMESPACE, StubzoneMetrics
 from stubzone.model import StubDomains, check_cluster
 
+if TYPE_CHECKING:
+    from stubzone.mirror import MirrorSettings
+
 log = logging.getLogger("stubzone")
 
 BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
@@ -52,6 +56,7 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
     "probe_service": ("coredns", "coredns-custom", "kube-dns", "openshift"),
     "coredns_port": ("coredns", "coredns-custom"),
     "cache_min_ttl": ("coredns", "coredns-custom"),
+    "mirror_dir": ("coredns", "coredns-custom"),
     "etcd": ("skydns",),
     "etcd_prefix": ("skydns",),
     "etcd_cacert": ("skydns",),
@@ -72,7 +77,8 @@ FLAG_NAMES = {"kube_context": "--context"}
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the flags of ``feddns stubzone``."""
     add_https_arguments(parser, serves="the stub-zone API",
-                        ready="ready once it listens; /healthz on --listen pings the backend")
+                        ready="ready once it listens (with --mirror-dir: and the first list is written); /healthz on "
+                              "--listen pings the backend")
     parser.add_argument("--client-ca", type=Path, required=True, help="CA that signs client certificates, PEM")
     parser.add_argument("--allow", action="append", default=[], metavar="NAME",
                         help="client identity let in: a certificate CN or SAN (repeatable; at least one)")
@@ -108,6 +114,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                       help="coredns, coredns-custom: the least time the block's cache holds an answer, 0 to 30 "
                            "(default 5, CoreDNS's own: an answer whose TTL is shorter is held 5 s; 0 holds none "
                            "longer than its TTL)")
+    kube.add_argument("--mirror-dir", type=Path, metavar="DIR",
+                      help="coredns, coredns-custom: also keep DIR's *.server files equal to the endpoint's blocks "
+                           "in the ConfigMap, followed through the API (a watch: seconds, where a ConfigMap volume "
+                           "waits for kubelet's sync); ready once the first list is written. A CoreDNS in the same "
+                           "pod imports DIR/*.server (default: none; --remove-all ignores it)")
     etcd = parser.add_argument_group("skydns: SkyDNS's etcd")
     etcd.add_argument("--etcd", action="append", metavar="URL",
                       help="the cluster's SkyDNS etcd (repeatable; default http://127.0.0.1:2379)")
@@ -162,6 +173,8 @@ class StubzoneSettings:
     probe: probe_module.ProbeSettings | None = None
     """How the path through the cluster DNS is probed (``--probe-server`` or ``--probe-service``,
     ``--probe-interval``; ``None``: not)."""
+    mirror: "MirrorSettings | None" = None
+    """What ``--mirror-dir`` follows and where it writes (``None``: no mirror)."""
     loopback: bool = False
     """Whether a POST may name a loopback nameserver (``--allow-loopback-nameservers``)."""
 
@@ -245,15 +258,22 @@ def settings_from(args: argparse.Namespace) -> StubzoneSettings:
     """Check the flags, load the certificates, make the backend; raises :class:`ConfigError`."""
     domains = check_flags(args)
     credentials = tls.ServerCredentials(args.cert, args.key, args.client_ca)
+    backend = load(args, domains)
+    mirror = None
+    if args.mirror_dir is not None:
+        from stubzone.mirror import mirror_settings  # noqa: PLC0415 - it imports kubernetes
+
+        mirror = mirror_settings(args.mirror_dir, backend)
     return StubzoneSettings(
         addresses=ListenAddresses.from_flags(args.listen, args.metrics),
         credentials=credentials,
         allow=AllowList(args.allow),
-        backend=load(args, domains),
+        backend=backend,
         listener=listener_settings(args),
         reload_interval=args.tls_reload_interval,
         probe=probe_settings(args),
         loopback=args.allow_loopback_nameservers,
+        mirror=mirror,
     )
 
 
@@ -301,6 +321,7 @@ async def serve(settings: StubzoneSettings) -> int:
     from aiohttp import web  # noqa: PLC0415 - aiohttp only once the command runs: --help answers without it
 
     from stubzone.app import make_app, protocol_factory  # noqa: PLC0415 - it imports aiohttp
+    from stubzone.mirror import ZoneMirror  # noqa: PLC0415 - it imports kubernetes
 
     registry = CollectorRegistry()
     metrics = StubzoneMetrics(registry)
@@ -319,10 +340,14 @@ async def serve(settings: StubzoneSettings) -> int:
     reloads = asyncio.create_task(settings.credentials.watch(settings.reload_interval))
     path = None if settings.probe is None else probe_module.PathProbe(settings.probe, settings.backend, metrics)
     probes = None if path is None else asyncio.create_task(path.run())
+    mirror = None if settings.mirror is None else ZoneMirror(settings.mirror, metrics)
+    if mirror is not None:
+        mirror.start()
     gc.freeze()  # what start-up made lives for good: later collections (feddns.https.give_back_memory) skip it
     try:
         server = await listener.bind(*settings.addresses.listen)
-        observe = start_observe(settings.addresses.metrics, registry, ready=lambda: True,
+        observe = start_observe(settings.addresses.metrics, registry,
+                                ready=lambda: mirror is None or mirror.synced,  # the forwarder has the blocks
                                 health_detail=None if path is None else path.health_lines)
         log_listening(log, "https", (sock.getsockname() for sock in server.sockets))
         if observe is not None:
@@ -336,6 +361,8 @@ async def serve(settings: StubzoneSettings) -> int:
             probes.cancel()
         if settings.probe is not None:
             settings.probe.target.close()
+        if mirror is not None:
+            mirror.stop()
         await listener.shut_down(server, observe, runner.cleanup)
     log.info("stopped")
     return 0

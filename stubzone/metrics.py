@@ -44,3 +44,11 @@ class StubzoneMetrics:
             "or the Service --probe-service names, found), 0 when none: nothing is probed then; flag: the one "
             "given, probe-server or probe-service (stubzone.probetarget)", ("flag",),
         )
+        self.mirror_synced = gauge(
+            "mirror_synced_timestamp_seconds", "Unix time at which --mirror-dir was last made equal to the "
+            "endpoint's blocks in its ConfigMap (after a list or a watch event; stubzone.mirror)",
+        )
+        self.mirror_changes = counter(
+            "mirror_changes", "Files of --mirror-dir changed: written (a block, atomically), removed (no longer "
+            "in the ConfigMap), refused (a block that does not parse; the file it had stays)", ("change",),
+        )

@@ -102,6 +102,7 @@ class ObjectStore(Generic[View]):
     def __init__(self, configuration: kubernetes.client.Configuration, timeout: float,
                  missing: str | None = None) -> None:
         self.timeout, self.missing = timeout, missing
+        self.configuration = configuration
         self._api_client = kubernetes.client.ApiClient(configuration)
         # Changes from this process take turns; resourceVersion orders them against other writers.
         self._writing = asyncio.Lock()

@@ -97,9 +97,14 @@ class CoreDNSBackend(ConfigMapBackend):
         federation = key.removeprefix(self.prefix).removesuffix(SUFFIX)
         return federation if key == self.key(federation) and names.is_label(federation) else None
 
+    def owns(self, key: str, text: str) -> bool:
+        """Whether ConfigMap key ``key`` holding ``text`` is one of this backend's blocks (what ``list`` reads,
+        ``--mirror-dir`` copies and ``--remove-all`` deletes)."""
+        return self.federation_of(key) is not None and self._ours(text)
+
     async def list(self) -> list[StubZone]:
         data, _ = await self.store.read()
-        found = ((self.federation_of(key), text) for key, text in sorted(data.items()) if self._ours(text))
+        found = ((self.federation_of(key), text) for key, text in sorted(data.items()) if self.owns(key, text))
         return sorted((self._zone(federation, text) for federation, text in found if federation is not None),
                       key=lambda zone: zone.federation)
 

@@ -9,10 +9,14 @@ this module holds each platform's render to what docs/operations.md ("Join a clu
   operator's ``DNS default``;
 * OpenShift's pods ask for no user or group (its restricted SCC assigns them), the others run as 65532;
 * rke2: kubeadm's ConfigMap, which a HelmChartConfig (deploy/cluster-dns/rke2/) has RKE2's CoreDNS import;
-* eks and forwarder: the chart's own CoreDNS, feddns-forwarder, serving only the imported blocks
-  on 1053 behind a Service on 53, where the endpoint writes its blocks;
+* eks, forwarder and openshift: the chart's own CoreDNS, feddns-forwarder, as the second container of
+  the endpoint's pods, serving only the blocks the endpoint writes into the directory they share
+  (``--mirror-dir``, an ``emptyDir``: no ConfigMap volume, no kubelet sync to wait for) on 1053
+  behind a Service on 53; no Deployment or PodDisruptionBudget of its own;
 * the forwarder's Corefile, run by the real CoreDNS with a block the coredns backend renders for its
   port, forwards the federation's stub domain tagged with the cluster's name and refuses the rest;
+  and with the real endpoint, as the chart runs it against the real API server with the chart's Role,
+  a POST reaches it through the mirrored directory and a DELETE takes it out;
 * the pre-delete hook runs the endpoint's own arguments with ``--remove-all``; and ``feddns stubzone
   --remove-all`` itself, run with the installed release's hook arguments as the chart's ServiceAccount
   against the real API server, deletes the federations and keeps every other key.
@@ -24,9 +28,10 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +50,7 @@ from harness.platformdns import OpenShiftOperator
 from harness.ports import free_port
 from harness.process import ChildProcess
 from harness.serve import ServeProcess, write_records
+from harness.stubzone import Pki, StubzoneProcess, make_pki
 from stubzone.backends import BACKENDS
 from stubzone.backends.corefile import parse, render
 from stubzone.model import Nameserver
@@ -71,15 +77,22 @@ class Platform:
     forwarder: bool = False
 
 
-def _configmap_rule(name: str) -> Obj:
-    return {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get", "update"]}
+def _configmap_rule(name: str, *more: str) -> Obj:
+    return {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name],
+            "verbs": ["get", "update", *more]}
 
 
-FORWARDER = Platform("coredns", {"configmap": ["kube-system/feddns-forwarder-zones"], "coredns-port": ["1053"]},
-                     ("Role", "kube-system", (_configmap_rule("feddns-forwarder-zones"),)), forwarder=True)
-CUSTOM = Platform("coredns-custom", {"configmap": ["kube-system/coredns-custom"], "coredns-port": []},
+MIRROR_DIR = "/etc/coredns/feddns"
+"""Where the endpoint writes the blocks in forwarder mode (``--mirror-dir``) and feddns-forwarder imports them."""
+FORWARDER = Platform("coredns", {"configmap": ["kube-system/feddns-forwarder-zones"], "coredns-port": ["1053"],
+                                 "mirror-dir": [MIRROR_DIR]},
+                     ("Role", "kube-system", (_configmap_rule("feddns-forwarder-zones", "list", "watch"),)),
+                     forwarder=True)
+CUSTOM = Platform("coredns-custom", {"configmap": ["kube-system/coredns-custom"], "coredns-port": [],
+                                     "mirror-dir": []},
                   ("Role", "kube-system", (_configmap_rule("coredns-custom"),)))
-CHART_CONFIGMAP = Platform("coredns", {"configmap": ["kube-system/coredns-feddns"], "coredns-port": []},
+CHART_CONFIGMAP = Platform("coredns", {"configmap": ["kube-system/coredns-feddns"], "coredns-port": [],
+                                       "mirror-dir": []},
                            ("Role", "kube-system", (_configmap_rule("coredns-feddns"),)))
 PLATFORMS_RENDER = {
     "kubeadm": CHART_CONFIGMAP,
@@ -87,8 +100,10 @@ PLATFORMS_RENDER = {
     "k3s": CUSTOM,
     "gke": Platform("kube-dns", {"configmap": ["kube-system/kube-dns"], "coredns-port": []},
                     ("Role", "kube-system", (_configmap_rule("kube-dns"),))),
-    "openshift": Platform("coredns", {"configmap": ["feddns-system/feddns-forwarder-zones"], "coredns-port": ["1053"]},
-                          ("Role", "feddns-system", (_configmap_rule("feddns-forwarder-zones"),)), forwarder=True),
+    "openshift": Platform("coredns", {"configmap": ["feddns-system/feddns-forwarder-zones"], "coredns-port": ["1053"],
+                                      "mirror-dir": [MIRROR_DIR]},
+                          ("Role", "feddns-system", (_configmap_rule("feddns-forwarder-zones", "list", "watch"),)),
+                          forwarder=True),
     "eks": FORWARDER,
     "rke2": CHART_CONFIGMAP,
     "forwarder": FORWARDER,
@@ -157,9 +172,13 @@ def test_no_object_the_platform_owns_is_rendered(renders: dict[str, list[Obj]], 
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_openshift_pods_ask_for_no_user_and_the_others_run_as_65532(
         renders: dict[str, list[Obj]], platform: str) -> None:
-    pods = [c.workload["spec"]["template"]["spec"]["securityContext"] for c in containers(renders[platform])]
-    assert len(pods) == (3 if PLATFORMS_RENDER[platform].forwarder else 2)  # the endpoint, its hook (, forwarder)
-    for pod in pods:
+    workloads = {(o["kind"], o["metadata"]["name"]): o["spec"]["template"]["spec"] for o in renders[platform]
+                 if o["kind"] in ("Deployment", "Job")}
+    assert set(workloads) == {("Deployment", "feddns-stubzone"), ("Job", "feddns-stubzone-remove-all")}
+    endpoint = workloads[("Deployment", "feddns-stubzone")]
+    assert [c["name"] for c in endpoint["containers"]] == (
+        ["stubzone", "coredns"] if PLATFORMS_RENDER[platform].forwarder else ["stubzone"])
+    for pod in (spec["securityContext"] for spec in workloads.values()):
         assert pod["runAsNonRoot"] is True and pod["seccompProfile"] == {"type": "RuntimeDefault"}
         if platform == "openshift":
             assert "runAsUser" not in pod and "runAsGroup" not in pod, pod
@@ -198,10 +217,13 @@ def restricted_scc_refusals(pod: Obj) -> list[str]:
 
 
 def test_every_openshift_pod_is_one_the_restricted_scc_admits(renders: dict[str, list[Obj]]) -> None:
-    """The endpoint, its uninstall hook and feddns-forwarder; kubeadm's fixed user is what the check refuses."""
+    """The endpoint with feddns-forwarder in its pod (their shared emptyDir included) and its uninstall hook;
+    kubeadm's fixed user is what the check refuses."""
     pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in renders["openshift"]
             if o["kind"] in ("Deployment", "Job")}
-    assert set(pods) == {"feddns-stubzone", "feddns-stubzone-remove-all", "feddns-forwarder"}
+    assert set(pods) == {"feddns-stubzone", "feddns-stubzone-remove-all"}
+    assert [c["name"] for c in pods["feddns-stubzone"]["containers"]] == ["stubzone", "coredns"]
+    assert {"name": "stub-zones", "emptyDir": {}} in pods["feddns-stubzone"]["volumes"]
     for name, pod in pods.items():
         assert restricted_scc_refusals(pod) == [], name
     kubeadm = next(o for o in renders["kubeadm"] if o["kind"] == "Deployment")["spec"]["template"]["spec"]
@@ -221,31 +243,89 @@ def test_openshift_without_the_forwarder_writes_the_dns_operators_object_untagge
     assert not [o for o in objects if o["metadata"]["name"].startswith("feddns-forwarder")]
 
 
+def pod_containers(objects: list[Obj], namespace: str) -> dict[str, Obj]:
+    """The containers of the endpoint's pod template, by name."""
+    pod = find(objects, "Deployment", namespace, "feddns-stubzone")["spec"]["template"]["spec"]
+    return {container["name"]: container for container in pod["containers"]}
+
+
 @pytest.mark.parametrize("platform", [p for p in PLATFORMS if PLATFORMS_RENDER[p].forwarder])
-def test_the_forwarder_serves_the_endpoints_blocks_and_nothing_else(
+def test_the_forwarder_runs_in_the_endpoints_pods_and_serves_its_blocks_and_nothing_else(
         renders: dict[str, list[Obj]], platform: str) -> None:
     objects = renders[platform]
     namespace = "feddns-system" if platform == "openshift" else CHART_NAMESPACE
     corefile = parse(find(objects, "ConfigMap", namespace, "feddns-forwarder")["data"]["Corefile"])
-    assert corefile.imports == ("/etc/coredns/feddns/*.server",)
+    assert corefile.imports == (f"{MIRROR_DIR}/*.server",)
     (block,) = corefile.blocks
     assert block.keys == ("federation.:1053",)  # no catch-all ".:1053": nothing else is resolved
-    assert [d.name for d in block.directives] == ["health", "ready", "reload"]
-    (container,) = [c for c in containers(objects) if c.workload["metadata"]["name"] == "feddns-forwarder"]
-    mounts = container.spec["volumeMounts"]
-    assert {"name": "stub-zones", "mountPath": "/etc/coredns/feddns", "readOnly": True} in mounts
-    volume = next(v for v in container.workload["spec"]["template"]["spec"]["volumes"] if v["name"] == "stub-zones")
-    assert volume["configMap"]["name"] == "feddns-forwarder-zones"
-    assert {(p["containerPort"], p["protocol"]) for p in container.spec["ports"]} >= {(1053, "UDP"), (1053, "TCP")}
+    assert [(d.name, d.args) for d in block.directives] == [
+        ("health", (":8080",)), ("ready", (":8181",)), ("reload", ("2s", "1s"))]  # the least CoreDNS takes
+    # One pod: the endpoint writes the directory feddns-forwarder imports; no ConfigMap volume of the blocks.
+    pod = find(objects, "Deployment", namespace, "feddns-stubzone")["spec"]["template"]["spec"]
+    endpoint, coredns = pod_containers(objects, namespace)["stubzone"], pod_containers(objects, namespace)["coredns"]
+    assert {"name": "stub-zones", "mountPath": MIRROR_DIR} in endpoint["volumeMounts"]
+    assert flag(endpoint["args"], "mirror-dir") == [MIRROR_DIR]
+    assert {"name": "stub-zones", "mountPath": MIRROR_DIR, "readOnly": True} in coredns["volumeMounts"]
+    assert {"name": "corefile", "mountPath": "/etc/coredns", "readOnly": True} in coredns["volumeMounts"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["stub-zones"] == {"name": "stub-zones", "emptyDir": {}}
+    assert volumes["corefile"]["configMap"]["name"] == "feddns-forwarder"
+    assert not [v for v in pod["volumes"] if v.get("configMap", {}).get("name") == "feddns-forwarder-zones"]
+    assert {(p["name"], p["containerPort"], p["protocol"]) for p in coredns["ports"]} >= {
+        ("dns", 1053, "UDP"), ("dns-tcp", 1053, "TCP")}
+    assert (coredns["readinessProbe"]["httpGet"], coredns["livenessProbe"]["httpGet"]) == (
+        {"path": "/ready", "port": "ready"}, {"path": "/health", "port": "health"})
     service = find(objects, "Service", namespace, "feddns-forwarder")
     assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"] == pod_labels(objects, namespace)
     assert {(p["port"], p["targetPort"], p["protocol"]) for p in service["spec"]["ports"]} == {
         (53, "dns", "UDP"), (53, "dns-tcp", "TCP")}
     # The endpoint writes its blocks on the port the forwarder serves.
     (port,) = flag(stubzone_args(objects), "coredns-port")
     written = parse(render("f", "f.svc.federation.", "foo", (Nameserver.parse("203.0.113.53"),), int(port)))
     assert written.blocks[0].keys == ("f.svc.federation.:1053",)
-    assert find(objects, "PodDisruptionBudget", namespace, "feddns-forwarder")["spec"]["minAvailable"] == 1
+    # The endpoint's replicas and PodDisruptionBudget are the forwarder's: it has none of its own.
+    assert not [o for o in objects if o["kind"] in ("Deployment", "PodDisruptionBudget")
+                and o["metadata"]["name"] == "feddns-forwarder"]
+    assert find(objects, "PodDisruptionBudget", namespace, "feddns-stubzone")["spec"]["selector"]["matchLabels"] == \
+        pod_labels(objects, namespace)
+    # Its DNS port is let in past the endpoint's NetworkPolicy, from anywhere.
+    policy = find(objects, "NetworkPolicy", namespace, "feddns-stubzone")
+    assert {"ports": [{"port": 1053, "protocol": "UDP"}, {"port": 1053, "protocol": "TCP"}]} in \
+        policy["spec"]["ingress"]
+
+
+@pytest.mark.parametrize(("shorter", "refusal"), [
+    ("reload 1s 1s", "interval value must be greater or equal to 2s"),
+    ("reload 2s 500ms", "jitter value must be 0 or greater or equal to 1s"),
+])
+def test_the_forwarders_reload_is_the_shortest_the_real_coredns_takes(
+        renders: dict[str, list[Obj]], tmp_path: Path, shorter: str, refusal: str) -> None:
+    """The Corefile's ``reload 2s 1s`` runs (test below); anything shorter, the real CoreDNS refuses."""
+    corefile = find(renders["eks"], "ConfigMap", CHART_NAMESPACE, "feddns-forwarder")["data"]["Corefile"]
+    assert "reload 2s 1s" in corefile
+    path = tmp_path / "Corefile"
+    path.write_text(corefile.replace("reload 2s 1s", shorter).replace(":1053", f":{free_port()}").replace(
+        ":8080", f":{free_port()}").replace(":8181", f":{free_port()}").replace(MIRROR_DIR, str(tmp_path)))
+    done = subprocess.run([peers.binary("coredns"), "-conf", str(path)], capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert done.returncode != 0 and refusal in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def pod_labels(objects: list[Obj], namespace: str) -> Obj:
+    labels: Obj = find(objects, "Deployment", namespace, "feddns-stubzone")["spec"]["template"]["metadata"]["labels"]
+    return labels
+
+
+@pytest.mark.parametrize("platform", [p for p in PLATFORMS if not PLATFORMS_RENDER[p].forwarder])
+def test_without_the_forwarder_the_endpoint_runs_alone_and_mirrors_nothing(
+        renders: dict[str, list[Obj]], platform: str) -> None:
+    objects = renders[platform]
+    assert list(pod_containers(objects, CHART_NAMESPACE)) == ["stubzone"]
+    assert flag(stubzone_args(objects), "mirror-dir") == []
+    policy = find(objects, "NetworkPolicy", CHART_NAMESPACE, "feddns-stubzone")
+    assert [rule["ports"] for rule in policy["spec"]["ingress"]] == [
+        [{"port": 8443, "protocol": "TCP"}], [{"port": 9155, "protocol": "TCP"}]]
 
 
 class Upstream:
@@ -289,20 +369,23 @@ class ForwarderRun:
     ready: int
 
 
-def run_forwarder(objects: list[Obj], namespace: str, directory: Path, federation: str, upstream: int) -> ForwarderRun:
-    """The real CoreDNS on the chart's Corefile with its ports moved to free ones and its import directory to
-    ``directory``, with the block the endpoint writes for ``federation`` (rendered for the endpoint's
-    ``--coredns-port``) forwarding to 127.0.0.1:``upstream``."""
+def run_forwarder(objects: list[Obj], namespace: str, directory: Path, federation: str | None, upstream: int = 0,
+                  dns_port: int | None = None) -> ForwarderRun:
+    """The real CoreDNS on the chart's Corefile with its ports moved to free ones (its DNS port to ``dns_port``
+    when given) and its import directory to ``directory``/feddns, with the block the endpoint writes for
+    ``federation`` (rendered for the endpoint's ``--coredns-port``) forwarding to 127.0.0.1:``upstream``
+    (``federation`` ``None``: no block; the endpoint's ``--mirror-dir`` writes them)."""
     corefile = find(objects, "ConfigMap", namespace, "feddns-forwarder")["data"]["Corefile"]
     (port,) = flag(stubzone_args(objects), "coredns-port")
-    dns_port, health, ready = free_port(), free_port(), free_port()
+    dns_port, health, ready = dns_port or free_port(), free_port(), free_port()
     imports = directory / "feddns"
-    imports.mkdir()
+    imports.mkdir(exist_ok=True)
     (directory / "Corefile").write_text(corefile.replace(f":{port}", f":{dns_port}").replace(
-        ":8080", f":{health}").replace(":8181", f":{ready}").replace("/etc/coredns/feddns", str(imports)))
-    block = render(federation, f"{federation}.svc.federation.", "foo", (Nameserver.parse(f"127.0.0.1:{upstream}"),),
-                   int(port))
-    (imports / f"{federation}.server").write_text(block.replace(f":{port} {{", f":{dns_port} {{"))
+        ":8080", f":{health}").replace(":8181", f":{ready}").replace(MIRROR_DIR, str(imports)))
+    if federation is not None:
+        block = render(federation, f"{federation}.svc.federation.", "foo",
+                       (Nameserver.parse(f"127.0.0.1:{upstream}"),), int(port))
+        (imports / f"{federation}.server").write_text(block.replace(f":{port} {{", f":{dns_port} {{"))
     child = ChildProcess([peers.binary("coredns"), "-conf", str(directory / "Corefile")], ready=r"^CoreDNS-\d",
                          name="coredns (feddns-forwarder)", log_path=directory / "coredns.log")
     child.start(timeout=30)
@@ -328,6 +411,76 @@ def test_the_real_coredns_runs_the_forwarders_corefile_and_tags_what_it_forwards
     finally:
         coredns.stop()
         upstream.close()
+
+
+WAIT = 60.0
+"""Seconds a join or a leave may take to reach the forwarder before the test fails: a bound for a broken
+path (two reload intervals and a watch event are far less), not a measure of it."""
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {WAIT:g} s: {what}")
+        time.sleep(0.1)
+
+
+def endpoint_as_the_chart_runs_it(objects: list[Obj], kube: KubeCluster, namespace: str, pki: Pki,
+                                  mirror: Path, dns_port: int) -> StubzoneProcess:
+    """The real endpoint with the Deployment's backend flags, as its ServiceAccount (the chart's Role applied
+    for real); its ``--mirror-dir`` moved to ``mirror`` and ``--coredns-port`` to ``dns_port``, where the
+    forwarder listens here (1053 in the pod); loopback nameservers let in (the upstream is on 127.0.0.1)."""
+    for obj in objects:
+        if (obj["kind"], obj["metadata"]["name"]) in {("ServiceAccount", "feddns-stubzone"),
+                                                      ("Role", "feddns-stubzone"), ("RoleBinding", "feddns-stubzone"),
+                                                      ("ConfigMap", "feddns-forwarder-zones")}:
+            kube.apply(obj)
+    kubeconfig = kube.write_kubeconfig(mirror.parent / "stubzone.kubeconfig",
+                                       token=kube.service_account_token(namespace, "feddns-stubzone"))
+    args = stubzone_args(objects)
+    backend = [arg for name in ("backend", "cluster", "configmap", "cluster-domain", "federation-zone")
+               for value in flag(args, name) for arg in (f"--{name}", value)]
+    return StubzoneProcess(pki, *backend, "--coredns-port", str(dns_port), "--mirror-dir", str(mirror),
+                           "--kubeconfig", kubeconfig, "--allow-loopback-nameservers")
+
+
+def test_a_join_reaches_the_real_forwarder_through_the_mirror_and_a_leave_takes_it_out(
+        kube_foo: KubeCluster, tmp_path: Path) -> None:
+    """EKS's render: the endpoint (its flags, its Role on the real API server) and the real CoreDNS on the
+    forwarder's Corefile share one directory, as the pod's emptyDir. No kubelet and no ConfigMap volume
+    here: a POST's block reaches CoreDNS only through the endpoint's watch and its files, and a query to the
+    forwarder then goes to the upstream tagged with the cluster's name. The DELETE takes it out again."""
+    namespace = f"feddns-forwarder-{uuid.uuid4().hex[:8]}"
+    objects = template("eks", f"stubzone.namespace={namespace}")
+    upstream = Upstream()
+    dns_port = free_port()
+    forwarder = run_forwarder(objects, namespace, tmp_path, None, dns_port=dns_port)
+    qname = "myservice.myns.f.svc.federation."
+    try:
+        assert query(forwarder.port, qname).rcode() == dns.rcode.REFUSED  # no federation yet
+        with endpoint_as_the_chart_runs_it(objects, kube_foo, namespace, make_pki(tmp_path / "pki"),
+                                           tmp_path / "feddns", forwarder.port) as endpoint:
+            answer = endpoint.request("POST", "/federations/f", {"nameservers": [f"127.0.0.1:{upstream.port}"]})
+            assert answer.status == 200, answer
+            wait_until(lambda: answers(forwarder.port, qname) == ["192.0.2.7"], "the join served by the forwarder")
+            assert [(o.otype, o.to_wire()) for o in upstream.options[-1]] == [(0xFEDD, b"foo")]
+            assert endpoint.request("DELETE", "/federations/f").status == 200
+            wait_until(lambda: query(forwarder.port, qname).rcode() == dns.rcode.REFUSED, "the leave served")
+        assert forwarder.child.running
+    finally:
+        forwarder.child.stop()
+        upstream.close()
+        kube_foo.request("DELETE", f"/api/v1/namespaces/{namespace}")
+
+
+def query(port: int, qname: str) -> dns.message.Message:
+    return dns.query.udp(dns.message.make_query(qname, "A"), "127.0.0.1", port=port, timeout=5)
+
+
+def answers(port: int, qname: str) -> list[str]:
+    reply = query(port, qname)
+    return [str(rr) for rrset in reply.answer for rr in rrset]
 
 
 def notes(cluster: KubeCluster, platform: str, *values: str) -> str:
@@ -491,13 +644,14 @@ def test_the_platform_table_has_a_row_for_every_platform() -> None:
 
 
 def test_the_forwarders_image_and_address_are_values(renders: dict[str, list[Obj]]) -> None:
-    def forwarder(objects: list[Obj]) -> tuple[str, Any]:
-        (container,) = [c for c in containers(objects) if c.workload["metadata"]["name"] == "feddns-forwarder"]
-        return container.spec["image"], find(objects, "Service", CHART_NAMESPACE, "feddns-forwarder")["spec"].get(
-            "clusterIP")
+    def forwarder(objects: list[Obj]) -> tuple[str, Any, int]:
+        container = pod_containers(objects, CHART_NAMESPACE)["coredns"]
+        replicas = find(objects, "Deployment", CHART_NAMESPACE, "feddns-stubzone")["spec"]["replicas"]
+        return container["image"], find(objects, "Service", CHART_NAMESPACE, "feddns-forwarder")["spec"].get(
+            "clusterIP"), replicas
 
-    assert forwarder(renders["eks"]) == ("registry.k8s.io/coredns/coredns:v1.12.1", None)
-    assert forwarder(renders["forwarder"]) == ("registry.example.net/coredns/coredns:v1.12.1", "10.0.0.53")
+    assert forwarder(renders["eks"]) == ("registry.k8s.io/coredns/coredns:v1.12.1", None, 2)
+    assert forwarder(renders["forwarder"]) == ("registry.example.net/coredns/coredns:v1.12.1", "10.0.0.53", 3)
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
@@ -665,19 +819,19 @@ def test_remove_all_takes_out_the_federations_and_keeps_every_other_key(
     assert (again.returncode, again.stdout) == (0, ""), again.stderr
 
 
-def test_the_hook_and_the_forwarder_run_where_the_endpoint_runs_and_one_forwarder_blocks_no_drain() -> None:
-    """stubzone.nodeSelector, tolerations and affinity place the uninstall hook's Job and feddns-forwarder
-    too (a Windows node, or a tainted pool, would leave the hook unscheduled and the uninstall failing);
-    a forwarder of one replica has no PodDisruptionBudget, which would block every node drain."""
-    objects = template("eks", "forwarder.replicas=1", "stubzone.tolerations[0].key=dedicated",
+def test_the_hook_runs_where_the_endpoint_and_its_forwarder_run_and_one_replica_blocks_no_drain() -> None:
+    """stubzone.nodeSelector, tolerations and affinity place the uninstall hook's Job too (a Windows node, or a
+    tainted pool, would leave the hook unscheduled and the uninstall failing), and the endpoint's pods carry
+    feddns-forwarder with them; one replica has no PodDisruptionBudget, which would block every node drain."""
+    objects = template("eks", "stubzone.replicas=1", "stubzone.tolerations[0].key=dedicated",
                        "stubzone.tolerations[0].operator=Exists")
     pods = {(o["kind"], o["metadata"]["name"]): o["spec"]["template"]["spec"] for o in objects
             if o["kind"] in ("Deployment", "Job")}
-    endpoint = pods[("Deployment", "feddns-stubzone")]
+    assert set(pods) == {("Deployment", "feddns-stubzone"), ("Job", "feddns-stubzone-remove-all")}
+    endpoint, hook = pods[("Deployment", "feddns-stubzone")], pods[("Job", "feddns-stubzone-remove-all")]
     assert endpoint["nodeSelector"] == {"kubernetes.io/os": "linux"}
-    for other in (("Job", "feddns-stubzone-remove-all"), ("Deployment", "feddns-forwarder")):
-        assert (pods[other].get("nodeSelector"), pods[other].get("tolerations")) == \
-            (endpoint["nodeSelector"], endpoint["tolerations"]), other
-    budgets = [o["metadata"]["name"] for o in objects if o["kind"] == "PodDisruptionBudget"]
-    assert "feddns-forwarder" not in budgets
-    assert "feddns-forwarder" in [o["metadata"]["name"] for o in template("eks") if o["kind"] == "PodDisruptionBudget"]
+    assert [c["name"] for c in endpoint["containers"]] == ["stubzone", "coredns"]
+    assert (hook.get("nodeSelector"), hook.get("tolerations")) == (endpoint["nodeSelector"], endpoint["tolerations"])
+    assert not [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    assert [o["metadata"]["name"] for o in template("eks") if o["kind"] == "PodDisruptionBudget"] == \
+        ["feddns-stubzone"]

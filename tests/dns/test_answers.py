@@ -47,7 +47,8 @@ CASES = [
     # a service's TTL: the least its shards' records give (the annotation federation.feddns.io/ttl),
     # for its shards' names too; a service whose records give none has serve's --ttl (30 here)
     Case(f"brief.prod.fed.svc.{Z}", "A", "a", "NOERROR",
-         ordered(a(f"brief.prod.fed.svc.{Z}", "10.0.4.1", "4.4.4.2", "4.4.4.3", ttl=3)), id="the least ttl of the records"),
+         ordered(a(f"brief.prod.fed.svc.{Z}", "10.0.4.1", "4.4.4.2", "4.4.4.3", ttl=3)),
+         id="the least ttl of the records"),
     Case(f"c.brief.prod.fed.svc.{Z}", "A", "a", "NOERROR", ordered(a(f"c.brief.prod.fed.svc.{Z}", "4.4.4.3", ttl=3)),
          id="a shard's name has its service's ttl"),
     # AAAA from the same tiers

@@ -34,6 +34,15 @@ def unbound_conf(tmp_path, include: str | None = None) -> str:
     return str(path)
 
 
+def kubeconfig(tmp_path) -> str:
+    """A kubeconfig naming an API server nobody listens at: it loads, and nothing is asked of it."""
+    path = tmp_path / "kubeconfig"
+    path.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                    "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+                    "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n")
+    return str(path)
+
+
 def garbage(tmp_path, name: str = "garbage.pem") -> str:
     path = tmp_path / name
     path.write_text("-----BEGIN NOTHING-----\nxyz\n")
@@ -86,6 +95,13 @@ BAD = {
                                  "64 characters long; a DNS label has at most 63"),
     "cluster read as hex by CoreDNS": (lambda pki, tmp: {"backend": "coredns", "etcd": None, "cluster": "0xfeed"},
                                        "CoreDNS reads a value starting with 0x as hex"),
+    "mirror dir with skydns": (lambda pki, tmp: {"mirror_dir": str(tmp)},
+                               "--mirror-dir is for --backend coredns or coredns-custom, not skydns"),
+    "mirror dir with kube-dns": (lambda pki, tmp: {"backend": "kube-dns", "etcd": None, "mirror_dir": str(tmp)},
+                                 "--mirror-dir is for --backend coredns or coredns-custom, not kube-dns"),
+    "mirror dir missing": (lambda pki, tmp: {"backend": "coredns", "etcd": None, "cluster": "foo",
+                                             "kubeconfig": kubeconfig(tmp), "mirror_dir": str(tmp / "nope")},
+                           "/nope: not a directory"),
     "etcd flag with coredns": (lambda pki, tmp: {"backend": "coredns", "cluster": "foo"},
                                "--etcd is for --backend skydns, not coredns"),
     "configmap flag with skydns": (lambda pki, tmp: {"configmap": "kube-system/x"},

@@ -31,7 +31,8 @@ capabilities: {drop: [ALL]}
   backend       --backend
   configMap     NAMESPACE/NAME of --configmap ("" for openshift: it writes the DNS operator's object)
   chartOwned    the chart makes that ConfigMap (its own; else the platform's, never rendered here)
-  forwarder     the chart runs its own tagging CoreDNS (feddns-forwarder) the platform's DNS forwards to
+  forwarder     the chart runs its own tagging CoreDNS (feddns-forwarder, in the endpoint's pods) the
+                platform's DNS forwards to
   probeService  NAMESPACE/SELECTOR of the platform's cluster DNS Service, by its labels, for --probe-service */}}
 {{- define "feddns.clusterDNS" -}}
 {{- $ns := .Values.stubzone.namespace -}}
@@ -94,6 +95,7 @@ service: {{ (include "feddns.clusterDNS" . | fromYaml).probeService | quote }}
 {{- end }}
 {{- if $dns.forwarder }}
 - --coredns-port=1053                 # where feddns-forwarder serves (its Service: 53)
+- --mirror-dir=/etc/coredns/feddns    # feddns-forwarder's imports, beside it in the pod (--remove-all ignores it)
 {{- end }}
 - --cluster-domain={{ $sz.clusterDomain }}
 - --federation-zone={{ $sz.federationZone }}
