@@ -17,8 +17,8 @@ timed from the endpoint's write of its ConfigMap (STUB_ZONES; its managedFields 
 answer, or the first lack of one; failover from the pod's Ready condition (or the test's flip of
 the probe, whichever is first) to what pods print. foo's cluster DNS imports its stub zone
 (kubeadm mode: a ConfigMap volume, so its join waits for kubelet's sync); bar runs the member chart's
-forwarder mode, whose CoreDNS in the endpoint's pods is fed through the API (a join in seconds). The figures are printed (``e2e figure:``) and
-recorded in docs/operations.md and docs/performance.md.
+forwarder mode, whose CoreDNS in the endpoint's pods is fed through the API (a join in seconds).
+The figures are printed (``e2e figure:``) and recorded in docs/operations.md and docs/performance.md.
 """
 
 import base64
