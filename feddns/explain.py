@@ -50,7 +50,8 @@ class Record(NamedTuple):
 class Explanation(NamedTuple):
     """What ``feddns explain`` prints: the name, the asker, the policy (and ``policy_why`` when
     it is not what the shards name: they disagree), how the order is decided per query, the
-    records in answer order and the shards left out."""
+    records in answer order and the shards left out; ``ttl`` the answer's TTL in seconds when the
+    shards' records set one (the annotation ``federation.feddns.io/ttl``), ``None`` for serve's ``--ttl``."""
 
     name: str
     asker: str | None
@@ -59,6 +60,7 @@ class Explanation(NamedTuple):
     order: str
     records: list[Record]
     left_out: list[Record]
+    ttl: int | None = None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -156,7 +158,7 @@ def explain(node: Node, name: str, asker: str | None, versions: tuple[int, ...],
         blocks = [(version, policy.shard_addresses(fed, node.cluster, shard, own, version)) for version in versions]
         records = [record for version, block in blocks
                    for record in _record(1, fed, asker, node.cluster, shard, version, block, why)]
-        return Explanation(name, asker, "-", "", "fixed", records, [])
+        return Explanation(name, asker, "-", "", "fixed", records, [], _ttl(node.shards))
     reasons: dict[str, str] = {}
     chosen, groups = policy.address_groups(node, asker, versions, reasons, none_ready)
     places = [group for group in groups if group[1]]
@@ -173,7 +175,14 @@ def explain(node: Node, name: str, asker: str | None, versions: tuple[int, ...],
                                             "reference section 2)")))
     elif not any(shard.healthy for shard in node.shards.values()):
         why = "; ".join(filter(None, (why, "no shard is ready: NODATA (none-ready: nodata)")))
-    return Explanation(name, asker, chosen.name, why, _order(PolicyName(chosen.name)), records, left)
+    return Explanation(name, asker, chosen.name, why, _order(PolicyName(chosen.name)), records, left,
+                       _ttl(node.shards))
+
+
+def _ttl(shards: dict[str, Shard]) -> int | None:
+    """The TTL the shards' records set (:func:`policy.service_ttl`), ``None`` when none does."""
+    ttl = policy.service_ttl(shards, -1)
+    return None if ttl < 0 else ttl
 
 
 def _record(place: int, fed: Any, asker: str | None, cluster: str, shard: Shard, version: int,  # noqa: PLR0913, PLR0917
@@ -208,6 +217,9 @@ def render(found: Explanation) -> str:
     asker = found.asker or "no cluster (an external client)"
     policy = f"{found.policy} ({found.policy_why})" if found.policy_why else found.policy
     lines = [f"{found.name} asked from {asker}", f"policy {policy}; order {found.order}"]
+    if found.ttl is not None:
+        lines.append(f"TTL {found.ttl} s: the least federation.feddns.io/ttl of the shards' records (serve's "
+                     "--ttl otherwise)")
     if not found.records:
         lines.append("NOERROR with no records (NODATA)")
     rows = [("#", "group", "cluster", "address", "kind", "tier", "why")]

@@ -135,6 +135,33 @@ def test_explain_says_when_no_shard_is_ready_as_serve_answers(flag: str, capsys:
                 assert {r["why"] for r in found["left_out"]} == {"left out: ready: 0"}
 
 
+TTLS = """
+/f/_clusters/a: {zone: z1, region: r1}
+/f/_clusters/b: {zone: z2, region: r2}
+/f/ns/brief/a: {clusterIP: 10.0.0.1, externalIP: 1.1.1.1, ttl: 7}
+/f/ns/brief/b: {clusterIP: 10.0.0.2, externalIP: 1.1.1.2, ttl: 4}
+/f/ns/plain/a: {clusterIP: 10.0.1.1, externalIP: 1.1.2.1}
+"""
+
+
+def test_explain_gives_the_ttl_the_records_set_as_serve_answers_it(capsys: pytest.CaptureFixture[str]):
+    """The annotation federation.feddns.io/ttl (the records' ttl): serve answers with the least of
+    the shards', and explain says it; without one, explain says nothing of it (serve's --ttl)."""
+    path = write_records(TTLS)
+    with ServeProcess(records=path, extra_args=["--ttl", "30"]) as server:
+        reply = server.query("brief.ns.f.svc.federation.", cluster="a")
+        assert {rrset.ttl for rrset in reply.answer} == {4}
+        status, out, _ = explain(capsys, "brief.ns.f.svc.federation.", "--from", "a", "--records", path,
+                                 "--output", "json")
+        assert (status, json.loads(out)["ttl"]) == (0, 4)
+        _, text, _ = explain(capsys, "brief.ns.f.svc.federation.", "--from", "a", "--records", path)
+        assert "TTL 4 s: the least federation.feddns.io/ttl of the shards' records" in text.splitlines()[2]
+        assert {rrset.ttl for rrset in server.query("plain.ns.f.svc.federation.", cluster="a").answer} == {30}
+        _, out, _ = explain(capsys, "plain.ns.f.svc.federation.", "--from", "a", "--records", path,
+                            "--output", "json")
+        assert json.loads(out)["ttl"] is None
+
+
 def feddns(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "feddns.cli", *args], capture_output=True, text=True, timeout=30,
                           check=False)
