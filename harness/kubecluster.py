@@ -305,12 +305,12 @@ class KubeCluster:
         return str(path)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                kubeconfig: str | None = None) -> subprocess.CompletedProcess[str]:
-        """The real kubectl against this server (as the admin unless ``kubeconfig``); with ``check``,
-        a non-zero exit raises RuntimeError with its output."""
+                kubeconfig: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """The real kubectl against this server (as the admin unless ``kubeconfig``), killed after ``timeout``
+        seconds; with ``check``, a non-zero exit raises RuntimeError with its output."""
         env = child_env(KUBECONFIG=kubeconfig or self.kubeconfig, HOME=str(self.directory))
         done = subprocess.run([peers.binary("kubectl"), f"--cache-dir={self.directory / 'kubectl-cache'}", *args],
-                              input=input, capture_output=True, text=True, env=env, timeout=120, check=False)
+                              input=input, capture_output=True, text=True, env=env, timeout=timeout, check=False)
         if check and done.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}")
         return done

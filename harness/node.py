@@ -375,9 +375,10 @@ class Node:
 
     # -- use ----------------------------------------------------------------------------------------
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """The real kubectl as the admin (KubeCluster.kubectl)."""
-        return self.api.kubectl(*args, input=input, check=check)
+        return self.api.kubectl(*args, input=input, check=check, timeout=timeout)
 
     def helm(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """The real helm as the admin; with ``check`` a failure raises RuntimeError with its output."""
@@ -395,7 +396,7 @@ class Node:
         """``kubectl rollout status`` of a Deployment or StatefulSet; RuntimeError with the pods'
         state and events if it is not complete within ``timeout`` seconds."""
         done = self.kubectl("-n", namespace, "rollout", "status", f"{kind.lower()}/{name}",
-                            f"--timeout={max(1, int(timeout))}s", check=False)
+                            f"--timeout={max(1, int(timeout))}s", check=False, timeout=timeout + 30)
         if done.returncode != 0:
             raise RuntimeError(f"{kind} {namespace}/{name} did not roll out: {done.stderr.strip()}\n"
                                f"{self.describe(namespace)}")

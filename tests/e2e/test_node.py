@@ -288,6 +288,7 @@ def install(clusters: Clusters, directory: Path) -> Federation:
     bar.reserve_load_balancer("kube-system", "feddns-stubzone", bar_stubzone)
     sh(bar, "feddns", "certs", "issue-server", "--dir", str(pki), "--name", "bar", "--ip", bar_stubzone)
     bar_values = {"cluster": "bar", "clusterDNS": {"platform": "forwarder", "probeInterval": PROBE_INTERVAL},
+                  "forwarder": {"image": images.coredns_ref()},  # the node's CoreDNS image (no registry here)
                   "stubzone": {"service": {"loadBalancerSourceRanges": [f"{node.ranges.node_ip}/32"]}}}
     (directory / "bar.yaml").write_text(yaml.safe_dump(bar_values))
     sh(bar, "helm", "install", "feddns-member", "deploy/helm/feddns-member", "-n", MEMBER_NS, "--create-namespace",
