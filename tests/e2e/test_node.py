@@ -722,9 +722,11 @@ def node_local_dns(node: Node) -> Iterator[dict[str, Any]]:
         wait_running(node, APP_NS, "cached")
         yield configmap
     finally:
-        node.kubectl("-n", APP_NS, "delete", "pod", "cached", "--wait=false", check=False)
-        node.kubectl("-n", "kube-system", "delete", "daemonset/node-local-dns", "configmap/node-local-dns",
-                     "service/kube-dns-upstream", check=False)
+        # Until the pods are gone: the next test's pod of the same name, and the next cache's bind of the
+        # address, would meet them still terminating.
+        node.kubectl("-n", APP_NS, "delete", "pod", "cached", "--timeout=120s", check=False)
+        node.kubectl("-n", "kube-system", "delete", "--cascade=foreground", "--timeout=120s",
+                     "daemonset/node-local-dns", "configmap/node-local-dns", "service/kube-dns-upstream", check=False)
         node.netns.run("ip", "addr", "del", f"{NODE_LOCAL_DNS}/32", "dev", "lo")
 
 
@@ -842,7 +844,7 @@ def test_the_plain_manifests_endpoint_finds_the_cluster_dns_service_itself_and_s
                                says=f"path myfederation: ok: cluster foo by option via {node.ranges.dns_ip}:53")
         assert len(checks) == deployment["spec"]["replicas"], checks
     finally:
-        node.kubectl("delete", "-f", "-", "--timeout=120s", input=manifest, check=False)
+        node.kubectl("delete", "--cascade=foreground", "-f", "-", "--timeout=120s", input=manifest, check=False)
         node.kubectl("delete", "namespace", PLAIN_NS, "--timeout=120s", check=False)
     left = [(o["kind"], o["metadata"]["name"]) for o in objects
             if node.api.get(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) is not None]
