@@ -22,6 +22,7 @@ The figures are printed (``e2e figure:``) and recorded in docs/operations.md and
 """
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -743,16 +744,17 @@ def test_an_external_client_gets_every_shards_address_from_serve_and_connects(fe
     FIGURES["external client: dig +short @serve"] = f"{' '.join(printed)}; curl http://{printed[0]}/ printed {body}"
 
 
-def path_checks(node: Node) -> dict[str, tuple[float | None, str]]:
-    """Each stub-zone endpoint pod's ``feddns_stubzone_path_ok`` for myfederation (None: not probed yet) and
-    its /health body, read through the API server's proxy to the pod's metrics port, as Prometheus scrapes."""
-    pods = node.api.request("GET", "/api/v1/namespaces/kube-system/pods?labelSelector="
+def path_checks(node: Node, namespace: str = "kube-system") -> dict[str, tuple[float | None, str]]:
+    """Each stub-zone endpoint pod's (in ``namespace``) ``feddns_stubzone_path_ok`` for myfederation (None: not
+    probed yet) and its /health body, read through the API server's proxy to the pod's metrics port, as
+    Prometheus scrapes."""
+    pods = node.api.request("GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector="
                                    "app.kubernetes.io%2Fname%3Dfeddns-stubzone")["items"]
     found = {}
     for pod in pods:
         if pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
             continue
-        proxy = f"/api/v1/namespaces/kube-system/pods/{pod['metadata']['name']}:9155/proxy"
+        proxy = f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}:9155/proxy"
         metrics = node.kubectl("get", "--raw", f"{proxy}/metrics").stdout
         health = node.kubectl("get", "--raw", f"{proxy}/health", check=False).stdout
         value = re.search(r'^feddns_stubzone_path_ok\{federation="myfederation"\} (\S+)$', metrics, re.MULTILINE)
@@ -760,12 +762,16 @@ def path_checks(node: Node) -> dict[str, tuple[float | None, str]]:
     return found
 
 
-def wait_for_path(node: Node, ok: float, timeout: float) -> dict[str, tuple[float | None, str]]:
-    """Until every endpoint pod reports path_ok ``ok``; TimeoutError with what they report."""
+def wait_for_path(node: Node, ok: float, timeout: float, says: str = "",
+                  namespace: str = "kube-system") -> dict[str, tuple[float | None, str]]:
+    """Until every endpoint pod (in ``namespace``) reports path_ok ``ok`` and its /health body holds ``says``;
+    TimeoutError with what they report."""
     deadline = time.monotonic() + timeout
-    while not (checks := path_checks(node)) or any(value != ok for value, _ in checks.values()):
+    while (not (checks := path_checks(node, namespace))
+           or any(value != ok or says not in health for value, health in checks.values())):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the endpoints did not report path_ok {ok} within {timeout:.0f} s: {checks}")
+            raise TimeoutError(f"the endpoints did not report path_ok {ok} ({says!r}) within {timeout:.0f} s: "
+                               f"{checks}")
         time.sleep(0.5)
     return checks
 
@@ -830,10 +836,12 @@ def node_local_dns_objects(upstream_ip: str) -> list[dict[str, Any]]:
     return [configmap, daemonset]
 
 
-def test_node_local_dns_in_front_sends_the_federation_to_coredns_which_tags_it(federation: Federation) -> None:
-    """docs/operations.md, "NodeLocal DNSCache": with the upstream node-local-dns in front of CoreDNS as pods,
-    node-local-dns-import.sh makes a pod that asks the cache get foo's clusterIP first (CoreDNS tags it)."""
-    node = federation.node
+@contextlib.contextmanager
+def node_local_dns(node: Node) -> Iterator[dict[str, Any]]:
+    """docs/operations.md, "NodeLocal DNSCache", in foo: Service kube-dns-upstream, the upstream ConfigMap
+    node-local-dns with the federation's block added by node-local-dns-import.sh, the DaemonSet rolled out,
+    and pod ``cached`` in APP_NS asking QNAME through the cache (dig_loop_pod). Yields the ConfigMap as the
+    upstream manifest ships it (no federation block); takes all of it away after."""
     upstream = node.api.apply({"apiVersion": "v1", "kind": "Service", "metadata": {
         "name": "kube-dns-upstream", "namespace": "kube-system"}, "spec": {
         "selector": {"k8s-app": "kube-dns"}, "ports": [{"name": "dns", "port": 53, "protocol": "UDP"},
@@ -850,13 +858,137 @@ def test_node_local_dns_in_front_sends_the_federation_to_coredns_which_tags_it(f
         pod["spec"].update(dnsPolicy="None", dnsConfig={"nameservers": [NODE_LOCAL_DNS]})
         node.api.apply(pod)
         wait_running(node, APP_NS, "cached")
+        yield configmap
+    finally:
+        # Until the pods are gone: the next test's pod of the same name, and the next cache's bind of the
+        # address, would meet them still terminating.
+        node.kubectl("-n", APP_NS, "delete", "pod", "cached", "--timeout=120s", check=False)
+        node.kubectl("-n", "kube-system", "delete", "--cascade=foreground", "--timeout=120s",
+                     "daemonset/node-local-dns", "configmap/node-local-dns", "service/kube-dns-upstream", check=False)
+        node.netns.run("ip", "addr", "del", f"{NODE_LOCAL_DNS}/32", "dev", "lo")
+
+
+def test_node_local_dns_in_front_sends_the_federation_to_coredns_which_tags_it(federation: Federation) -> None:
+    """docs/operations.md, "NodeLocal DNSCache": with the upstream node-local-dns in front of CoreDNS as pods,
+    node-local-dns-import.sh makes a pod that asks the cache get foo's clusterIP first (CoreDNS tags it)."""
+    node = federation.node
+    with node_local_dns(node):
         first, _ = wait_for_steady(node, "cached", lambda a: a.addresses[:1] == (federation.cluster_ip,), 0, 120)
         FIGURES["through node-local-dns"] = f"{first.rcode} {' '.join(first.addresses)} (foo's clusterIP first)"
+
+
+WHOAMI = "_whoami.myfederation.svc.federation."
+"""The name the endpoint's path check asks (TXT): serve says how it found the asker (docs/reference.md)."""
+
+
+def probe_node_local_dns(node: Node, enabled: bool) -> None:
+    """``helm upgrade`` of foo's member release with ``nodeLocalDNS.enabled`` (the path check asks the cache's
+    address, else the DNS Service), its other values kept; until its endpoint has rolled out."""
+    sh(node, "helm", "upgrade", "feddns-member", "deploy/helm/feddns-member", "-n", MEMBER_NS, "--reuse-values",
+       "--set", f"nodeLocalDNS.enabled={str(enabled).lower()}")
+    node.wait_rollout("kube-system", "Deployment", "feddns-stubzone", 180)
+
+
+def restart_node_local_dns(node: Node) -> float:
+    """The stand-in for node-cache renders its Corefile from ConfigMap node-local-dns once, as it starts (its
+    init container): restarted, it serves the ConfigMap as it is now. When the new pod had rolled out (Unix
+    seconds)."""
+    node.kubectl("-n", "kube-system", "rollout", "restart", "daemonset/node-local-dns")
+    node.wait_rollout("kube-system", "DaemonSet", "node-local-dns", 120)
+    return time.time()
+
+
+def test_the_path_check_asks_node_local_dns_and_sees_its_federation_block_go_and_come_back(
+        federation: Federation) -> None:
+    """docs/operations.md, "NodeLocal DNSCache", with the member chart's ``nodeLocalDNS.enabled``: the endpoint
+    asks _whoami at the cache's address. When the cache's Corefile loses its federation block (the upstream
+    ConfigMap applied again, as the addon manager does to a ``Reconcile`` object), the pods asking the cache
+    lose the federation and, within two probe intervals of the first such answer, the endpoint reports the
+    path broken, though the DNS Service (CoreDNS) still answers _whoami tagged; node-local-dns-import.sh puts
+    the block back and the path is reported whole again."""
+    node = federation.node
+    through_cache = f"path myfederation: ok: cluster foo by option via {NODE_LOCAL_DNS}:53"
+    with node_local_dns(node) as shipped:
+        try:
+            probe_node_local_dns(node, True)
+            wait_for_path(node, 1.0, PROBE_INTERVAL + 60, says=through_cache)
+            node.api.apply(shipped)
+            restarted = restart_node_local_dns(node)
+            lost = wait_for_answer(node, "cached", lambda a: a.rcode != "TIMEOUT" and not a.addresses, restarted, 120)
+            checks = wait_for_path(node, 0.0, 2 * PROBE_INTERVAL, says="path myfederation: broken: answered")
+            FIGURES["path lost at node-local-dns"] = (
+                f"{time.time() - lost.at:.1f} s from a pod's first answer from node-local-dns without its federation "
+                f"block ({lost.rcode}) to every endpoint reporting path_ok 0 (probe interval {PROBE_INTERVAL} s)")
+            tagged = node.kubectl("-n", APP_NS, "exec", "asker", "--", "dig", "+short", f"@{node.ranges.dns_ip}",
+                                  WHOAMI, "TXT").stdout
+            assert '"cluster=foo" "by=option"' in tagged, (tagged, checks)
+            sh(node, "bash", "deploy/cluster-dns/node-local-dns/node-local-dns-import.sh", "--context", "foo")
+            restarted = restart_node_local_dns(node)
+            wait_for_answer(node, "cached", lambda a: a.addresses[:1] == (federation.cluster_ip,), restarted, 120)
+            wait_for_path(node, 1.0, 2 * PROBE_INTERVAL, says=through_cache)
+        finally:
+            probe_node_local_dns(node, False)
+    wait_for_path(node, 1.0, PROBE_INTERVAL + 60, says=f"via {node.ranges.dns_ip}:53")
+
+
+PLAIN_NS = "feddns-plain"
+"""Where the plain manifests' stub-zone endpoint runs, beside the chart's in kube-system."""
+
+
+def plain_stubzone_objects(pki: Path, namespace: str) -> list[dict[str, Any]]:
+    """deploy/cluster-dns/coredns/stubzone.yaml with its Secret's placeholders filled in with foo's certificate
+    (docs/operations.md, "The plain manifests"), moved beside the chart's endpoint: its objects in
+    ``namespace``, but its Roles and RoleBindings, which stay where they grant (kube-system) under names of their
+    own, and ConfigMap coredns-feddns, which is left out: the chart's, which holds the federation, is read by
+    both endpoints."""
+    moved = []
+    for obj in yaml.safe_load_all((REPO / "deploy/cluster-dns/coredns/stubzone.yaml").read_text()):
+        kind, meta = obj["kind"], obj["metadata"]
+        if kind == "ConfigMap":
+            continue
+        if kind in ("Role", "RoleBinding"):
+            meta["name"] = f"{meta['name']}-{namespace}"
+        else:
+            meta["namespace"] = namespace
+        if kind == "RoleBinding":
+            obj["roleRef"]["name"] = f"{obj['roleRef']['name']}-{namespace}"
+            for subject in obj["subjects"]:
+                subject["namespace"] = namespace
+        if kind == "Secret":
+            obj["stringData"] = {"tls.crt": (pki / "foo.crt").read_text(), "tls.key": (pki / "foo.key").read_text(),
+                                 "ca.crt": (pki / "ca.crt").read_text()}
+        moved.append(obj)
+    return moved
+
+
+def test_the_plain_manifests_endpoint_finds_the_cluster_dns_service_itself_and_sees_the_path(
+        federation: Federation) -> None:
+    """docs/operations.md, "The plain manifests": deploy/cluster-dns/coredns/stubzone.yaml applied with kubectl,
+    no Helm (plain_stubzone_objects). Given no address to ask, its endpoint finds the cluster DNS Service
+    through the API (``--probe-service``, kubeadm's labels) and reports the path ok there: foo's CoreDNS,
+    tagged. Deleted after, nothing of it is left."""
+    node = federation.node
+    objects = plain_stubzone_objects(federation.directory / "pki", PLAIN_NS)
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--probe-service=kube-system/k8s-app=kube-dns" in args, args
+    assert not any(arg.startswith("--probe-server") for arg in args), args
+    manifest = yaml.safe_dump_all(objects)
+    sh(node, "kubectl", "create", "namespace", PLAIN_NS)
+    try:
+        sh(node, "kubectl", "apply", "-f", "-", input=manifest)
+        node.wait_rollout(PLAIN_NS, "Deployment", "feddns-stubzone", 180)
+        checks = wait_for_path(node, 1.0, 120, namespace=PLAIN_NS,
+                               says=f"path myfederation: ok: cluster foo by option via {node.ranges.dns_ip}:53")
+        assert len(checks) == deployment["spec"]["replicas"], checks
     finally:
-        node.kubectl("-n", APP_NS, "delete", "pod", "cached", "--wait=false", check=False)
-        node.kubectl("-n", "kube-system", "delete", "daemonset/node-local-dns", "configmap/node-local-dns",
-                     "service/kube-dns-upstream", check=False)
-        node.netns.run("ip", "addr", "del", f"{NODE_LOCAL_DNS}/32", "dev", "lo")
+        node.kubectl("delete", "--cascade=foreground", "-f", "-", "--timeout=120s", input=manifest, check=False)
+        node.kubectl("delete", "namespace", PLAIN_NS, "--timeout=120s", check=False)
+    left = [(o["kind"], o["metadata"]["name"]) for o in objects
+            if node.api.get(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) is not None]
+    assert not left, left
+    assert node.api.get("Namespace", None, PLAIN_NS) is None
+    wait_for_path(node, 1.0, PROBE_INTERVAL + 60, says=f"via {node.ranges.dns_ip}:53")
 
 
 CAPABILITY_MASK = re.compile(r"^Cap(Inh|Prm|Eff|Bnd|Amb):\s+([0-9a-f]+)$", re.MULTILINE)
