@@ -85,3 +85,20 @@ def test_every_bench_command_starts():
         if run.returncode != 0 or "usage:" not in out:
             failed[name] = err[-500:]
     assert not failed, failed
+
+
+def test_rolling_update_prints_every_stage_and_the_ratio():
+    """bench/rolling_update.py on 5 Services (real kube-apiserver, etcd, controller, serve and
+    CoreDNS) prints each stage's row, with every timed change shown by both servers, and the ratio."""
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "rolling_update.py"), "--services", "5",
+                          "--rate", "20"],
+                         check=False, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = run.stdout
+    assert re.search(r"^changes timed 10, overtaken 0, lost 0; load average [\d.]+ before, [\d.]+ after$",
+                     out, re.MULTILINE), out
+    for stage in ("API write -> controller's etcd write", "etcd write -> serve answer",
+                  "API write -> serve answer (feddns)", "API write -> CoreDNS answer"):
+        assert re.search(rf"^{re.escape(stage)}\s+10(\s+-?[\d.]+){{4}}$", out, re.MULTILINE), (stage, out)
+    assert re.search(rf"^feddns / CoreDNS \(API write -> answer\): median {RATIO}, p99 {RATIO}$", out,
+                     re.MULTILINE), out
