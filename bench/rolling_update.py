@@ -14,9 +14,9 @@ with its pod. Headless, because a pod IP is what both answer (docs/reference.md 
 serve answers a headless shard's ready endpoints to its own cluster).
 
 Then --rounds rolling updates over all of them, --rate Services a second: each Service's pod
-is replaced as a Deployment with maxSurge 1 does it, by three EndpointSlice writes (server-side
-apply over one kept-alive HTTPS connection), spaced --step seconds apart, several Services in
-flight at once:
+is replaced as a Deployment with maxSurge 1 does it, by three EndpointSlice writes (``PUT``s
+over one kept-alive HTTPS connection, as the EndpointSlice controller updates a slice), spaced
+--step seconds apart, several Services in flight at once:
 
 1. surge: the new pod is ready beside the old one; the answer becomes {old, new};
 2. old pod terminating (ready and serving false); the answer becomes {new};
@@ -111,7 +111,7 @@ def slice_of(i: int, endpoints: list[tuple[str, bool]]) -> dict[str, Any]:
 
 
 class ApiWriter:
-    """Server-side apply to ``kube`` over one kept-alive HTTPS connection, as a controller's
+    """Writes to ``kube`` over one kept-alive HTTPS connection, as a controller's
     client keeps one (``KubeCluster.apply`` opens a connection a request)."""
 
     def __init__(self, kube: KubeCluster) -> None:
@@ -120,20 +120,28 @@ class ApiWriter:
         self.connection: http.client.HTTPSConnection | None = None
 
     def apply(self, obj: dict[str, Any]) -> None:
+        """Create or update ``obj`` by server-side apply (force, field manager ``feddns-tests``)."""
+        self._send("PATCH", obj, f"?fieldManager={FIELD_MANAGER}&force=true", "application/apply-patch+yaml")
+
+    def update(self, obj: dict[str, Any]) -> None:
+        """Replace ``obj`` (``PUT``, no ``resourceVersion``: unconditional), as the EndpointSlice
+        controller updates a slice."""
+        self._send("PUT", obj, "", "application/json")
+
+    def _send(self, method: str, obj: dict[str, Any], query: str, content_type: str) -> None:
         meta = obj["metadata"]
         group = "api/v1" if obj["apiVersion"] == "v1" else f"apis/{obj['apiVersion']}"
         plural = obj["kind"].lower() + "s"
-        path = (f"/{group}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
-                f"?fieldManager={FIELD_MANAGER}&force=true")
+        path = f"/{group}/namespaces/{meta['namespace']}/{plural}/{meta['name']}{query}"
         body = json.dumps(obj).encode()
         headers = {"Authorization": f"Bearer {self.kube.admin_token}", "Accept": "application/json",
-                   "Content-Type": "application/apply-patch+yaml"}
+                   "Content-Type": content_type}
         for attempt in (1, 2):
             if self.connection is None:
                 self.connection = http.client.HTTPSConnection("127.0.0.1", self.kube.port, context=self.context,
                                                               timeout=30)
             try:
-                self.connection.request("PATCH", path, body, headers)
+                self.connection.request(method, path, body, headers)
                 reply = self.connection.getresponse()
                 text = reply.read()
             except (OSError, http.client.HTTPException):
@@ -143,7 +151,7 @@ class ApiWriter:
                     raise
                 continue
             if reply.status >= 300:
-                raise RuntimeError(f"PATCH {path}: HTTP {reply.status}: {text[:300]!r}")
+                raise RuntimeError(f"{method} {path}: HTTP {reply.status}: {text[:300]!r}")
             return
 
 
@@ -305,7 +313,7 @@ def roll(writer: ApiWriter, poller: Poller, services: int, rate: float, step: fl
                 change = Change(i, frozenset(a for a, ready in endpoints if ready))
                 poller.add(change)
                 changes.append(change)
-            writer.apply(slice_of(i, endpoints))
+            writer.update(slice_of(i, endpoints))
             if change is not None:
                 change.written = time.perf_counter()
     return changes, (services + 2 * lag - 1) / (time.perf_counter() - began)
