@@ -237,11 +237,13 @@ class Asker:
 
 
 def serve_qname(i: int) -> str:
+    """What a pod of cluster foo asks serve for the i-th Service (docs/reference.md section 1)."""
     namespace, name = names(i)
     return f"{name}.{namespace}.{FEDERATION}.svc.federation."
 
 
 def coredns_qname(i: int) -> str:
+    """What a pod asks its cluster's DNS for the i-th Service (Kubernetes DNS spec, 2.4.1)."""
     namespace, name = names(i)
     return f"{name}.{namespace}.svc.cluster.local."
 
@@ -329,6 +331,7 @@ def figures(values: list[float]) -> str:
 
 
 def percentile(values: list[float], k: int) -> float:
+    """The k-th percentile of ``values`` (the value itself when there is one)."""
     if len(values) < 2:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[k - 1]
