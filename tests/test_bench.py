@@ -113,3 +113,24 @@ def test_differential_long_run_prints_what_it_compared():
                         r"\(each of 3 servers, UDP and TCP\): no difference\n", run.stdout)
     assert line, run.stdout
     assert int(line.group(1)) >= 1 and int(line.group(2).replace(",", "")) >= 5, line.group(0)
+
+
+def test_rolling_update_prints_every_stage_and_the_ratio():
+    """bench/rolling_update.py on 5 Services (real kube-apiserver, etcd, controller, serve and
+    CoreDNS) accounts for each of its 10 changes and prints each stage's row and the ratio.
+    --step 2: a change overtaken by its Service's next write would have to take 2 s."""
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "rolling_update.py"), "--services", "5",
+                          "--rate", "20", "--step", "2"],
+                         check=False, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = run.stdout
+    counts = re.search(r"^changes timed (\d+), overtaken (\d+), lost (\d+); load average [\d.]+ before, [\d.]+ after$",
+                       out, re.MULTILINE)
+    assert counts and sum(map(int, counts.groups())) == 10 and int(counts.group(1)) > 0, out
+    timed = counts.group(1)
+    for stage in ("API write -> controller's etcd write", "etcd write -> serve answer"):  # n: events the watch saw
+        assert re.search(rf"^{re.escape(stage)}\s+\d+(\s+-?[\d.]+){{4}}$", out, re.MULTILINE), (stage, out)
+    for stage in ("API write -> serve answer (feddns)", "API write -> CoreDNS answer"):
+        assert re.search(rf"^{re.escape(stage)}\s+{timed}(\s+-?[\d.]+){{4}}$", out, re.MULTILINE), (stage, out)
+    assert re.search(rf"^feddns / CoreDNS \(API write -> answer\): median {RATIO}, p99 {RATIO}$", out,
+                     re.MULTILINE), out
