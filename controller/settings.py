@@ -21,7 +21,11 @@ class SyncSettings:
     """The etcd writer, :class:`controller.sync.Syncer`."""
 
     debounce: float = 0.02
-    """Wait after the first touch so that a burst of events is written together."""
+    """Least time between the starts of two writes, in seconds: a change after an idle spell is
+    written at once (the events already queued with it go in the same write), and one that comes
+    sooner waits out the rest of this window, so that a burst is written together. It bounded the
+    controller's stage at about 20 ms for every change while it was a wait after each first touch
+    (docs/performance.md, "A rolling update of 500 Services")."""
     retry_initial: float = 0.2
     """First wait after a failed etcd call; doubled after each further failure (:class:`feddns.backoff.Backoff`)."""
     retry_max: float = 5.0

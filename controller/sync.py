@@ -33,6 +33,7 @@ a service's agreement changes, its shards in every cluster are looked at again.
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -162,6 +163,8 @@ class Syncer:
         self._in_flight: dict[str, bytes | None] = {}
         """Keys of the transaction being committed, with the values it writes (``None``: deletes)."""
         self._wake = asyncio.Event()
+        self._last_write = -math.inf
+        """When the writer last began a write (time.monotonic()); -inf: never."""
         self._next_resync = 0.0
         self._unparsable: set[str] = set()
         self._watch: asyncio.Task[None] | None = None
@@ -240,7 +243,10 @@ class Syncer:
             await self._wait()
             if not self.leadership.is_leader:
                 continue
-            await asyncio.sleep(self.timing.debounce)
+            # Leading edge: at once after an idle spell (sleep(0) lets the events already queued join
+            # this write), else the rest of the window since the last write began (SyncSettings.debounce).
+            await asyncio.sleep(max(0.0, self._last_write + self.timing.debounce - time.monotonic()))
+            self._last_write = time.monotonic()
             client = self.link.client
             try:
                 await self._work(client)

@@ -431,9 +431,10 @@ def endpoint_as_the_chart_runs_it(objects: list[Obj], kube: KubeCluster, namespa
     """The real endpoint with the Deployment's backend flags, as its ServiceAccount (the chart's Role applied
     for real); its ``--mirror-dir`` moved to ``mirror`` and ``--coredns-port`` to ``dns_port``, where the
     forwarder listens here (1053 in the pod); loopback nameservers let in (the upstream is on 127.0.0.1)."""
+    role = f"feddns-stubzone-{namespace}"  # the chart names it after the endpoint's namespace
     for obj in objects:
         if (obj["kind"], obj["metadata"]["name"]) in {("ServiceAccount", "feddns-stubzone"),
-                                                      ("Role", "feddns-stubzone"), ("RoleBinding", "feddns-stubzone"),
+                                                      ("Role", role), ("RoleBinding", role),
                                                       ("ConfigMap", "feddns-forwarder-zones")}:
             kube.apply(obj)
     kubeconfig = kube.write_kubeconfig(mirror.parent / "stubzone.kubeconfig",

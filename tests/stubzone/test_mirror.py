@@ -8,6 +8,7 @@ tests/support is used only for what the real one cannot show on demand: a watch 
 ``410 Gone`` with events never sent, and failures in a row (logged once, not at each retry).
 """
 
+import contextlib
 import logging
 import time
 import urllib.error
@@ -48,7 +49,13 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 
 
 def files(directory: Path) -> dict[str, str]:
-    return {path.name: path.read_text() for path in directory.iterdir()}
+    """The directory's files and their text, as one look sees them (a file the endpoint removes between
+    the listing and the read is gone)."""
+    found = {}
+    for path in directory.iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            found[path.name] = path.read_text()
+    return found
 
 
 @pytest.fixture
