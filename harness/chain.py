@@ -81,6 +81,9 @@ def install_member(kube: KubeCluster) -> None:
 CACHE_MIN_TTL = {"foo": 0}
 """``--cache-min-ttl`` of each cluster's stub zone: foo's CoreDNS holds no answer past its TTL (as the
 member chart renders it), the others keep CoreDNS's own floor (the command's default)."""
+SERVE_STALE = {"foo": 30}
+"""``--cache-serve-stale`` of each cluster's stub zone: foo's CoreDNS gives an expired answer while
+Federated-DNS fails (as the member chart renders it); the others never (the command's default)."""
 
 
 class Chain:
@@ -147,6 +150,7 @@ class Chain:
         return StubzoneProcess(self.pki, "--backend", "coredns", "--cluster", name, "--kubeconfig", kubeconfig,
                                "--coredns-port", str(self.coredns[name].port),
                                "--cache-min-ttl", str(CACHE_MIN_TTL.get(name, COREDNS_MIN_TTL)),
+                               "--cache-serve-stale", str(SERVE_STALE.get(name, 0)),
                                "--allow-loopback-nameservers")  # Federated-DNS is on 127.0.0.1
 
     def program(self, name: str) -> None:

@@ -40,7 +40,7 @@ from stubzone import probe as probe_module
 from stubzone import probetarget, tls
 from stubzone.auth import AllowList, authorizer
 from stubzone.backends import BACKENDS, Backend, BackendUnavailable, NotWrittenHere, load
-from stubzone.backends.corefile import CACHE_SECONDS
+from stubzone.backends.corefile import CACHE_SECONDS, MAX_SERVE_STALE
 from stubzone.metrics import NAMESPACE, StubzoneMetrics
 from stubzone.model import StubDomains, check_cluster
 
@@ -56,6 +56,7 @@ BACKEND_FLAGS: dict[str, tuple[str, ...]] = {
     "probe_service": ("coredns", "coredns-custom", "kube-dns", "openshift"),
     "coredns_port": ("coredns", "coredns-custom"),
     "cache_min_ttl": ("coredns", "coredns-custom"),
+    "cache_serve_stale": ("coredns", "coredns-custom"),
     "mirror_dir": ("coredns", "coredns-custom"),
     "etcd": ("skydns",),
     "etcd_prefix": ("skydns",),
@@ -114,6 +115,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                       help="coredns, coredns-custom: the least time the block's cache holds an answer, 0 to 30 "
                            "(default 5, CoreDNS's own: an answer whose TTL is shorter is held 5 s; 0 holds none "
                            "longer than its TTL)")
+    kube.add_argument("--cache-serve-stale", type=int, metavar="SECONDS",
+                      help="coredns, coredns-custom: when Federated-DNS cannot be reached or fails, the block's "
+                           "cache gives an expired answer for up to this long (CoreDNS's serve_stale, verify "
+                           "mode: only after asking again), 0 to 3600 (default 0: never)")
     kube.add_argument("--mirror-dir", type=Path, metavar="DIR",
                       help="coredns, coredns-custom: also keep DIR's *.server files equal to the endpoint's blocks "
                            "in the ConfigMap, followed through the API (a watch: seconds, where a ConfigMap volume "
@@ -189,6 +194,9 @@ def check_flags(args: argparse.Namespace) -> StubDomains:
         raise ConfigError(f"--coredns-port {args.coredns_port} is not a port (1-65535)")
     if args.cache_min_ttl is not None and not 0 <= args.cache_min_ttl <= CACHE_SECONDS:
         raise ConfigError(f"--cache-min-ttl {args.cache_min_ttl} is not a number of seconds from 0 to {CACHE_SECONDS}")
+    if args.cache_serve_stale is not None and not 0 <= args.cache_serve_stale <= MAX_SERVE_STALE:
+        raise ConfigError(f"--cache-serve-stale {args.cache_serve_stale} is not a number of seconds from 0 to "
+                          f"{MAX_SERVE_STALE}")
     if args.cluster is not None:
         check_cluster(args.cluster)
     elif BACKENDS[args.backend].tags:

@@ -28,7 +28,16 @@ from feddns import names
 from feddns.errors import ConfigError
 from stubzone.backends import Backend, NotWrittenHere
 from stubzone.backends.configmap import ConfigMapBackend, ConfigMapStore, Data, client_configuration, parse_reference
-from stubzone.backends.corefile import COREDNS_MIN_TTL, MARKER, CorefileError, forward_targets, parse, render
+from stubzone.backends.corefile import (
+    COREDNS_CACHE,
+    COREDNS_MIN_TTL,
+    MARKER,
+    CacheSettings,
+    CorefileError,
+    forward_targets,
+    parse,
+    render,
+)
 from stubzone.model import Nameserver, StubDomains, StubZone
 
 log = logging.getLogger(__name__)
@@ -69,14 +78,14 @@ class CoreDNSBackend(ConfigMapBackend):
     others write to too), not by its name alone (the endpoint's own ConfigMap)."""
 
     def __init__(self, store: ConfigMapStore, domains: StubDomains, cluster: str, port: int = 53,
-                 cache_min_ttl: int = COREDNS_MIN_TTL) -> None:
+                 cache: CacheSettings = COREDNS_CACHE) -> None:
         super().__init__(store, domains)
-        self.cluster, self.port, self.cache_min_ttl = cluster, port, cache_min_ttl
+        self.cluster, self.port, self.cache = cluster, port, cache
 
     @classmethod
     def from_flags(cls, args: argparse.Namespace, domains: StubDomains, default_configmap: str) -> "CoreDNSBackend":
         """The backend of the flags (``--cluster``, ``--configmap``, ``--kubeconfig``, ``--coredns-port``,
-        ``--cache-min-ttl``);
+        ``--cache-min-ttl``, ``--cache-serve-stale``);
         raises :class:`ConfigError` for a cluster name CoreDNS would read as hex."""
         cluster = str(args.cluster)
         if cluster.startswith("0x"):
@@ -85,8 +94,9 @@ class CoreDNSBackend(ConfigMapBackend):
         namespace, name = parse_reference(args.configmap or default_configmap)
         configuration = client_configuration(args.kubeconfig, args.kube_context)
         store = ConfigMapStore(namespace, name, configuration, args.backend_timeout, cls.missing)
-        cache_min_ttl = COREDNS_MIN_TTL if args.cache_min_ttl is None else args.cache_min_ttl
-        return cls(store, domains, cluster, args.coredns_port or 53, cache_min_ttl)
+        cache = CacheSettings(COREDNS_MIN_TTL if args.cache_min_ttl is None else args.cache_min_ttl,
+                              args.cache_serve_stale or 0)
+        return cls(store, domains, cluster, args.coredns_port or 53, cache)
 
     def key(self, federation: str) -> str:
         """The ConfigMap key of F's block."""
@@ -116,7 +126,7 @@ class CoreDNSBackend(ConfigMapBackend):
     async def put(self, federation: str, nameservers: Sequence[Nameserver]) -> tuple[StubZone, bool]:
         key = self.key(federation)
         text = render(federation, self.domains.stub_domain(federation), self.cluster, tuple(nameservers), self.port,
-                      self.cache_min_ttl)
+                      self.cache)
 
         def change(data: Data) -> Data:
             self._check_ours(data, key)

@@ -59,17 +59,28 @@ CACHE_CAPACITY = 9984
 """CoreDNS's ``cache`` default capacity (entries), restated where the block sets MINTTL."""
 
 
-def cache_directive(min_ttl: int = COREDNS_MIN_TTL) -> str:
-    """The block's ``cache`` line(s): ``cache 30`` when ``min_ttl`` is CoreDNS's own floor, else a
-    ``cache 30 { success ...; denial ... }`` block setting MINTTL to ``min_ttl`` seconds (0 to 30),
-    indented for the server block. ValueError for a ``min_ttl`` out of that range."""
+MAX_SERVE_STALE = 3600
+"""The longest ``--cache-serve-stale``, in seconds."""
+
+
+def cache_directive(min_ttl: int = COREDNS_MIN_TTL, serve_stale: int = 0) -> str:
+    """The block's ``cache`` line(s), indented for the server block: ``cache 30`` when ``min_ttl`` is
+    CoreDNS's own floor and ``serve_stale`` 0, else a ``cache 30 { ... }`` block setting MINTTL to
+    ``min_ttl`` seconds (0 to 30) for answers and denials and, when ``serve_stale`` is more than 0,
+    ``serve_stale <serve_stale>s verify``: an expired answer is asked for again and, only when
+    Federated-DNS cannot be reached or fails, the old one is given for up to that many seconds
+    (RFC 8767; CoreDNS's plugin/cache). ValueError for a value out of range."""
     if not 0 <= min_ttl <= CACHE_SECONDS:
         raise ValueError(f"cache min TTL {min_ttl} is not 0 to {CACHE_SECONDS} seconds")
-    if min_ttl == COREDNS_MIN_TTL:
+    if not 0 <= serve_stale <= MAX_SERVE_STALE:
+        raise ValueError(f"cache serve-stale {serve_stale} is not 0 to {MAX_SERVE_STALE} seconds")
+    if min_ttl == COREDNS_MIN_TTL and not serve_stale:
         return f"cache {CACHE_SECONDS}"
+    stale = f"        serve_stale {serve_stale}s verify\n" if serve_stale else ""
     return (f"cache {CACHE_SECONDS} {{\n"
             f"        success {CACHE_CAPACITY} {CACHE_SECONDS} {min_ttl}\n"
             f"        denial {CACHE_CAPACITY} {CACHE_SECONDS} {min_ttl}\n"
+            f"{stale}"
             "    }")
 
 
@@ -77,16 +88,29 @@ class CorefileError(FeddnsError, ValueError):
     """Text that is not a Corefile; the message names the line."""
 
 
+@dataclass(frozen=True)
+class CacheSettings:
+    """How a block's ``cache`` keeps answers (:func:`cache_directive`): ``min_ttl`` (``--cache-min-ttl``)
+    and ``serve_stale`` (``--cache-serve-stale``), in seconds."""
+
+    min_ttl: int = COREDNS_MIN_TTL
+    serve_stale: int = 0
+
+
+COREDNS_CACHE = CacheSettings()
+"""CoreDNS's own: the plain ``cache 30``."""
+
+
 def render(federation: str, stub_domain: str, cluster: str, nameservers: tuple[Nameserver, ...],
-           port: int = 53, cache_min_ttl: int = COREDNS_MIN_TTL) -> str:
+           port: int = 53, cache: CacheSettings = COREDNS_CACHE) -> str:
     """F's server block; ``cluster`` is a DNS label (never starting with ``0x``: CoreDNS would read hex).
 
     ``port`` is the port of the server block, the one the cluster's pods ask CoreDNS on (53 in a
     stock Deployment; CoreDNS serves every block of one port from one listener, zones by longest match).
-    ``cache_min_ttl`` is :func:`cache_directive`'s (``--cache-min-ttl``, seconds).
+    ``cache`` gives the ``cache`` directive (:func:`cache_directive`).
     """
     return TEMPLATE.substitute(federation=federation, stub_domain=stub_domain, cluster=cluster, port=port,
-                               cache=cache_directive(cache_min_ttl),
+                               cache=cache_directive(cache.min_ttl, cache.serve_stale),
                                option=f"{TAG_OPTION:x}", nameservers=" ".join(ns.host_port() for ns in nameservers))
 
 

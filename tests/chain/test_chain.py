@@ -1,14 +1,17 @@
 """The whole chain through real programs: kube-apiserver per cluster -> feddns controller -> etcd ->
 feddns serve -> CoreDNS (programmed by feddns stubzone) and unbound per cluster (0xfedd tag) -> the asking pod."""
 
+import os
 import re
+import signal
 import time
 import uuid
+from pathlib import Path
 
 import dns.rcode
 import pytest
 
-from harness.chain import CACHE_MIN_TTL, CLUSTERS, QNAME, Chain, myservice
+from harness.chain import CACHE_MIN_TTL, CLUSTERS, QNAME, SERVE_STALE, Chain, myservice
 from harness.ports import wait_until
 from harness.unbound import UnboundResolver
 
@@ -99,3 +102,39 @@ def test_unbound_checkconf_refuses_a_bad_config_and_start_says_so():
     with pytest.raises(RuntimeError, match=re.escape(str(resolver.conf))):
         resolver.start()
     resolver.stop()
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process under it (``/proc/PID/task/*/children``)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for children in Path(f"/proc/{current}/task").glob("*/children"):
+            todo += [int(child) for child in children.read_text().split()]
+    return found
+
+
+def test_while_federated_dns_is_frozen_a_serve_stale_stub_zone_gives_the_expired_answer(chain):
+    """serve (its parent and workers) stopped with SIGSTOP past the TTL, as a pod that is gone while
+    kube-proxy still sends to it: foo's stub zone (``--cache-serve-stale 30``) asks again, gets nothing,
+    and gives the expired answer; bar's (the command's default) answers SERVFAIL. Once serve runs
+    again, foo's answers are fresh."""
+    assert SERVE_STALE.get("foo") == 30 and "bar" not in SERVE_STALE
+    for asker in CLUSTERS:  # warm both caches
+        chain.wait_for(asker, chain.expected(asker))
+    pids = process_tree(chain.serve.child.pid)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(chain.ttl + 1.5)  # every cached answer has expired
+        stale = chain.coredns["foo"].query(QNAME, timeout=8)
+        assert dns.rcode.to_text(stale.rcode()) == "NOERROR", stale
+        assert [rr.address for rrset in stale.answer for rr in rrset] == chain.expected("foo"), stale
+        failed = chain.coredns["bar"].query(QNAME, timeout=8)
+        assert failed.rcode() == dns.rcode.SERVFAIL, failed
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    for asker in CLUSTERS:
+        chain.wait_for(asker, chain.expected(asker), timeout=20)

@@ -396,15 +396,15 @@ def federation(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory) -> 
     it from the start and one that fetches it: each join is timed from the endpoint's write to the
     first answer with the cluster's own clusterIP first."""
     directory = tmp_path_factory.mktemp("federation")
-    made = install(clusters, directory)
-    for node in (made.node, made.bar):
-        cluster_ip, made.lb[node.cluster] = make_service(node)
-        if node is made.node:
-            made.cluster_ip = cluster_ip
-        else:
-            made.bar_cluster_ip = cluster_ip
+    # The service and the asking pods first, so that a join is timed by pods already asking.
+    services = {}
+    for node in (clusters.foo, clusters.bar):
+        services[node.cluster] = make_service(node)
         node.api.apply(dig_loop_pod("asker", QNAME))
         node.api.apply(fetch_loop_pod("fetcher", QNAME))
+    made = install(clusters, directory)
+    made.cluster_ip, made.lb["foo"] = services["foo"]
+    made.bar_cluster_ip, made.lb["bar"] = services["bar"]
     for node in (made.node, made.bar):
         wait_running(node, APP_NS, "asker")
         wait_running(node, APP_NS, "fetcher")

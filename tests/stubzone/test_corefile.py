@@ -4,7 +4,7 @@ import ipaddress
 
 import pytest
 
-from stubzone.backends.corefile import CorefileError, forward_targets, parse, render, tokenize
+from stubzone.backends.corefile import CacheSettings, CorefileError, forward_targets, parse, render, tokenize
 from stubzone.model import Nameserver
 
 STOCK_COREFILE = """\
@@ -118,7 +118,7 @@ def test_a_cache_min_ttl_other_than_corednss_own_sets_success_and_denial_minttl(
     """``--cache-min-ttl``: the block's ``cache`` keeps its 30 s cap and sets MINTTL (CoreDNS's plugin/cache
     ``success CAPACITY TTL MINTTL`` and ``denial ...``), so that a 2 s answer is held 2 s, not CoreDNS's 5."""
     text = render("myfederation", "myfederation.svc.federation.", "foo", nameservers("203.0.113.53"),
-                  cache_min_ttl=min_ttl)
+                  cache=CacheSettings(min_ttl))
     (block,) = parse(text).blocks
     (cache,) = block.directive("cache")
     assert cache.args == ("30",)
@@ -128,11 +128,11 @@ def test_a_cache_min_ttl_other_than_corednss_own_sets_success_and_denial_minttl(
 
 
 def test_corednss_own_min_ttl_renders_the_plain_cache_line():
-    assert render("f", "f.svc.federation.", "foo", nameservers("203.0.113.53"), cache_min_ttl=5) == render(
+    assert render("f", "f.svc.federation.", "foo", nameservers("203.0.113.53"), cache=CacheSettings(5)) == render(
         "f", "f.svc.federation.", "foo", nameservers("203.0.113.53"))
 
 
 @pytest.mark.parametrize("min_ttl", [-1, 31])
 def test_a_cache_min_ttl_out_of_range_is_refused(min_ttl):
     with pytest.raises(ValueError, match=f"cache min TTL {min_ttl} is not 0 to 30 seconds"):
-        render("f", "f.svc.federation.", "foo", nameservers("203.0.113.53"), cache_min_ttl=min_ttl)
+        render("f", "f.svc.federation.", "foo", nameservers("203.0.113.53"), cache=CacheSettings(min_ttl))

@@ -112,6 +112,7 @@ service: {{ (include "feddns.clusterDNS" . | fromYaml).probeService | quote }}
 - --tls-reload-interval={{ $sz.tlsReloadInterval }}           # a renewed Secret applies without a restart
 {{- if has $dns.backend (list "coredns" "coredns-custom") }}
 - --cache-min-ttl={{ $sz.cacheMinTTL }}                    # the stub zone's cache holds no answer past its TTL
+- --cache-serve-stale={{ $sz.cacheServeStale }}            # ... unless Federated-DNS fails: then the expired one
 {{- end }}
 - --backend-timeout={{ $sz.backendTimeout }}                # a request's whole time with the store; 503 after it
 {{- if $probe.server }}
