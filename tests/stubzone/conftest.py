@@ -7,6 +7,7 @@ import pytest
 
 from harness.etcd import EtcdServer
 from harness.stubzone import Pki, StubzoneProcess, make_pki, skydns_args
+from tests.support.fakekube import FakeKube
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +27,13 @@ def stubzone(pki: Pki, etcd: EtcdServer, skydns_prefix: str) -> Iterator[Stubzon
     """The real `feddns stubzone --backend skydns` against the session etcd's v2 key space."""
     with StubzoneProcess(pki, *skydns_args(etcd.url, skydns_prefix)) as server:
         yield server
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    """The fake API server of tests/ (member cluster), for the faults a real one cannot show on demand
+    (a 410 Gone, failures in a row, a held watch): each test that uses it says which."""
+    server = FakeKube("member")
+    server.start()
+    yield server
+    server.close()

@@ -5,7 +5,6 @@ conflicts, AlreadyExists, refusals, and a connection cut after a write.
 """
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,14 +22,6 @@ myfederation.svc.federation.:53 {
     cache 30
 }
 """
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeKube]:
-    server = FakeKube("member")
-    server.start()
-    yield server
-    server.close()
 
 
 def configmap(fake: FakeKube, name: str) -> dict:

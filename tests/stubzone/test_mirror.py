@@ -166,14 +166,6 @@ def test_the_endpoint_is_ready_only_once_the_first_list_is_written(
 
 # -- what only the fake API server can show -----------------------------------------------------------
 
-@pytest.fixture
-def fake() -> Iterator[FakeKube]:
-    server = FakeKube("member")
-    server.start()
-    yield server
-    server.close()
-
-
 def mirror_of(fake: FakeKube, directory: Path) -> ZoneMirror:
     configuration = client_configuration(Path(fake.write_kubeconfig(str(directory.parent / "kubeconfig"))), None)
     store = ConfigMapStore("kube-system", NAME, configuration, 2.0)
