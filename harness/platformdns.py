@@ -57,9 +57,19 @@ class _CoreDNSRun:
     def sync(self) -> None:
         raise NotImplementedError
 
-    def start(self) -> "_CoreDNSRun":
-        self.sync()
-        self.child.start(timeout=30)
+    def start(self, attempts: int = 3) -> "_CoreDNSRun":
+        """Render and start it; when another process took a port chosen between its choice and CoreDNS's
+        bind ("address already in use"), again on new ones, ``attempts`` times in all (as
+        :meth:`harness.coredns.CoreDNS.start`)."""
+        for attempt in range(attempts):
+            self.sync()
+            try:
+                self.child.start(timeout=30)
+                break
+            except RuntimeError as exc:
+                if "address already in use" not in str(exc) or attempt == attempts - 1:
+                    raise
+                self.port = free_port()
         return self
 
     def restart(self) -> None:
