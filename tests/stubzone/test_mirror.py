@@ -183,9 +183,10 @@ def configmap(data: dict[str, str]) -> dict:
     return {"kind": "ConfigMap", "metadata": {"namespace": "kube-system", "name": NAME}, "data": data}
 
 
-def test_after_410_gone_the_directory_is_what_a_new_list_says(fake: FakeKube, tmp_path: Path,
-                                                              caplog: pytest.LogCaptureFixture) -> None:
-    """Changes made while the watch was held back, then dropped by a 410: only a new list shows them."""
+@contextlib.contextmanager
+def mirroring_a(fake: FakeKube, tmp_path: Path) -> Iterator[Path]:
+    """The directory of a mirror of the fake's ConfigMap holding federation a's block, once its first list is written;
+    stopped on leaving."""
     directory = tmp_path / "feddns"
     directory.mkdir()
     fake.apply(configmap({"a.server": block("a")}))
@@ -193,6 +194,15 @@ def test_after_410_gone_the_directory_is_what_a_new_list_says(fake: FakeKube, tm
     mirror.start()
     try:
         wait_for(lambda: mirror.synced and set(files(directory)) == {"a.server"}, "the first list written")
+        yield directory
+    finally:
+        mirror.stop()
+
+
+def test_after_410_gone_the_directory_is_what_a_new_list_says(fake: FakeKube, tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """Changes made while the watch was held back, then dropped by a 410: only a new list shows them."""
+    with mirroring_a(fake, tmp_path) as directory:
         wait_for(lambda: fake.watch_count("configmaps") == 1, "the watch open")
         fake.hold()
         fake.apply(configmap({"b.server": block("b")}))
@@ -202,24 +212,14 @@ def test_after_410_gone_the_directory_is_what_a_new_list_says(fake: FakeKube, tm
         wait_for(lambda: set(files(directory)) == {"b.server"}, "the relist's blocks, and only those")
         assert files(directory)["b.server"] == block("b")
         assert "watch of ConfigMap kube-system/feddns-forwarder-zones expired (410 Gone)" in caplog.text
-    finally:
-        mirror.stop()
 
 
 def test_failures_in_a_row_are_logged_once_and_the_files_stay(fake: FakeKube, tmp_path: Path,
                                                               caplog: pytest.LogCaptureFixture) -> None:
-    directory = tmp_path / "feddns"
-    directory.mkdir()
-    fake.apply(configmap({"a.server": block("a")}))
-    mirror = mirror_of(fake, directory)
-    mirror.start()
-    try:
-        wait_for(lambda: set(files(directory)) == {"a.server"}, "the first list written")
+    with mirroring_a(fake, tmp_path) as directory:
         caplog.set_level(logging.INFO, "stubzone.mirror")
         fake.fail_next(500, times=5)
         fake.end_watches()
         wait_for(lambda: "is in step again" in caplog.text, "the mirror back after five failed lists")
         assert caplog.text.count("the files stay as they are, retrying with backoff") == 1
         assert set(files(directory)) == {"a.server"}
-    finally:
-        mirror.stop()
