@@ -25,8 +25,8 @@ The writer and the prefix watch each own their etcd connection.
 
 A service's answer policy must be the same on every shard (docs/reference.md
 section 2): when the listed clusters' Services set different policies, every
-shard is written with the default policy, and the conflict is logged once and
-counted. A change in one cluster can so change the records of the others: when
+shard is written with the default policy, and the conflict is logged once (again
+when its sides change) and counted once. A change in one cluster can so change the records of the others: when
 a service's agreement changes, its shards in every cluster are looked at again.
 """
 
@@ -168,8 +168,8 @@ class Syncer:
         self._next_resync = 0.0
         self._unparsable: set[str] = set()
         self._watch: asyncio.Task[None] | None = None
-        self._conflicts: set[Key] = set()
-        """Services whose shards set different policies, as last worked out."""
+        self._conflicts: dict[Key, str] = {}
+        """Services whose shards set different policies, as last worked out, with what each cluster sets."""
         self._flipped: set[Key] = set()
         """Services whose agreement changed since the last plan (their shards elsewhere change)."""
         self._term: tuple[float, Counter[str], bool] = (time.monotonic(), Counter(), True)
@@ -470,18 +470,22 @@ class Syncer:
             if policy is not None:
                 policies[cluster] = policy
         agreed = len({(p.name, p.failover_order) for p in policies.values()}) <= 1
-        if agreed == (key not in self._conflicts):
+        sides = "" if agreed else ", ".join(f"{cluster}: {shards.describe_policy(p)}"
+                                            for cluster, p in sorted(policies.items()))
+        before = self._conflicts.get(key)
+        if agreed == (before is None) and (agreed or sides == before):
             return agreed
-        self._flipped.add(key)
         if agreed:
-            self._conflicts.discard(key)
+            self._flipped.add(key)
+            del self._conflicts[key]
             log.info("service %s/%s: its shards set the same policy again", *key)
-        else:
-            self._conflicts.add(key)
+            return agreed
+        if before is None:  # a new conflict is counted; one whose sides change is logged again, not counted
+            self._flipped.add(key)
             self.metrics.policy_conflicts.inc()
-            sides = ", ".join(f"{cluster}: {shards.describe_policy(p)}" for cluster, p in sorted(policies.items()))
-            log.warning("service %s/%s: its shards set different policies (%s); writing every shard with the "
-                        "default policy (locality)", key[0], key[1], sides)
+        self._conflicts[key] = sides
+        log.warning("service %s/%s: its shards set different policies (%s); writing every shard with the "
+                    "default policy (locality)", key[0], key[1], sides)
         return agreed
 
     def _plan(self, scope: set[str] | None) -> list[KeyChange]:
@@ -615,8 +619,8 @@ class Syncer:
             return
         unreachable = set(self.unreachable())
         unlisted = [c.name for c in self.config.clusters if not self.views[c.name].synced]
-        if any(name not in unreachable for name in unlisted):
-            return  # a list still in progress
+        if any(name not in unreachable for name in unlisted) or self._reconcile:
+            return  # a list still in progress, or a listed cluster not written yet
         self._term = (started, written, True)
         shards = sum(1 for key in self.known if isinstance(self._parse(key), ShardKey))
         right = max(0, len(self.known) - written["created"] - written["changed"])
