@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -142,21 +141,14 @@ def test_help_is_plain_text(command):
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_help_imports_no_heavy_library_and_answers_within_a_second(command):
+def test_help_imports_no_heavy_library(command):
+    """What makes ``--help`` slow is importing kubernetes, aiohttp or the gRPC stack (about a second
+    each); the import set is checked, not the wall time, which a shared machine makes noisy."""
     probe = ("import sys\nfrom feddns.cli import build_parser\n"
              f"build_parser([{command!r}, '--help'])\n"
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'kubernetes', 'aiohttp', 'aetcd', 'grpc'}))\n")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=20, check=True)
     assert loaded.stdout.strip() == "[]", loaded.stdout
-    # Wall time on a shared machine: the best of three.
-    best = min(_seconds(feddns, command, "--help") for _ in range(3))
-    assert best < 1.0, f"feddns {command} --help took {best:.2f} s"
-
-
-def _seconds(run, *args: str) -> float:
-    start = time.monotonic()
-    assert run(*args).returncode == 0
-    return time.monotonic() - start
 
 
 @pytest.mark.parametrize("argv,level,log_format", [
