@@ -32,7 +32,7 @@ from feddns import configfile, names
 from feddns.errors import ConfigError
 from feddns.etcd.credentials import Access, TLSFiles
 from feddns.etcd.endpoints import EtcdEndpoints
-from feddns.hostport import host_port, parse_ip_port
+from feddns.hostport import host_port, not_forwardable, parse_ip_port
 from feddns.keys import Layout
 from feddns.records import POD_NETWORKS, ClusterRecord, IPNetwork, StaleAction
 
@@ -403,9 +403,9 @@ def _nameserver(text: object, where: str, loopback: bool) -> str:
         address, port = parse_ip_port(_string(text, where), 53)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
-    mapped = getattr(address, "ipv4_mapped", None)
-    if address.is_unspecified or address.is_multicast or address.is_link_local or mapped is not None:
-        raise ConfigError(f"{where}: {text!r} is not a unicast address a DNS server can forward to")
+    reason = not_forwardable(address)
+    if reason is not None:
+        raise ConfigError(f"{where}: {text!r} is {reason}")
     if address.is_loopback and not loopback:
         raise ConfigError(f"{where}: {text!r} is loopback: each member's cluster DNS would send the queries to "
                           "itself (--allow-loopback-nameservers, for a test on one host)")

@@ -94,3 +94,29 @@ def parse_ip_port(text: str, default_port: int | None, *, flag: str | None = Non
     except ValueError as exc:
         raise ConfigError(f"{named}{text!r} is not an IP address (hostnames are not accepted)") from exc
     return address, port
+
+
+BROADCAST = ipaddress.IPv4Address("255.255.255.255")
+
+
+def not_forwardable(address: IPAddress) -> str | None:
+    """Why a cluster DNS cannot forward to ``address``, or ``None`` when it is a unicast address it can
+    (docs/reference.md section 5; the controller's ``nameservers`` and the stub-zone endpoint's POST
+    share the rule). The reasons: unspecified (``0.0.0.0``, ``::``), the IPv4 broadcast address,
+    multicast, link-local (``169.254/16``, ``fe80::/10``: valid only on one link of one node), an IPv6
+    address with a zone (``%eth0``), and IPv4-mapped IPv6 (``::ffff:1.2.3.4``: the IPv4 address in
+    disguise, so a list could hold one nameserver twice, or a link-local one unseen; the reason names
+    the IPv4 address to write instead). Loopback is the caller's to refuse: a test on one host needs it."""
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    if mapped is not None:
+        return f"an IPv4-mapped IPv6 address; write the IPv4 address {mapped} instead"
+    for refused, what in (
+        (address.is_unspecified, "unspecified"),
+        (address == BROADCAST, "the broadcast address"),
+        (address.is_multicast, "multicast"),
+        (address.is_link_local, "link-local"),
+        (bool(getattr(address, "scope_id", None)), "an IPv6 address with a zone"),
+    ):
+        if refused:
+            return f"{what}, not a unicast address a DNS server can forward to"
+    return None

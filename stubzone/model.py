@@ -10,19 +10,17 @@ Everything is normalised here, where it enters; the backends only render and
 parse their own formats.
 """
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
 from feddns import names
 from feddns.errors import ConfigError
-from feddns.hostport import host_port, parse_ip_port
+from feddns.hostport import host_port, not_forwardable, parse_ip_port
 from feddns.records import IPAddress
 
 DEFAULT_PORT = 53
 MAX_PORT = 65535
 """The highest TCP or UDP port number."""
-BROADCAST = ipaddress.IPv4Address("255.255.255.255")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,32 +44,13 @@ class Nameserver:
         return cls(address, port).check(text)
 
     def check(self, text: str | None = None) -> "Nameserver":
-        """``self`` when it is a unicast address a DNS server can forward to; else ``ValueError``.
-
-        Refused (docs/reference.md section 5): unspecified (``0.0.0.0``, ``::``),
-        the IPv4 broadcast address, multicast, link-local (``169.254/16``,
-        ``fe80::/10``: valid only on one link of one node), IPv6 addresses
-        with a zone (``%eth0``), and IPv4-mapped IPv6 addresses
-        (``::ffff:1.2.3.4``): such an address is the IPv4 one in disguise, so
-        the list could hold one nameserver twice, or a link-local one unseen,
-        and whether a cluster DNS on an IPv4-only node can send to it depends
-        on the node; the message says which IPv4 address to write instead.
-        ``text`` is how the client wrote it, for the message.
+        """``self`` when it is a unicast address a DNS server can forward to; else ``ValueError`` naming
+        why (:func:`feddns.hostport.not_forwardable`, the rule the controller's ``nameservers`` share;
+        docs/reference.md section 5). ``text`` is how the client wrote it, for the message.
         """
-        shown = repr(text if text is not None else str(self))
-        address = self.address
-        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
-        if mapped is not None:
-            raise ValueError(f"{shown} is an IPv4-mapped IPv6 address; write the IPv4 address {mapped} instead")
-        for refused, what in (
-            (address.is_unspecified, "unspecified"),
-            (address == BROADCAST, "the broadcast address"),
-            (address.is_multicast, "multicast"),
-            (address.is_link_local, "link-local"),
-            (bool(getattr(address, "scope_id", None)), "an IPv6 address with a zone"),
-        ):
-            if refused:
-                raise ValueError(f"{shown} is {what}, not a unicast address a DNS server can forward to")
+        reason = not_forwardable(self.address)
+        if reason is not None:
+            raise ValueError(f"{text if text is not None else str(self)!r} is {reason}")
         return self
 
     def __str__(self) -> str:
