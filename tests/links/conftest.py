@@ -1,6 +1,8 @@
 """Fixtures of the links tests: certificates, the local cluster's API, and the cluster DNS.
 
-The chain the webhook's DNS gating goes through is the real one:
+The local cluster is the session's real kube-apiserver foo (``kube_foo``, tests/conftest.py), shared
+with other packages: the links tests keep their Services in namespace ``data`` and delete them after
+each module. The chain the webhook's DNS gating goes through is the real one:
 ``feddns links --resolver`` -> unbound (a member cluster's DNS, stub zone for
 the federation) -> ``feddns serve`` (Federated-DNS, serving RECORDS).
 """
@@ -10,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.objects import service
+from harness.kubecluster import KubeCluster
 from harness.serve import ServeProcess, write_records
 from harness.unbound import UnboundResolver
-from tests.links.support import LABEL, RECORDS, STUB_ZONE, LinksProcess, Pki, make_pki
-from tests.support.fakekube import FakeKube
+from tests.links.support import RECORDS, STUB_ZONE, LinksProcess, Pki, clear_services, local_services, make_pki
 
 
 @pytest.fixture(scope="session")
@@ -23,29 +24,18 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("links-pki"))
 
 
-def local_services() -> list[dict]:
-    """The local cluster (foo): shards of postgres and redis, a Service of another federation, a plain one."""
-    return [
-        service("data", "postgres", labels=LABEL, ports=[("sql", "TCP", 5432), ("admin", "TCP", 5433)]),
-        service("data", "redis", labels=LABEL, ports=[("redis", "TCP", 6379)]),
-        service("data", "mysql", labels={"federation.feddns.io/name": "otherfed"}, ports=[("mysql", "TCP", 3306)]),
-        service("data", "idle", ports=[("http", "TCP", 80)]),
-    ]
-
-
 @pytest.fixture(scope="module")
-def kube() -> Iterator[FakeKube]:
-    """The local cluster's API server, holding :func:`local_services`."""
-    fake = FakeKube("foo", bookmark_interval=0.3)
-    fake.start()
+def kube(kube_foo: KubeCluster) -> Iterator[KubeCluster]:
+    """The local cluster's API server (real, the session's foo), holding :func:`local_services` for the
+    module; after it, every Service in their namespace is deleted, a test's own included."""
     for obj in local_services():
-        fake.apply(obj)
-    yield fake
-    fake.close()
+        kube_foo.apply(obj)
+    yield kube_foo
+    clear_services(kube_foo)
 
 
 @pytest.fixture(scope="module")
-def kubeconfig(kube: FakeKube, tmp_path_factory: pytest.TempPathFactory) -> str:
+def kubeconfig(kube: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
     return kube.write_kubeconfig(str(tmp_path_factory.mktemp("kube") / "foo.kubeconfig"))
 
 

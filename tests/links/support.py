@@ -15,6 +15,8 @@ from typing import Any
 import jsonpatch
 
 from feddns.cli import main as feddns_main
+from harness.kubecluster import KubeCluster
+from harness.objects import service
 from harness.process import ChildProcess
 
 FEDERATION = "myfederation"
@@ -31,6 +33,27 @@ RECORDS = f"""
 """
 
 JSON = dict[str, Any]
+NAMESPACE = "data"
+"""The namespace of the local shards, in RECORDS and in the local cluster."""
+
+
+def local_services() -> list[JSON]:
+    """The local cluster (foo): shards of postgres and redis, a Service of another federation, a plain one."""
+    return [
+        service(NAMESPACE, "postgres", labels=LABEL, ports=[("sql", "TCP", 5432), ("admin", "TCP", 5433)]),
+        service(NAMESPACE, "redis", labels=LABEL, ports=[("redis", "TCP", 6379)]),
+        service(NAMESPACE, "mysql", labels={"federation.feddns.io/name": "otherfed"},
+                ports=[("mysql", "TCP", 3306)]),
+        service(NAMESPACE, "idle", ports=[("http", "TCP", 80)]),
+    ]
+
+
+def clear_services(kube: KubeCluster, namespace: str = NAMESPACE) -> None:
+    """Delete every Service in ``namespace`` of ``kube``. The session's clusters are shared and no
+    controller-manager empties a namespace there: a Service left labelled for the federation would
+    be a shard to every later test of that cluster. ApiError if the API server refuses."""
+    for found in kube.request("GET", f"/api/v1/namespaces/{namespace}/services")["items"]:
+        kube.delete("Service", namespace, found["metadata"]["name"])
 
 
 def certs(*args: str) -> None:

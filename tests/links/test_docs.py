@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.kubecluster import KubeCluster
 from harness.unbound import UnboundResolver
 from links.expansion import expand
-from tests.links.support import LinksProcess, Pki
-from tests.support.fakekube import FakeKube
+from tests.links.support import LinksProcess, Pki, clear_services
 
 DOC = Path(__file__).parents[2] / "docs" / "links.md"
 
@@ -25,13 +25,13 @@ def example(name: str) -> str:
 
 
 @pytest.fixture
-def doc_cluster(tmp_path: Path) -> Iterator[str]:
-    """A local cluster holding the walkthrough's Service, as a kubeconfig path."""
-    fake = FakeKube("doc")
-    fake.start()
-    fake.apply(yaml.safe_load(example("service")))
-    yield fake.write_kubeconfig(str(tmp_path / "doc.kubeconfig"))
-    fake.close()
+def doc_cluster(kube_foo: KubeCluster) -> Iterator[str]:
+    """The local cluster (real, the session's foo) holding the walkthrough's Service, as a kubeconfig path;
+    the Services of its namespace are deleted after the test."""
+    walkthrough = yaml.safe_load(example("service"))
+    kube_foo.apply(walkthrough)
+    yield kube_foo.kubeconfig
+    clear_services(kube_foo, walkthrough["metadata"]["namespace"])
 
 
 def kubelet_environment(container: dict) -> list[str]:

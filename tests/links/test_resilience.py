@@ -1,4 +1,11 @@
-"""`feddns links` under attack and outage: floods of links and pods, a silent DNS, an API server that goes away."""
+"""`feddns links` under attack and outage: floods of links and pods, a silent DNS, an API server that goes away.
+
+The API servers are real kube-apiservers (the session's foo; one of the test's own that it stops and
+starts), but for the fake one (tests/support/fakekube.py) of
+:func:`test_an_expired_watch_lists_again_and_misses_no_change`: it ends the open Service watch with
+``410 Gone`` at the moment the test chooses and counts the watches opened, which a real one cannot
+be made to do on demand.
+"""
 
 import socket
 import time
@@ -8,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.etcd import EtcdServer
+from harness.kubecluster import KubeCluster
 from harness.objects import service
 from harness.ports import wait_until
 from links.shards import connector
@@ -55,62 +64,70 @@ def test_a_flood_of_pods_with_many_links_each_is_answered_within_the_deadline(si
     assert silent_webhook.review(pod()).allowed  # and it still answers
 
 
-def test_api_server_down_at_start_then_back(pki: Pki, tmp_path: Path):
-    fake = FakeKube("late", bookmark_interval=0.2)
-    fake.start()
-    kubeconfig = fake.write_kubeconfig(str(tmp_path / "late.kubeconfig"))
-    fake.apply(service("data", "postgres", labels=LABEL, ports=[("sql", "TCP", 5432)]))
-    fake.stop()
-    process = LinksProcess(pki, kubeconfig=kubeconfig, resolver="127.0.0.1:9").start(wait_for_shards=False)
+def test_api_server_down_at_start_then_back(pki: Pki, kube_etcd: EtcdServer) -> None:
+    """A kube-apiserver of the test's own (the session's is shared by other tests): started after the
+    webhook, then killed and started again on its port, with its data."""
+    late = KubeCluster("late", kube_etcd.url)
     try:
-        submitted = pod(annotations={LINKS: "DB=postgres.data.myfederation?required=false"})
-        reply = process.review(submitted)  # not listed yet: the host only, and a warning saying why
-        assert env(reply.applied(submitted)) == [("DB_SERVICE_HOST", "postgres.data.myfederation.svc.federation.")]
-        assert reply.warnings == [("link DB: the local shard's ports are not known yet (Services not listed); "
-                                  "only DB_SERVICE_HOST was injected")]
-        process.wait_for_log("Kubernetes API: .*retrying")
-        fake.start()
-        process.wait_for_log(r"listed 1 Services labelled", timeout=60)
-        assert len(env(process.review(submitted).applied(submitted))) == 3
+        process = LinksProcess(pki, kubeconfig=late.kubeconfig, resolver="127.0.0.1:9").start(wait_for_shards=False)
+        try:
+            submitted = pod(annotations={LINKS: "DB=postgres.data.myfederation?required=false"})
+            reply = process.review(submitted)  # not listed yet: the host only, and a warning saying why
+            assert env(reply.applied(submitted)) == [
+                ("DB_SERVICE_HOST", "postgres.data.myfederation.svc.federation.")]
+            assert reply.warnings == [("link DB: the local shard's ports are not known yet (Services not listed); "
+                                      "only DB_SERVICE_HOST was injected")]
+            process.wait_for_log("Kubernetes API: .*retrying")
+            late.start()
+            process.wait_for_log(r"listed 0 Services labelled", timeout=60)
+            late.apply(service("data", "postgres", labels=LABEL, ports=[("sql", "TCP", 5432)]))
+            wait_until(lambda: len(env(process.review(submitted).applied(submitted))) == 3, timeout=15,
+                       what="the Service made once the API server was up")
 
-        mark = len(process.lines)
-        fake.stop()  # an outage after the list: what is known is kept
-        process.wait_for_log("Kubernetes API: .*keeping 1 known shards", start=mark)
-        assert len(env(process.review(submitted).applied(submitted))) == 3
-        fake.start()
-        process.wait_for_log(r"listed 1 Services labelled", start=mark, timeout=60)
-        failures = [line for line in process.lines[mark:] if "Kubernetes API:" in line and "retrying" in line]
-        assert len(failures) == 1, failures  # the outage is logged once, not once per retry
+            mark = len(process.lines)
+            late.child.kill()  # an outage after the list (a crash: a clean stop waits on the open watch)
+            process.wait_for_log("Kubernetes API: .*keeping 1 known shards", start=mark)
+            assert len(env(process.review(submitted).applied(submitted))) == 3
+            late.start()
+            process.wait_for_log(r"listed 1 Services labelled", start=mark, timeout=60)
+            failures = [line for line in process.lines[mark:] if "Kubernetes API:" in line and "retrying" in line]
+            assert len(failures) == 1, failures  # the outage is logged once, not once per retry
+        finally:
+            assert process.stop() == 0
     finally:
-        assert process.stop() == 0
-        fake.close()
+        late.close()
 
 
-def test_an_expired_watch_lists_again_and_misses_no_change(pki: Pki, kube: FakeKube, kubeconfig: str):
-    opened = kube.watches_opened("services")  # an earlier test's watch may still count as open
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    """The fake API server, empty: it sends ``410 Gone`` to open watches when told (``expire_watches``)."""
+    fake = FakeKube("foo", bookmark_interval=0.3)
+    fake.start()
+    yield fake
+    fake.close()
+
+
+def test_an_expired_watch_lists_again_and_misses_no_change(pki: Pki, fake: FakeKube, tmp_path: Path) -> None:
+    opened = fake.watches_opened("services")
+    kubeconfig = fake.write_kubeconfig(str(tmp_path / "foo.kubeconfig"))
     process = LinksProcess(pki, kubeconfig=kubeconfig, resolver="127.0.0.1:9").start()
     try:
         submitted = pod(annotations={LINKS: "K=kafka.data.myfederation?required=false"})
         # a watch opened after the expiry would start from the new version and never see a 410
-        wait_until(lambda: kube.watches_opened("services") > opened, timeout=15, what="this process's Service watch")
-        kube.expire_watches()  # 410 Gone: everything before now is forgotten
-        kube.apply(service("data", "kafka", labels=LABEL, ports=[("broker", "TCP", 9092)]))
+        wait_until(lambda: fake.watches_opened("services") > opened, timeout=15, what="this process's Service watch")
+        fake.expire_watches()  # 410 Gone: everything before now is forgotten
+        fake.apply(service("data", "kafka", labels=LABEL, ports=[("broker", "TCP", 9092)]))
         wait_until(lambda: len(env(process.review(submitted).applied(submitted))) == 3, timeout=15,
                    what="the Service made after the 410")
         process.wait_for_log("expired")
     finally:
-        kube.delete("Service", "data", "kafka")
         assert process.stop() == 0
 
 
-def test_the_api_connections_probe_a_silent_peer_with_tcp_keepalive(tmp_path: Path):
+def test_the_api_connections_probe_a_silent_peer_with_tcp_keepalive(kubeconfig: str) -> None:
     """A Service watch lasts 5 minutes; an API server that vanishes without a FIN is noticed
     after 15 s + 3 x 5 s of keep-alive probes, as in the controller, not at the watch's end."""
-    fake = FakeKube("local")
-    try:
-        client = connector(fake.write_kubeconfig(str(tmp_path / "kubeconfig")), None)()
-    finally:
-        fake.close()
+    client = connector(kubeconfig, None)()
     options = client.rest_client.pool_manager.connection_pool_kw["socket_options"]
     client.close()
     assert (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1) in options

@@ -1,13 +1,14 @@
-"""`feddns links` over real TLS: what a pod gets, re-invocation, conflicts, and what it does with bad input."""
+"""`feddns links` over real TLS, reading a real kube-apiserver: what a pod gets, re-invocation, conflicts,
+and what it does with bad input."""
 
 import json
 
 import pytest
 
+from harness.kubecluster import KubeCluster
 from harness.objects import service
 from harness.ports import wait_until
 from tests.links.support import LinksProcess, env, pod
-from tests.support.fakekube import FakeKube
 
 HOST = "postgres.data.myfederation.svc.federation."
 LINKS = "links.feddns.io/services"
@@ -69,7 +70,7 @@ def test_ports_fall_back_to_the_links_own_then_to_none(webhook: LinksProcess, li
     assert env(reply.applied(submitted)) == expected
 
 
-def test_a_shard_change_reaches_the_next_review(webhook: LinksProcess, kube: FakeKube):
+def test_a_shard_change_reaches_the_next_review(webhook: LinksProcess, kube: KubeCluster):
     submitted = pod(annotations={LINKS: "C=cache.data.myfederation?required=false"})
     assert env(webhook.review(submitted).applied(submitted)) == [
         ("C_SERVICE_HOST", "cache.data.myfederation.svc.federation.")]
