@@ -147,7 +147,7 @@ class Elector:
 
     async def run(self) -> None:
         """Campaign and hold until :meth:`stop`; errors are logged and retried after a pause."""
-        failing = False
+        failing = ""  # the failure last logged; "" while etcd answers
         while not self._stop_asked:
             client = self.link.client
             try:
@@ -156,7 +156,7 @@ class Elector:
                 if self.stopping():
                     return  # still the leader: resign() revokes the lease, for a successor at once
                 self._step_down()
-                failing = False
+                failing = ""
                 continue
             except asyncio.CancelledError as exc:
                 if not cancelled_by_client(exc):
@@ -165,10 +165,13 @@ class Elector:
             except Exception as exc:  # noqa: BLE001 - etcd errors, and whatever gRPC lets through: retried
                 error = exc
             self._step_down()
-            self.unreachable = describe(error)
-            level = logging.DEBUG if failing else logging.WARNING
-            log.log(level, "leader election: etcd %s: %s", self.link.endpoints.current, describe(error))
-            failing = True
+            # a failure is logged when it starts and when its cause changes (a timeout, then a refused
+            # password), each retry of the same cause (on any endpoint) at debug level
+            cause = describe(error)
+            level = logging.DEBUG if failing == cause else logging.WARNING
+            self.unreachable = cause
+            log.log(level, "leader election: etcd %s: %s", self.link.endpoints.current, cause)
+            failing = cause
             await self.link.failed(client)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(1.0, self.ttl / 3)):  # not wait_for: controller.stubzones._sleep
