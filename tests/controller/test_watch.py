@@ -1,4 +1,10 @@
-"""The list/watch loop of one resource (controller.watch.ResourceWatch) against the fake API server."""
+"""The list/watch loop of one resource (controller.watch.ResourceWatch) against the fake API server.
+
+FakeKube, because each case needs what a real kube-apiserver does not show on demand: its request log
+(``requests``: the pages a list took), the count of open watches (``watch_count()``: the loop is watching
+before a change is made), errors on demand (``fail_next()``: 503s, a 404 of an absent resource) and watches
+ended by the server (``end_watches()``). The whole controller against real servers is in test_controller.py
+and test_real_cluster.py."""
 
 import threading
 import time
