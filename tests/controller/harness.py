@@ -15,6 +15,7 @@ from controller.config import ControllerConfig, parse_config
 from controller.settings import Settings, SyncSettings
 from feddns.reflector import WatchTiming
 from harness.etcd import EtcdServer
+from harness.ports import free_port
 from tests.support.membercluster import MemberCluster
 
 FEDERATION = "myfederation"
@@ -31,6 +32,19 @@ def cluster_entry(cluster: MemberCluster, directory: Path, **extra: Any) -> dict
     """A ``clusters[]`` entry for ``cluster``, with a kubeconfig written into ``directory``."""
     kubeconfig = cluster.write_kubeconfig(str(directory / f"{cluster.name}.kubeconfig"))
     return {"name": cluster.name, "kubeconfig": kubeconfig, **extra}
+
+
+def unreachable_entry(name: str, directory: Path, **extra: Any) -> dict[str, Any]:
+    """A ``clusters[]`` entry named ``name`` whose API server refuses connections: its kubeconfig names a
+    loopback port nothing listens on (the OS just handed it out and it was closed again)."""
+    path = directory / f"{name}.kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": name, "cluster": {"server": f"https://127.0.0.1:{free_port()}"}}],
+        "users": [{"name": name, "user": {"token": "unused"}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+    }))
+    return {"name": name, "kubeconfig": str(path), **extra}
 
 
 def config_raw(etcd_url: str, prefix: str, clusters: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

@@ -2,9 +2,8 @@
 failed, and its body names the clusters that are not synced (docs/controller.md, "Metrics and
 probes").
 
-"bar answers nothing" is FakeKube ``fake_bar`` black-holed (``black_hole()``, then ``restore()``) and "baz
-refuses connections" a FakeKube closed for good: a real kube-apiserver does neither on demand. foo is the
-session's real one."""
+"bar answers nothing" is FakeKube ``fake_bar`` black-holed (``black_hole()``, then ``restore()``): a real
+kube-apiserver does not do that on demand. foo is the session's real one; baz a port nothing listens on."""
 
 import re
 from pathlib import Path
@@ -13,7 +12,7 @@ from harness.controller import ControllerProcess
 from harness.etcd import EtcdServer
 from harness.kubecluster import KubeCluster
 from harness.ports import wait_until
-from tests.controller.harness import cluster_entry, config_raw, write_config
+from tests.controller.harness import cluster_entry, config_raw, unreachable_entry, write_config
 from tests.controller.test_real_cluster import controller_kubeconfig, install_access
 from tests.support.fakekube import FakeKube
 from tests.support.membercluster import MemberCluster
@@ -22,13 +21,9 @@ from tests.support.membercluster import MemberCluster
 def test_not_ready_until_every_cluster_is_listed_or_failed(etcd: EtcdServer, etcd_prefix: str, foo: MemberCluster,
                                                             fake_bar: FakeKube, tmp_path: Path) -> None:
     """foo answers, bar's API server answers nothing (its list hangs), baz's refuses connections."""
-    baz = FakeKube("baz")
-    baz.start()
-    baz_entry = cluster_entry(baz, tmp_path)
-    baz.close()  # off the network for good: its kubeconfig names a port where nothing listens
     fake_bar.black_hole()
-    raw = config_raw(etcd.url, etcd_prefix,
-                     [cluster_entry(foo, tmp_path), cluster_entry(fake_bar, tmp_path), baz_entry])
+    raw = config_raw(etcd.url, etcd_prefix, [cluster_entry(foo, tmp_path), cluster_entry(fake_bar, tmp_path),
+                                             unreachable_entry("baz", tmp_path)])
     process = ControllerProcess(write_config(tmp_path / "controller.yaml", raw), tmp_path / "controller.log").start()
     try:
         wait_until(lambda: process.metric("feddns_controller_cluster_connected", cluster="foo") == 1
