@@ -5,8 +5,9 @@
 * its own key prefix (``--etcd-prefix``) in the given etcd, so clusters share the session's etcd;
 * a serving certificate for 127.0.0.1 from its own CA (made with stubzone.pki, as ``feddns certs`` would);
 * an admin identity: a bearer token in ``--token-auth-file``, group ``system:masters``;
-* service-account signing keys and ``--service-cluster-ip-range 10.0.0.0/16`` (so the ``kubernetes``
-  Service is 10.0.0.1 and the tests' clusterIPs such as 10.0.3.64 are in range);
+* service-account signing keys and ``--service-cluster-ip-range 10.0.0.0/16,fd00:10:96::/112`` (so the
+  ``kubernetes`` Service is 10.0.0.1, the tests' clusterIPs such as 10.0.3.64 are in range, and a
+  dual-stack Service can be made);
 * ``--authorization-mode RBAC``, so an identity other than the admin has exactly the permissions its
   roles grant, and the admission chain of a real cluster (``MutatingAdmissionWebhook`` among it).
 
@@ -43,8 +44,9 @@ from harness.ports import free_port
 from harness.process import ChildProcess, child_env
 from stubzone import pki
 
-SERVICE_CIDR = "10.0.0.0/16"
-"""``--service-cluster-ip-range``: the ``kubernetes`` Service gets 10.0.0.1."""
+SERVICE_CIDR = "10.0.0.0/16,fd00:10:96::/112"
+"""``--service-cluster-ip-range``, dual-stack: the ``kubernetes`` Service gets 10.0.0.1 (the first range's
+family is every single-stack Service's), and ``ipFamilyPolicy: RequireDualStack`` gets an address of each."""
 FIELD_MANAGER = "feddns-tests"
 CLUSTER_SCOPED = frozenset({
     "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",

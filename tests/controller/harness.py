@@ -1,4 +1,5 @@
-"""Running controllers against fake clusters and real etcd, for the controller tests."""
+"""Running controllers against member clusters (real kube-apiservers, or FakeKube for faults) and real etcd,
+for the controller tests."""
 
 import asyncio
 import json
@@ -14,7 +15,8 @@ from controller.config import ControllerConfig, parse_config
 from controller.settings import Settings, SyncSettings
 from feddns.reflector import WatchTiming
 from harness.etcd import EtcdServer
-from tests.support.fakekube import FakeKube
+from harness.ports import free_port
+from tests.support.membercluster import MemberCluster
 
 FEDERATION = "myfederation"
 LABEL = {"federation.feddns.io/name": FEDERATION}
@@ -26,10 +28,23 @@ FAST_WATCH = WatchTiming(watch_timeout=30, backoff_initial=0.05, backoff_max=0.5
 FAST_SYNC = SyncSettings(debounce=0.01, retry_initial=0.05, retry_max=0.5)
 
 
-def cluster_entry(fake: FakeKube, directory: Path, **extra: Any) -> dict[str, Any]:
-    """A ``clusters[]`` entry for ``fake``, with a kubeconfig written into ``directory``."""
-    kubeconfig = fake.write_kubeconfig(str(directory / f"{fake.name}.kubeconfig"))
-    return {"name": fake.name, "kubeconfig": kubeconfig, **extra}
+def cluster_entry(cluster: MemberCluster, directory: Path, **extra: Any) -> dict[str, Any]:
+    """A ``clusters[]`` entry for ``cluster``, with a kubeconfig written into ``directory``."""
+    kubeconfig = cluster.write_kubeconfig(str(directory / f"{cluster.name}.kubeconfig"))
+    return {"name": cluster.name, "kubeconfig": kubeconfig, **extra}
+
+
+def unreachable_entry(name: str, directory: Path, **extra: Any) -> dict[str, Any]:
+    """A ``clusters[]`` entry named ``name`` whose API server refuses connections: its kubeconfig names a
+    loopback port nothing listens on (the OS just handed it out and it was closed again)."""
+    path = directory / f"{name}.kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": name, "cluster": {"server": f"https://127.0.0.1:{free_port()}"}}],
+        "users": [{"name": name, "user": {"token": "unused"}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+    }))
+    return {"name": name, "kubeconfig": str(path), **extra}
 
 
 def config_raw(etcd_url: str, prefix: str, clusters: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

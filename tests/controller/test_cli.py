@@ -1,4 +1,4 @@
-"""``feddns controller --config FILE --metrics HOST:PORT`` as operators run it."""
+"""``feddns controller --config FILE --metrics HOST:PORT`` as operators run it, against real member clusters."""
 
 import logging
 import re
@@ -6,7 +6,14 @@ import time
 
 from harness.controller import ControllerProcess
 from harness.ports import wait_until
-from tests.controller.harness import RunningController, records, write_config
+from tests.controller.harness import (
+    RunningController,
+    cluster_entry,
+    config_raw,
+    records,
+    unreachable_entry,
+    write_config,
+)
 from tests.controller.test_controller import SYNCED, two_clusters, wait_records
 
 
@@ -51,10 +58,10 @@ def test_metrics_probes_and_a_clean_stop(etcd, etcd_prefix, foo, bar, tmp_path):
     assert records(etcd, etcd_prefix) == SYNCED  # stopping deletes nothing
 
 
-def test_the_first_sync_summary_names_an_unreachable_cluster(etcd, etcd_prefix, foo, bar, tmp_path, caplog):
+def test_the_first_sync_summary_names_an_unreachable_cluster(etcd, etcd_prefix, foo, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="controller")
-    bar.stop()
-    with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)):
+    raw = config_raw(etcd.url, etcd_prefix, [cluster_entry(foo, tmp_path), unreachable_entry("bar", tmp_path)])
+    with RunningController(raw):
         wait_until(lambda: "first sync done" in caplog.text, timeout=20, what="the summary")
     (line,) = [r.getMessage() for r in caplog.records if "first sync done" in r.getMessage()]
     assert re.search(r"1 of 2 clusters listed \(bar unreachable: their shards kept\); etcd holds 2 shards", line), line

@@ -1,4 +1,4 @@
-"""The controller end to end: fake member clusters in, a real etcd out."""
+"""The controller end to end: real member clusters (kube-apiservers) in, a real etcd out."""
 
 import logging
 from pathlib import Path
@@ -16,7 +16,7 @@ from tests.controller.harness import (
     mod_revisions,
     records,
 )
-from tests.support.fakekube import FakeKube
+from tests.support.membercluster import MemberCluster
 
 MYSERVICE_FOO = {
     "clusterIP": "10.0.3.64", "clusterIPs": ["10.0.3.64"],
@@ -52,7 +52,7 @@ SYNCED = {
 }
 
 
-def two_clusters(etcd: EtcdServer, prefix: str, foo: FakeKube, bar: FakeKube, tmp_path: Path, **extra):
+def two_clusters(etcd: EtcdServer, prefix: str, foo: MemberCluster, bar: MemberCluster, tmp_path: Path, **extra):
     return config_raw(etcd.url, prefix, [
         cluster_entry(foo, tmp_path, zone="us-central1-a", region="us-central1", cidrs=["10.0.0.0/14"]),
         cluster_entry(bar, tmp_path, zone="us-central1-b", region="us-central1"),

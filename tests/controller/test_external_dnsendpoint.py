@@ -27,10 +27,8 @@ from controller import watch
 from controller.config import ClusterConfig
 from controller.external import ExternalConfig, ExternalPublisher, parse_external_config
 from controller.external.dnsendpoint import DnsEndpointProvider
-from harness.etcd import EtcdServer
-from harness.objects import endpoint_slice, service
-from harness.ports import async_wait_until, wait_until
-from tests.controller.harness import LABEL, RunningController, cluster_entry, config_raw
+from harness.ports import async_wait_until
+from tests.controller.harness import config_raw, unreachable_entry
 from tests.controller.publishing import FAST, run, sample
 from tests.controller.publishing import publishing as publishing_to
 from tests.support.fakekube import FakeKube
@@ -290,36 +288,7 @@ def test_the_cluster_must_be_a_configured_one(tmp_path: Path) -> None:
     from controller.config import parse_config
     from feddns.errors import ConfigError
 
-    fake = FakeKube("foo")
-    try:
-        raw = config_raw("http://127.0.0.1:2379", "", [cluster_entry(fake, tmp_path)], external={
-            "provider": "dnsendpoint", "cluster": "bar", "namespace": "feddns", "zone": "example.com."})
-        with pytest.raises(ConfigError, match=r"external.cluster: 'bar' is not one of clusters\[\].name \(foo\)"):
-            parse_config(raw)
-    finally:
-        fake.close()
-
-
-def test_the_controller_publishes_ingress_ips_keeps_unready_services_marked_and_deletes_gone_ones(
-        etcd: EtcdServer, etcd_prefix: str, cluster: FakeKube, tmp_path: Path) -> None:
-    """Through the whole controller, the objects written in the cluster it also watches."""
-    cluster.apply(service("myns", "web", labels=LABEL, type="LoadBalancer", cluster_ip="10.0.3.10",
-                          load_balancer_ips=["104.32.64.10"]))
-    cluster.apply(endpoint_slice("myns", "web", ready=2))
-    # a LoadBalancer with spec.externalIPs and no ingress yet: nothing is published for it
-    cluster.apply(service("myns", "pending", labels=LABEL, type="LoadBalancer", cluster_ip="10.0.3.11",
-                          external_ips=["198.51.100.11"]))
-    cluster.apply(endpoint_slice("myns", "pending", ready=1))
-    raw = config_raw(etcd.url, etcd_prefix, [cluster_entry(cluster, tmp_path)], external={
-        "provider": "dnsendpoint", "cluster": cluster.name, "namespace": NAMESPACE, "zone": "example.com."})
-    with RunningController(raw) as running:
-        wait_until(lambda: WEB_OBJECT in objects(cluster), timeout=20, what="web's DNSEndpoint")
-        assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["104.32.64.10"], 60)}
-        wait_until(lambda: running.metric("feddns_external_pending_names") == 0, what="settled")
-        assert f"pending.myns.{FEDERATION}" not in objects(cluster)
-        cluster.apply(endpoint_slice("myns", "web", ready=0))  # every shard unready: Federated-DNS says NODATA
-        wait_until(lambda: objects(cluster)[WEB_OBJECT]["metadata"]["labels"].get("federation.feddns.io/stale")
-                   == "true", what="kept, unready")
-        assert endpoints(objects(cluster)[WEB_OBJECT]) == {"A": (["104.32.64.10"], 60)}
-        cluster.delete("Service", "myns", "web")
-        wait_until(lambda: WEB_OBJECT not in objects(cluster), what="deleted with its service")
+    raw = config_raw("http://127.0.0.1:2379", "", [unreachable_entry("foo", tmp_path)], external={
+        "provider": "dnsendpoint", "cluster": "bar", "namespace": "feddns", "zone": "example.com."})
+    with pytest.raises(ConfigError, match=r"external.cluster: 'bar' is not one of clusters\[\].name \(foo\)"):
+        parse_config(raw)  # reads the kubeconfig, contacts nothing

@@ -1,4 +1,6 @@
-"""The fake API server speaks the real list/watch protocol: checked with plain HTTP."""
+"""The fake API server speaks the real list/watch protocol: checked with plain HTTP.
+
+These test FakeKube itself, which the fault tests rely on (tests/support/fakekube.py)."""
 
 import http.client
 import json

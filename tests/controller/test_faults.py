@@ -1,5 +1,9 @@
 """The controller under faults: etcd stalls, its own records changed behind its back,
-a black-holed API server, a cluster unreachable for long, cancellation."""
+a black-holed API server, a cluster unreachable for long, cancellation.
+
+The member clusters are the session's real kube-apiservers, except the black-holed one: FakeKube
+``fake_bar`` (``black_hole()``: connections kept open and never answered), which a real server cannot
+do on demand."""
 
 import asyncio
 import os
@@ -81,24 +85,24 @@ def test_a_record_changed_or_deleted_by_someone_else_is_put_back_within_a_second
         print("put back after " + ", ".join(f"{t * 1000:.0f} ms" for t in took))
 
 
-def test_a_black_holed_api_server_is_noticed_within_the_silence_limit(etcd, etcd_prefix, foo, bar, tmp_path):
+def test_a_black_holed_api_server_is_noticed_within_the_silence_limit(etcd, etcd_prefix, foo, fake_bar, tmp_path):
     """bar keeps its connections open and answers nothing. The defaults notice that within
     WatchTiming().silence_limit (55 s); the test runs the same mechanism 10 times faster."""
     assert WatchTiming().silence_limit < 60
     timing = WatchTiming(watch_timeout=4, read_slack=1.5, list_timeout=3, connect_timeout=1,
                           backoff_initial=0.05, backoff_max=0.5)
-    with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path), watch_timing=timing) as running:
+    with RunningController(two_clusters(etcd, etcd_prefix, foo, fake_bar, tmp_path), watch_timing=timing) as running:
         wait_records(etcd, etcd_prefix, SYNCED)
         wait_until(lambda: running.metric("feddns_controller_cluster_connected", cluster="bar") == 1,
                    what="bar connected")
-        bar.black_hole()
+        fake_bar.black_hole()
         started = time.monotonic()
         wait_until(lambda: running.metric("feddns_controller_cluster_connected", cluster="bar") == 0,
                    timeout=2 * timing.silence_limit, interval=0.05, what="bar seen as unreachable")
         noticed = time.monotonic() - started
         assert noticed <= timing.silence_limit + 1, noticed
         assert records(etcd, etcd_prefix) == SYNCED  # its shards are kept
-        bar.restore()
+        fake_bar.restore()
         wait_until(lambda: running.metric("feddns_controller_cluster_connected", cluster="bar") == 1,
                    timeout=10, what="bar connected again")
         print(f"black hole noticed after {noticed:.1f} s (limit {timing.silence_limit} s)")

@@ -1,4 +1,4 @@
-"""Policy annotations and headless EndpointSlices through the fake API servers, the
+"""Policy annotations and headless EndpointSlices through real kube-apiservers, the
 controller and etcd, into ``feddns serve`` answers (docs/reference.md sections 1, 2, 4)."""
 
 import logging
@@ -15,13 +15,13 @@ from harness.ports import wait_until
 from harness.serve import ServeProcess
 from tests.controller.harness import LABEL, RunningController, cluster_entry, config_raw, records
 from tests.controller.test_serve_answers import wait_answer
-from tests.support.fakekube import FakeKube
+from tests.support.membercluster import MemberCluster
 
 QNAME = "myservice.myns.myfederation.svc.federation."
 POLICY, ORDER, WEIGHT = (f"federation.feddns.io/{n}" for n in ("policy", "failover-order", "weight"))
 
 
-def config(etcd: EtcdServer, prefix: str, foo: FakeKube, bar: FakeKube, tmp_path: Path, **extra: Any) -> dict:
+def config(etcd: EtcdServer, prefix: str, foo: MemberCluster, bar: MemberCluster, tmp_path: Path, **extra: Any) -> dict:
     """foo and bar in one region, other zones; foo's pods are routable from bar, bar's are not."""
     return config_raw(etcd.url, prefix, [
         cluster_entry(foo, tmp_path, zone="us-central1-a", region="us-central1", podNetwork="routable"),
@@ -43,11 +43,11 @@ def controller(etcd, etcd_prefix, foo, bar, tmp_path) -> Iterator[RunningControl
         yield running
 
 
-def annotate(fake: FakeKube, name: str, annotations: dict[str, str], namespace: str = "myns") -> None:
-    obj = fake.get("Service", namespace, name)
+def annotate(cluster: MemberCluster, name: str, annotations: dict[str, str], namespace: str = "myns") -> None:
+    obj = cluster.get("Service", namespace, name)
     assert obj is not None
     obj["metadata"]["annotations"] = annotations
-    fake.apply(obj)
+    cluster.apply(obj)
 
 
 def shard(etcd: EtcdServer, prefix: str, key: str) -> dict | None:
@@ -62,8 +62,8 @@ def wait_shard(etcd: EtcdServer, prefix: str, key: str, check) -> dict:
 def test_failover_annotations_reach_etcd_and_order_answers_for_everyone(etcd, etcd_prefix, controller, serve,
                                                                          foo, bar):
     wait_answer(serve, QNAME, ["10.0.3.64", "104.32.64.130"], cluster="foo")  # locality: own shard first
-    for fake in (foo, bar):
-        annotate(fake, "myservice", {POLICY: "failover", ORDER: "bar,foo"})
+    for cluster in (foo, bar):
+        annotate(cluster, "myservice", {POLICY: "failover", ORDER: "bar,foo"})
     for cluster in ("foo", "bar"):
         wait_shard(etcd, etcd_prefix, f"myns/myservice/{cluster}",
                    lambda r: r.get("policy") == "failover" and r.get("failoverOrder") == ["bar", "foo"])
@@ -146,12 +146,12 @@ def test_bad_annotations_write_the_shard_with_the_default_logged_once_per_servic
     assert controller.metric("feddns_controller_bad_policy_annotations_total", cluster="foo") == 1
 
 
-def headless(fake: FakeKube, base: str, hostnames: list[str], ready: int | None = None, **labels: str) -> None:
+def headless(cluster: MemberCluster, base: str, hostnames: list[str], ready: int | None = None, **labels: str) -> None:
     """Service myns/web, headless, with one EndpointSlice of ``ready`` ready endpoints."""
-    fake.apply(service("myns", "web", labels={**LABEL, **labels}, cluster_ip="None", ports=(("http", "TCP", 80),)))
+    cluster.apply(service("myns", "web", labels={**LABEL, **labels}, cluster_ip="None", ports=(("http", "TCP", 80),)))
     count = len(hostnames) if ready is None else ready
-    fake.apply(endpoint_slice("myns", "web", ready=count, name="web-s1", base=base, hostnames=hostnames,
-                              headless=True, ports=(("http", "TCP", 8080),)))
+    cluster.apply(endpoint_slice("myns", "web", ready=count, name="web-s1", base=base, hostnames=hostnames,
+                                    headless=True, ports=(("http", "TCP", 8080),)))
 
 
 WEB = "web.myns.myfederation.svc.federation."

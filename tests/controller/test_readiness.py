@@ -1,6 +1,9 @@
 """``/ready`` of ``feddns controller``: not ready until every cluster has been listed once or has
 failed, and its body names the clusters that are not synced (docs/controller.md, "Metrics and
-probes")."""
+probes").
+
+"bar answers nothing" is FakeKube ``fake_bar`` black-holed (``black_hole()``, then ``restore()``): a real
+kube-apiserver does not do that on demand. foo is the session's real one; baz a port nothing listens on."""
 
 import re
 from pathlib import Path
@@ -9,20 +12,18 @@ from harness.controller import ControllerProcess
 from harness.etcd import EtcdServer
 from harness.kubecluster import KubeCluster
 from harness.ports import wait_until
-from tests.controller.harness import cluster_entry, config_raw, write_config
+from tests.controller.harness import cluster_entry, config_raw, unreachable_entry, write_config
 from tests.controller.test_real_cluster import controller_kubeconfig, install_access
 from tests.support.fakekube import FakeKube
+from tests.support.membercluster import MemberCluster
 
 
-def test_not_ready_until_every_cluster_is_listed_or_failed(etcd: EtcdServer, etcd_prefix: str, foo: FakeKube,
-                                                            bar: FakeKube, tmp_path: Path) -> None:
+def test_not_ready_until_every_cluster_is_listed_or_failed(etcd: EtcdServer, etcd_prefix: str, foo: MemberCluster,
+                                                            fake_bar: FakeKube, tmp_path: Path) -> None:
     """foo answers, bar's API server answers nothing (its list hangs), baz's refuses connections."""
-    baz = FakeKube("baz")
-    baz.start()
-    baz_entry = cluster_entry(baz, tmp_path)
-    baz.close()  # off the network for good: its kubeconfig names a port where nothing listens
-    bar.black_hole()
-    raw = config_raw(etcd.url, etcd_prefix, [cluster_entry(foo, tmp_path), cluster_entry(bar, tmp_path), baz_entry])
+    fake_bar.black_hole()
+    raw = config_raw(etcd.url, etcd_prefix, [cluster_entry(foo, tmp_path), cluster_entry(fake_bar, tmp_path),
+                                             unreachable_entry("baz", tmp_path)])
     process = ControllerProcess(write_config(tmp_path / "controller.yaml", raw), tmp_path / "controller.log").start()
     try:
         wait_until(lambda: process.metric("feddns_controller_cluster_connected", cluster="foo") == 1
@@ -36,14 +37,14 @@ def test_not_ready_until_every_cluster_is_listed_or_failed(etcd: EtcdServer, etc
         assert re.match(r"clusters not synced: bar \(not listed yet\), baz \((services|endpointslices): .*refused",
                         detail), detail
         assert "foo" not in detail
-        bar.restore()
+        fake_bar.restore()
         wait_until(lambda: process.get("/ready")[0] == 200, timeout=10, what="ready once bar is listed")
         status, body = process.get("/ready")
         first, detail = body.splitlines()
         assert first == "ok"
         assert re.match(r"clusters not synced: baz \((services|endpointslices): ", detail), detail  # named, not awaited
     finally:
-        bar.restore()
+        fake_bar.restore()
         assert process.terminate() == 0, process.log()
 
 

@@ -67,8 +67,17 @@ def controller(etcd: EtcdServer, members: dict[str, KubeCluster],
 
 
 @pytest.fixture
-def namespace() -> str:
-    return f"t{uuid.uuid4().hex[:10]}"
+def namespace(members: dict[str, KubeCluster]) -> Iterator[str]:
+    """A namespace of the test's own, emptied after it even when the test failed half-way: a Service of the
+    federation left in a shared cluster would be a shard in the controller tests that compare all of etcd."""
+    name = f"t{uuid.uuid4().hex[:10]}"
+    yield name
+    for kube in members.values():
+        for kind, collection in (("ServiceExport", "/apis/multicluster.x-k8s.io/v1alpha1"),
+                                 ("EndpointSlice", "/apis/discovery.k8s.io/v1"), ("Service", "/api/v1")):
+            plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+            for found in kube.request("GET", f"{collection}/namespaces/{name}/{plural}")["items"]:
+                kube.delete(kind, name, found["metadata"]["name"])
 
 
 def shards(etcd: EtcdServer, prefix: str, namespace: str) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from harness.objects import endpoint_slice, service
 from harness.ports import async_wait_until, wait_until
 from tests.controller.publishing import FAST, run, sample
 from tests.controller.publishing import publishing as publishing_to
+from tests.support.membercluster import TestObjects
 
 REPO = Path(__file__).parents[2]
 ACCESS = REPO / "deploy" / "member" / "controller-access.yaml"
@@ -253,7 +254,9 @@ def test_the_controller_publishes_a_load_balancer_through_its_role_on_a_read_onl
         etcd: EtcdServer, kube: KubeCluster, kubeconfig: str, federation: str, cleanup: None,
         tmp_path: Path) -> None:
     """The whole controller as deploy/ runs it: Services watched through the ClusterRole, DNSEndpoints
-    written through the Role, with one kubeconfig and no writable /tmp."""
+    written through the Role, with one kubeconfig and no writable /tmp. A load balancer's ingress IPs
+    are published, kept and labelled stale while no shard is ready, and deleted with the Service; a
+    LoadBalancer with spec.externalIPs and no ingress yet publishes nothing."""
     namespace = f"t{uuid.uuid4().hex[:10]}"
     web = f"web.{namespace}.{federation}"
     raw = {"federation": federation, "etcd": {"endpoints": [etcd.url], "prefix": f"/t{uuid.uuid4().hex[:12]}"},
@@ -261,9 +264,13 @@ def test_the_controller_publishes_a_load_balancer_through_its_role_on_a_read_onl
            "external": {"provider": "dnsendpoint", "cluster": "foo", "namespace": NAMESPACE, "zone": ZONE}}
     (tmp_path / "controller.yaml").write_text(yaml.safe_dump(raw))
     label = {"federation.feddns.io/name": federation}
-    kube.apply(service(namespace, "web", labels=label, type="LoadBalancer", cluster_ip="10.0.32.10",
+    made = TestObjects(kube)
+    made.apply(service(namespace, "web", labels=label, type="LoadBalancer", cluster_ip="10.0.32.10",
                        load_balancer_ips=["104.32.64.10"]))
-    kube.apply(endpoint_slice(namespace, "web", ready=2))
+    made.apply(endpoint_slice(namespace, "web", ready=2))
+    made.apply(service(namespace, "pending", labels=label, type="LoadBalancer", cluster_ip="10.0.32.11",
+                       external_ips=["198.51.100.11"]))
+    made.apply(endpoint_slice(namespace, "pending", ready=1))
     process = ControllerProcess(tmp_path / "controller.yaml", tmp_path / "controller.log", read_only=True).start()
     try:
         def published(check: Callable[[dict[str, Any]], bool], what: str) -> None:
@@ -273,12 +280,16 @@ def test_the_controller_publishes_a_load_balancer_through_its_role_on_a_read_onl
                 raise TimeoutError(f"{exc}\n--- controller\n{process.log()[-4000:]}") from exc
 
         published(lambda found: web in found, "web's DNSEndpoint")
-        assert objects(kube, federation)[web]["spec"] == {
-            "endpoints": endpoints(f"{web}.svc.example.com", 60, ["104.32.64.10"])}
-        kube.delete("Service", namespace, "web")
+        spec = {"endpoints": endpoints(f"{web}.svc.example.com", 60, ["104.32.64.10"])}
+        assert objects(kube, federation)[web]["spec"] == spec
+        wait_until(lambda: process.metric("feddns_external_pending_names") == 0, what="settled")
+        assert set(objects(kube, federation)) == {web}  # not pending: no ingress yet
+        made.apply(endpoint_slice(namespace, "web", ready=0))  # every shard unready: Federated-DNS says NODATA
+        published(lambda found: found[web]["metadata"]["labels"].get("federation.feddns.io/stale") == "true",
+                  "kept, labelled stale")
+        assert objects(kube, federation)[web]["spec"] == spec
+        made.delete("Service", namespace, "web")
         published(lambda found: found == {}, "deleted with its Service")
     finally:
-        kube.delete("EndpointSlice", namespace, "web-abcde")
-        if kube.get("Service", namespace, "web") is not None:
-            kube.delete("Service", namespace, "web")
+        made.close()
         assert process.terminate() == 0, process.log()[-3000:]

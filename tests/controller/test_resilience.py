@@ -1,4 +1,10 @@
-"""Unreachable clusters, 410 Gone, restarts and etcd outages lose nothing and delete nothing alive."""
+"""Unreachable clusters, 410 Gone, restarts and etcd outages lose nothing and delete nothing alive.
+
+foo is the session's real kube-apiserver. The cluster that fails is FakeKube, for what a shared real one
+cannot do on demand: ``fake_bar`` taken off the network and back (``stop()``/``start()``), its watches held
+back and expired with 410 (``hold()``, ``expire_watches()``, ``release()``, counted with ``watch_count()``),
+and ``baz`` whose history is compacted under an open watch (``compact()``, ``end_watches()``, 410 as an HTTP
+status). Restarts of the controller and etcd outages need no fake."""
 
 import asyncio
 import contextlib
@@ -13,12 +19,12 @@ from tests.controller.test_controller import SYNCED, two_clusters, wait_records
 from tests.support.fakekube import FakeKube
 
 
-def test_unreachable_cluster_keeps_its_shards_and_catches_up(etcd, etcd_prefix, foo, bar, tmp_path, caplog):
+def test_unreachable_cluster_keeps_its_shards_and_catches_up(etcd, etcd_prefix, foo, fake_bar, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="controller")
-    raw = two_clusters(etcd, etcd_prefix, foo, bar, tmp_path, resyncSeconds=0.3)
+    raw = two_clusters(etcd, etcd_prefix, foo, fake_bar, tmp_path, resyncSeconds=0.3)
     with RunningController(raw) as running:
         wait_records(etcd, etcd_prefix, SYNCED)
-        bar.stop()
+        fake_bar.stop()
         wait_until(lambda: running.metric("feddns_controller_cluster_connected", cluster="bar") == 0,
                    what="bar seen as unreachable")
         resyncs = running.metric("feddns_controller_resyncs_total")
@@ -27,21 +33,21 @@ def test_unreachable_cluster_keeps_its_shards_and_catches_up(etcd, etcd_prefix, 
         wait_until(lambda: "cluster bar unreachable" in caplog.text, what="the outage logged")
         assert running.metric("feddns_controller_cluster_list_failures_total", cluster="bar") >= 1
 
-        bar.delete("Service", "shop", "cart")  # happens while the controller cannot see bar
-        bar.start()
+        fake_bar.delete("Service", "shop", "cart")  # happens while the controller cannot see bar
+        fake_bar.start()
         wait_records(etcd, etcd_prefix, {k: v for k, v in SYNCED.items() if k != "shop/cart/bar"})
         wait_until(lambda: running.metric("feddns_controller_cluster_connected", cluster="bar") == 1,
                    what="bar connected again")
 
 
-def test_cluster_unreachable_at_start_keeps_its_shards(etcd, etcd_prefix, foo, bar, tmp_path, caplog):
+def test_cluster_unreachable_at_start_keeps_its_shards(etcd, etcd_prefix, foo, fake_bar, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="controller")
-    raw = two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)
+    raw = two_clusters(etcd, etcd_prefix, foo, fake_bar, tmp_path)
     first = RunningController(raw).start()
     wait_records(etcd, etcd_prefix, SYNCED)
     first.stop()
 
-    bar.stop()
+    fake_bar.stop()
     with RunningController(raw) as second:
         wait_until(lambda: second.metric("feddns_controller_cluster_kept_shards", cluster="bar") == 2,
                    what="bar's two shards counted as kept")
@@ -51,20 +57,20 @@ def test_cluster_unreachable_at_start_keeps_its_shards(etcd, etcd_prefix, foo, b
         wait_until(lambda: "myns/later/foo" in records(etcd, etcd_prefix), what="a write while bar is down")
         assert {k: v for k, v in records(etcd, etcd_prefix).items() if k.endswith("/bar")} == {
             k: v for k, v in SYNCED.items() if k.endswith("/bar")}
-        bar.start()
+        fake_bar.start()
         wait_until(lambda: second.metric("feddns_controller_cluster_connected", cluster="bar") == 1,
                    what="bar connected")
 
 
-def test_410_gone_relists_and_loses_nothing(etcd, etcd_prefix, foo, bar, tmp_path):
-    with RunningController(two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)) as running:
+def test_410_gone_relists_and_loses_nothing(etcd, etcd_prefix, foo, fake_bar, tmp_path):
+    with RunningController(two_clusters(etcd, etcd_prefix, foo, fake_bar, tmp_path)) as running:
         wait_records(etcd, etcd_prefix, SYNCED)
-        wait_until(lambda: bar.watch_count() == 2, what="bar watched")
-        bar.hold()  # the watch falls behind: these events are never sent on it
-        bar.apply(endpoint_slice("myns", "myservice", ready=4, name="myservice-q8r3z"))
-        bar.delete("Service", "shop", "cart")
-        bar.expire_watches()  # ERROR 410 Expired on the open watches
-        bar.release()
+        wait_until(lambda: fake_bar.watch_count() == 2, what="bar watched")
+        fake_bar.hold()  # the watch falls behind: these events are never sent on it
+        fake_bar.apply(endpoint_slice("myns", "myservice", ready=4, name="myservice-q8r3z"))
+        fake_bar.delete("Service", "shop", "cart")
+        fake_bar.expire_watches()  # ERROR 410 Expired on the open watches
+        fake_bar.release()
         expected = {k: v for k, v in SYNCED.items() if k != "shop/cart/bar"}
         expected["myns/myservice/bar"] = {**SYNCED["myns/myservice/bar"], "ready": 4}
         wait_records(etcd, etcd_prefix, expected)
@@ -137,15 +143,15 @@ def test_etcd_outage_delays_writes_and_loses_nothing(private_etcd, etcd_prefix, 
         wait_records(private_etcd, etcd_prefix, expected, timeout=30)
 
 
-def test_a_cluster_unreachable_past_stale_after_is_marked_stale_until_it_answers(etcd, etcd_prefix, foo, bar,
+def test_a_cluster_unreachable_past_stale_after_is_marked_stale_until_it_answers(etcd, etcd_prefix, foo, fake_bar,
                                                                                   tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="controller")
-    raw = two_clusters(etcd, etcd_prefix, foo, bar, tmp_path)
+    raw = two_clusters(etcd, etcd_prefix, foo, fake_bar, tmp_path)
     raw["clusters"][1].update(staleAfterSeconds=1, staleAction="drop")
     expected = {**SYNCED, "_clusters/bar": {**SYNCED["_clusters/bar"], "staleAction": "drop"}}
     with RunningController(raw) as running:
         wait_records(etcd, etcd_prefix, expected)
-        bar.stop()
+        fake_bar.stop()
         stopped = time.monotonic()
         wait_until(lambda: records(etcd, etcd_prefix)["_clusters/bar"].get("stale") is True, timeout=10,
                    what="bar's record marked stale")
@@ -157,7 +163,7 @@ def test_a_cluster_unreachable_past_stale_after_is_marked_stale_until_it_answers
         assert re.search(r"cluster bar unreachable for \d+s \(staleAfterSeconds 1\): its shards are marked stale "
                          r"\(staleAction drop\)", caplog.text)
 
-        bar.start()
+        fake_bar.start()
         wait_records(etcd, etcd_prefix, expected)
         assert running.metric("feddns_controller_cluster_stale", cluster="bar") == 0
         wait_until(lambda: "cluster bar: reachable again; its shards are no longer stale" in caplog.text,
