@@ -255,8 +255,24 @@ def install(clusters: Clusters, directory: Path) -> Federation:
     # 1. The stub-zone PKI.
     sh(node, "feddns", "certs", "init", "--dir", str(pki))
     sh(node, "feddns", "certs", "issue-client", "--dir", str(pki), "--cn", "feddns-controller")
-    # 2. foo's stub-zone endpoint (its Service's in-cluster name: foo hosts the controller), the
-    #    controller's access, the links webhook, then foo's kubeconfig for the controller.
+    # 2. bar, as "Add a member cluster" says: its endpoint behind its load-balancer address (the
+    # cloud's static address, reserved so that the certificate names it), open to the
+    # controller's address as bar sees it (foo's node: what leaves foo is masqueraded), and a
+    # kubeconfig with the address the controller reaches bar's API server by.
+    bar_stubzone = lb_address(bar, 8)
+    bar.reserve_load_balancer("kube-system", "feddns-stubzone", bar_stubzone)
+    sh(bar, "feddns", "certs", "issue-server", "--dir", str(pki), "--name", "bar", "--ip", bar_stubzone)
+    bar_values = {"cluster": "bar", "clusterDNS": {"platform": "forwarder", "probeInterval": PROBE_INTERVAL},
+                  "forwarder": {"image": images.coredns_ref()},  # the node's CoreDNS image (no registry here)
+                  "stubzone": {"service": {"loadBalancerSourceRanges": [f"{node.ranges.node_ip}/32"]}}}
+    (directory / "bar.yaml").write_text(yaml.safe_dump(bar_values))
+    sh(bar, "helm", "install", "feddns-member", "deploy/helm/feddns-member", "-n", MEMBER_NS, "--create-namespace",
+       "-f", str(directory / "bar.yaml"),
+       "--set-file", f"stubzone.tls.cert={pki / 'bar.crt'},stubzone.tls.key={pki / 'bar.key'},"
+                     f"stubzone.tls.ca={pki / 'ca.crt'}")
+    reloaded = forward_zone_to_the_forwarder(bar)  # waited for after foo's steps: its reload overlaps them
+    # 3. foo's stub-zone endpoint (its Service's in-cluster name: foo hosts the controller), the
+    #    controller's access, the links webhook, then both kubeconfigs for the controller.
     sh(node, "feddns", "certs", "issue-server", "--dir", str(pki), "--name", "foo",
        "--dns", "feddns-stubzone.kube-system.svc")
     links = directory / "links"
@@ -278,31 +294,17 @@ def install(clusters: Clusters, directory: Path) -> Federation:
                      f"stubzone.tls.ca={pki / 'ca.crt'},links.tls.cert={links / 'server.crt'},"
                      f"links.tls.key={links / 'server.key'}")
     sh(node, "bash", "deploy/cluster-dns/coredns/coredns-import.sh", "--context", "foo")
+    # the kubeconfigs last: each member's token controller has filled its token Secret by now
     kubeconfigs.mkdir()
-    (kubeconfigs / "foo.kubeconfig").write_text(sh(
-        node, "bash", "deploy/member/kubeconfig.sh", "--context", "foo", "--name", "foo",
-        "--server", "https://kubernetes.default.svc"))
-    # bar, as "Add a member cluster" says: its endpoint behind its load-balancer address (the
-    # cloud's static address, reserved so that the certificate names it), open to the
-    # controller's address as bar sees it (foo's node: what leaves foo is masqueraded), and a
-    # kubeconfig with the address the controller reaches bar's API server by.
-    bar_stubzone = lb_address(bar, 8)
-    bar.reserve_load_balancer("kube-system", "feddns-stubzone", bar_stubzone)
-    sh(bar, "feddns", "certs", "issue-server", "--dir", str(pki), "--name", "bar", "--ip", bar_stubzone)
-    bar_values = {"cluster": "bar", "clusterDNS": {"platform": "forwarder", "probeInterval": PROBE_INTERVAL},
-                  "forwarder": {"image": images.coredns_ref()},  # the node's CoreDNS image (no registry here)
-                  "stubzone": {"service": {"loadBalancerSourceRanges": [f"{node.ranges.node_ip}/32"]}}}
-    (directory / "bar.yaml").write_text(yaml.safe_dump(bar_values))
-    sh(bar, "helm", "install", "feddns-member", "deploy/helm/feddns-member", "-n", MEMBER_NS, "--create-namespace",
-       "-f", str(directory / "bar.yaml"),
-       "--set-file", f"stubzone.tls.cert={pki / 'bar.crt'},stubzone.tls.key={pki / 'bar.key'},"
-                     f"stubzone.tls.ca={pki / 'ca.crt'}")
-    forward_zone_to_the_forwarder(bar)
     (kubeconfigs / "bar.kubeconfig").write_text(sh(
         bar, "bash", "deploy/member/kubeconfig.sh", "--context", "bar", "--name", "bar",
         "--server", f"https://{bar.ranges.node_ip}:6443"))
+    (kubeconfigs / "foo.kubeconfig").write_text(sh(
+        node, "bash", "deploy/member/kubeconfig.sh", "--context", "foo", "--name", "foo",
+        "--server", "https://kubernetes.default.svc"))
+    reloaded()
     timings["members"] = time.monotonic() - began
-    # 3. The kubeconfigs and the client certificate as Secrets, then the federation.
+    # 4. The kubeconfigs and the client certificate as Secrets, then the federation.
     sh(node, "kubectl", "create", "namespace", FEDERATION_NS)
     sh(node, "kubectl", "-n", FEDERATION_NS, "create", "secret", "generic", "feddns-clusters",
        f"--from-file={kubeconfigs}")
@@ -334,13 +336,13 @@ def install(clusters: Clusters, directory: Path) -> Federation:
     return Federation(node, bar, clusters, directory, "", federation_values, serve_ip, timings=timings)
 
 
-def forward_zone_to_the_forwarder(node: Node) -> None:
+def forward_zone_to_the_forwarder(node: Node) -> Callable[[], None]:
     """The one static edit the member chart's NOTES print in forwarder mode ("Add to the cluster DNS's
     configuration"), made to kubeadm's Corefile as a user would: a server block that forwards the
-    federation zone to Service feddns-forwarder's clusterIP. Returns once both CoreDNS pods have
-    reloaded it (kubelet's sync of their ConfigMap volume, then ``reload``: up to about a minute,
-    once, before the cluster joins), so that the join is timed from the endpoint's write alone."""
-    node.wait_rollout("kube-system", "Deployment", "feddns-stubzone", 180)
+    federation zone to Service feddns-forwarder's clusterIP. Returns a function that returns once both
+    CoreDNS pods have reloaded it (kubelet's sync of their ConfigMap volume, then ``reload``: up to
+    about a minute, once, before the cluster joins), so that the join is timed from the endpoint's
+    write alone; the caller does other work meanwhile."""
     address = node.api.get("Service", "kube-system", "feddns-forwarder")["spec"]["clusterIP"]
     block = f"federation.:53 {{\n    forward . {address}\n}}\n"
     configmap = node.api.get("ConfigMap", "kube-system", "coredns")
@@ -350,14 +352,18 @@ def forward_zone_to_the_forwarder(node: Node) -> None:
     sh(node, "kubectl", "-n", "kube-system", "patch", "configmap", "coredns", "--type", "json",
        "--patch", json.dumps(patch))
     deadline = time.monotonic() + 180
-    while True:
-        pods = node.api.request("GET", "/api/v1/namespaces/kube-system/pods?labelSelector=k8s-app%3Dkube-dns")["items"]
-        loaded = [p for p in pods if node.pod_logs("kube-system", p["metadata"]["name"]).count(
-            "plugin/reload: Running configuration") >= 2]
-        if pods and len(loaded) == len(pods):
-            return
-        assert time.monotonic() < deadline, f"CoreDNS in {node.cluster} did not reload the forwarding block"
-        time.sleep(1)
+
+    def reloaded() -> None:
+        while True:
+            pods = node.api.request("GET", "/api/v1/namespaces/kube-system/pods?labelSelector=k8s-app%3Dkube-dns")[
+                "items"]
+            loaded = [p for p in pods if node.pod_logs("kube-system", p["metadata"]["name"]).count(
+                "plugin/reload: Running configuration") >= 2]
+            if pods and len(loaded) == len(pods):
+                return
+            assert time.monotonic() < deadline, f"CoreDNS in {node.cluster} did not reload the forwarding block"
+            time.sleep(1)
+    return reloaded
 
 
 READY_FILE = "/tmp/ready"
