@@ -32,7 +32,8 @@ def stubzone(pki: Pki, etcd: EtcdServer, skydns_prefix: str) -> Iterator[Stubzon
 @pytest.fixture
 def fake() -> Iterator[FakeKube]:
     """The fake API server of tests/ (member cluster), for the faults a real one cannot show on demand
-    (a 410 Gone, failures in a row, a held watch): each test that uses it says which."""
+    (a 410 Gone, failures in a row, a held watch, a writer between a GET and a PUT, a write refused or
+    cut after it applied): each test that uses it says which."""
     server = FakeKube("member")
     server.start()
     yield server

@@ -3,7 +3,7 @@
 Each ``Store`` starts (or is given) the thing the endpoint programs, gives the
 ``feddns stubzone`` flags that point at it, and reads back what it holds
 without going through the endpoint: ``kubectl get configmap``-style reads of
-the fake API server, etcd's own v2 and v3 APIs, ``unbound-control
+the real kube-apiserver, etcd's own v2 and v3 APIs, ``unbound-control
 list_forwards``. The tests common to every backend run on these.
 """
 
@@ -14,9 +14,12 @@ import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
+import pytest
+
 from harness.etcd import EtcdServer
+from harness.kubecluster import KubeCluster
 from harness.unbound import UnboundResolver
-from tests.support.fakekube import FakeKube
+from tests.support.membercluster import TestObjects
 
 ZONE = "federation"
 CLUSTER = "foo"
@@ -95,26 +98,37 @@ class SkyDNSStore:
 
 
 class ConfigMapStore:
-    """A fake API server holding the ConfigMap that ``coredns`` or ``kube-dns`` writes."""
+    """The ConfigMap that ``coredns`` or ``kube-dns`` writes, in the session's real kube-apiserver ``kube``.
 
-    def __init__(self, backend: str, directory: Path) -> None:
+    It lives in a namespace of the test's own (``--configmap NS/NAME``): other tests' ``kube-system``
+    is never touched. ``close()`` deletes the ConfigMap and the namespace (tests/support/membercluster.py).
+    ``stop()`` and ``start()`` stop and start that shared server itself (on the same port, with the same
+    data): an outage of the cluster's API server, as a test that restarts a session's server may cause.
+    """
+
+    def __init__(self, backend: str, directory: Path, kube: KubeCluster) -> None:
         self.name = backend
-        self.fake = FakeKube(f"member-{backend}")
-        self.fake.start()
-        self.kubeconfig = self.fake.write_kubeconfig(str(directory / f"{backend}.kubeconfig"))
+        self.kube = kube
+        self.objects = TestObjects(kube)
+        self.namespace = f"stubzone-{uuid.uuid4().hex[:8]}"
+        self.kubeconfig = kube.write_kubeconfig(directory / f"{backend}.kubeconfig")
         self.configmap = "coredns-feddns" if backend == "coredns" else "kube-dns"
+        self.objects.own("ConfigMap", self.namespace, self.configmap)
         if backend == "kube-dns":  # kube-dns's own ConfigMap exists before any stub domain
-            self.fake.apply({"kind": "ConfigMap", "metadata": {"namespace": "kube-system", "name": "kube-dns"},
-                             "data": {"upstreamNameservers": '["192.0.2.53"]'}})
+            self.objects.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"namespace": self.namespace, "name": "kube-dns"},
+                                "data": {"upstreamNameservers": '["192.0.2.53"]'}})
 
     def args(self) -> list[str]:
         cluster = ["--cluster", CLUSTER] if self.name == "coredns" else []
         return ["--backend", self.name, *cluster, "--kubeconfig", self.kubeconfig,
-                "--configmap", f"kube-system/{self.configmap}"]
+                "--configmap", f"{self.namespace}/{self.configmap}"]
+
+    def get(self) -> dict[str, Any] | None:
+        return self.kube.get("ConfigMap", self.namespace, self.configmap)
 
     def data(self) -> dict[str, str]:
-        obj = self.fake.get("ConfigMap", "kube-system", self.configmap)
-        return dict((obj or {}).get("data") or {})
+        return dict((self.get() or {}).get("data") or {})
 
     def stored(self, federation: str) -> list[str] | None:
         data = self.data()
@@ -128,7 +142,7 @@ class ConfigMapStore:
         return [canonical(*_split_host_port(target)) for target in targets.split()]
 
     def version(self) -> str:
-        obj = self.fake.get("ConfigMap", "kube-system", self.configmap)
+        obj = self.get()
         return str(obj["metadata"]["resourceVersion"]) if obj else "absent"
 
     def _foreign(self) -> dict[str, str]:
@@ -137,17 +151,17 @@ class ConfigMapStore:
         return {"README": "hand-written, not a server block"}
 
     def add_foreign(self) -> None:
-        obj = self.fake.get("ConfigMap", "kube-system", self.configmap) or {
-            "kind": "ConfigMap", "metadata": {"namespace": "kube-system", "name": self.configmap}}
+        obj = self.get() or {"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"namespace": self.namespace, "name": self.configmap}}
         obj["data"] = {**(obj.get("data") or {}), **self._foreign()}
         if self.name == "kube-dns":
             stubs = json.loads(obj["data"].get("stubDomains") or "{}")
             obj["data"]["stubDomains"] = json.dumps({**stubs, "corp.local": ["192.0.2.250"]})
         obj["metadata"]["labels"] = {"owner": "operator"}
-        self.fake.apply(obj)
+        self.objects.apply(obj)
 
     def foreign_kept(self) -> bool:
-        obj = self.fake.get("ConfigMap", "kube-system", self.configmap) or {}
+        obj = self.get() or {}
         data = obj.get("data") or {}
         kept = all(data.get(k) == v for k, v in self._foreign().items())
         if self.name == "kube-dns":
@@ -155,13 +169,34 @@ class ConfigMapStore:
         return kept and obj["metadata"].get("labels") == {"owner": "operator"}
 
     def stop(self) -> None:
-        self.fake.stop()
+        self.kube.stop()
 
     def start(self) -> None:
-        self.fake.start()
+        self.kube.start()
 
     def close(self) -> None:
-        self.fake.close()
+        if not self.kube.child.running:  # a test that stopped the server failed before it started it again
+            self.kube.start()
+        self.objects.close()
+
+
+def changes_since(kube: KubeCluster, namespace: str, name: str, version: str) -> list[str]:
+    """The kinds of change (``ADDED``, ``MODIFIED``, ``DELETED``) the real API server made to ConfigMap
+    ``namespace/name`` after resourceVersion ``version``, oldest first: a watch from that version replays
+    them (Kubernetes API concepts, "Efficient detection of changes"), and ends after a second. One write
+    that changed the object is one event; a write that changed nothing makes none."""
+    path = (f"/api/v1/namespaces/{namespace}/configmaps?watch=1&resourceVersion={version}"
+            f"&fieldSelector=metadata.name%3D{name}&timeoutSeconds=1")
+    answer = kube.request("GET", path)
+    if answer is None:
+        return []
+    events = [answer] if isinstance(answer, dict) else [json.loads(line) for line in answer.splitlines() if line]
+    return [str(event["type"]) for event in events]
+
+
+def list_version(kube: KubeCluster, namespace: str) -> str:
+    """The resourceVersion of a list of ``namespace``'s ConfigMaps: a point to watch from."""
+    return str(kube.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")["metadata"]["resourceVersion"])
 
 
 class UnboundStore:
@@ -215,13 +250,14 @@ def _split_host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def make_store(name: str, directory: Path) -> Any:
-    """The store of backend ``name`` (``skydns-v2``, ``skydns-v3``, ``coredns``, ``kube-dns``, ``unbound``)."""
+def make_store(name: str, directory: Path, request: pytest.FixtureRequest) -> Any:
+    """The store of backend ``name`` (``skydns-v2``, ``skydns-v3``, ``coredns``, ``kube-dns``, ``unbound``);
+    coredns and kube-dns take the session's real kube-apiserver ``kube_foo`` from ``request``."""
     if name.startswith("skydns-"):
         return SkyDNSStore(name.removeprefix("skydns-"))
     if name == "unbound":
         return UnboundStore()
-    return ConfigMapStore(name, directory)
+    return ConfigMapStore(name, directory, request.getfixturevalue("kube_foo"))
 
 
 BACKENDS = ["coredns", "kube-dns", "skydns-v2", "skydns-v3", "unbound"]

@@ -1,6 +1,7 @@
 """What every backend does (docs/reference.md section 5), against the real store behind it.
 
-coredns and kube-dns: the fake API server (ConfigMaps, resourceVersion);
+coredns and kube-dns: the session's real kube-apiserver (a ConfigMap in a namespace of the test's
+own; stopped and started for the outage tests);
 skydns: a real etcd 3.4, v2 and v3 key spaces; unbound: a real unbound
 programmed through unbound-control. Each test reads the store directly
 (tests/stubzone/stores.py), never through the endpoint alone.
@@ -23,7 +24,7 @@ SECOND = ["198.51.100.7"]
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
-    made = make_store(request.param, tmp_path)
+    made = make_store(request.param, tmp_path, request)
     yield made
     made.close()
 

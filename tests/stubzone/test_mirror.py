@@ -33,6 +33,7 @@ from stubzone.metrics import StubzoneMetrics
 from stubzone.mirror import MirrorSettings, ZoneMirror
 from stubzone.model import Nameserver, StubDomains
 from tests.support.fakekube import FakeKube
+from tests.support.membercluster import TestObjects
 
 NAME = "feddns-forwarder-zones"
 WAIT = 30.0
@@ -61,20 +62,21 @@ def files(directory: Path) -> dict[str, str]:
 @pytest.fixture
 def namespace(kube_foo: KubeCluster) -> Iterator[str]:
     """A namespace of the test's own with the empty ConfigMap (the chart makes it) and a ServiceAccount
-    feddns-stubzone with the chart's rights on it, and no other."""
+    feddns-stubzone with the chart's rights on it, and no other; deleted after the test with all it holds."""
     ns = f"feddns-mirror-{uuid.uuid4().hex[:8]}"
-    kube_foo.ensure_namespace(ns)
-    kube_foo.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": ns}})
-    kube_foo.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                    "metadata": {"name": "feddns-stubzone", "namespace": ns},
-                    "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NAME],
-                               "verbs": ["get", "update", "list", "watch"]}]})
-    kube_foo.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                    "metadata": {"name": "feddns-stubzone", "namespace": ns},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "feddns-stubzone"},
-                    "subjects": [{"kind": "ServiceAccount", "name": "feddns-stubzone", "namespace": ns}]})
+    objects = TestObjects(kube_foo)
+    objects.own("ServiceAccount", ns, "feddns-stubzone")  # made by MirroringEndpoint's token request
+    objects.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": ns}})
+    objects.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": "feddns-stubzone", "namespace": ns},
+                   "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NAME],
+                              "verbs": ["get", "update", "list", "watch"]}]})
+    objects.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": "feddns-stubzone", "namespace": ns},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "feddns-stubzone"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "feddns-stubzone", "namespace": ns}]})
     yield ns
-    kube_foo.request("DELETE", f"/api/v1/namespaces/{ns}")
+    objects.close()
 
 
 class MirroringEndpoint(StubzoneProcess):

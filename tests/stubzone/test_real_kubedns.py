@@ -1,6 +1,7 @@
 """``feddns stubzone --backend kube-dns`` against a real kube-apiserver (harness/kubecluster.py).
 
-tests/stubzone/test_configmaps.py checks the backend against the fake API server. Here the ConfigMap
+tests/stubzone/test_configmaps.py checks the backend as the admin, in a namespace of each test's own
+(and the faults against the fake API server). Here the ConfigMap
 is the real ``kube-system/kube-dns`` as a cluster admin left it (upstreamNameservers, a stub domain of
 their own, a key and a label of the addon manager), and the endpoint reaches the API server with the
 token of a ServiceAccount bound to the Role of deploy/cluster-dns/kube-dns/stubzone.yaml: get and update

@@ -2,7 +2,7 @@
 ``--backend-timeout`` however many requests queue, and a 503 that says ``"mayHaveApplied": false`` is never
 followed by the change appearing in the store.
 
-The TCP stores (the API server of coredns and kube-dns, etcd v2 and v3) are reached through a
+The TCP stores (the real kube-apiserver of coredns and kube-dns, over TLS; etcd v2 and v3) are reached through a
 :class:`StallProxy`, which can make the store stall at an exact byte of a request, as SIGSTOP would at that
 instant; unbound is stopped with SIGSTOP, at the start of the n-th run of ``unbound-control``.
 """
@@ -48,15 +48,15 @@ def _through_proxy(store: Store, tmp_path: Path) -> tuple[list[str], StallProxy]
         args[args.index("--etcd") + 1] = proxy.url
         return args, proxy
     assert isinstance(store, ConfigMapStore)
-    proxy = StallProxy(("127.0.0.1", store.fake.port))
-    kubeconfig = store.fake.write_kubeconfig(str(tmp_path / "proxied.kubeconfig"))
-    Path(kubeconfig).write_text(Path(kubeconfig).read_text().replace(store.fake.url, proxy.url))
+    proxy = StallProxy(("127.0.0.1", store.kube.port))  # TLS passes through: the serving certificate names 127.0.0.1
+    kubeconfig = store.kube.write_kubeconfig(tmp_path / "proxied.kubeconfig")
+    Path(kubeconfig).write_text(Path(kubeconfig).read_text().replace(store.kube.url, f"https://127.0.0.1:{proxy.port}"))
     args[args.index("--kubeconfig") + 1] = kubeconfig
     return args, proxy
 
 
-def stallable(name: str, tmp_path: Path) -> Stallable:
-    store = make_store(name, tmp_path)
+def stallable(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Stallable:
+    store = make_store(name, tmp_path, request)
     if isinstance(store, UnboundStore):
         proc = store.resolver.proc
         assert proc is not None
@@ -68,7 +68,7 @@ def stallable(name: str, tmp_path: Path) -> Stallable:
 
 @pytest.fixture(params=["coredns", "kube-dns", "skydns-v2", "skydns-v3", "unbound"])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stallable]:
-    made = stallable(request.param, tmp_path)
+    made = stallable(request.param, tmp_path, request)
     yield made
     made.thaw()
     if made.proxy is not None:
@@ -123,10 +123,10 @@ def _posts_bytes(server: StubzoneProcess, proxy: StallProxy, nameservers: list[s
 
 
 @pytest.mark.parametrize("name", ["coredns", "skydns-v2", "skydns-v3"])
-def test_a_stall_at_any_byte_of_a_post_never_applies_what_a_503_said_it_did_not(pki, tmp_path, name):
+def test_a_stall_at_any_byte_of_a_post_never_applies_what_a_503_said_it_did_not(pki, tmp_path, request, name):
     """A POST whose store stalls after k bytes, for k across the whole request: 200 means stored; 503
     with mayHaveApplied false means the store still holds the old list once the stall ends."""
-    target = stallable(name, tmp_path)
+    target = stallable(name, tmp_path, request)
     proxy = target.proxy
     assert proxy is not None
     outcomes = []

@@ -69,12 +69,23 @@ class TestObjects:
         for field in SERVER_SET:
             meta.pop(field, None)
         namespace = None if obj["kind"] in CLUSTER_SCOPED else meta.setdefault("namespace", "default")
-        if namespace is not None and namespace not in self._known:
+        if namespace is not None:
+            self._remember_namespace(namespace)
+        self._made[(obj["kind"], namespace, meta["name"])] = None
+        return self.kube.apply(obj)
+
+    def own(self, kind: str, namespace: str, name: str) -> None:
+        """Remember an object that the program under test may create, so ``close()`` deletes it too, and
+        create its namespace now if it does not exist (deleted at ``close()`` like the others)."""
+        self._remember_namespace(namespace)
+        self.kube.ensure_namespace(namespace)
+        self._made[(kind, namespace, name)] = None
+
+    def _remember_namespace(self, namespace: str) -> None:
+        if namespace not in self._known:
             if self.kube.get("Namespace", None, namespace) is None:
                 self._namespaces.append(namespace)
             self._known.add(namespace)
-        self._made[(obj["kind"], namespace, meta["name"])] = None
-        return self.kube.apply(obj)
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         return self.kube.get(kind, namespace, name)
